@@ -1,0 +1,1 @@
+"""Things built on queue_core's public API: the CLI and integrations."""

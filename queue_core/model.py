@@ -1,0 +1,490 @@
+"""Records that cross the :class:`~queue_core.storage.Storage` protocol, and the public ones.
+
+Times inside the protocol are integers: epoch milliseconds (``*_ms`` / ``now``). Public
+records (:class:`AttemptRecord`, :class:`DeadJob`, :class:`JobInfo`) carry timezone-aware
+UTC :class:`~datetime.datetime` values; :func:`dt_from_ms` converts.
+
+Payloads and results cross the protocol as ``bytes`` produced by the core's serializer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "Action",
+    "AttemptEnd",
+    "AttemptRecord",
+    "ClaimedJob",
+    "DeadJob",
+    "Decision",
+    "ErrorInfo",
+    "JobInfo",
+    "JobRecord",
+    "JobState",
+    "LeaseRef",
+    "NewJob",
+    "Outcome",
+    "QueueStats",
+    "Reason",
+    "ReapedJob",
+    "RenewResult",
+    "dt_from_ms",
+    "ms_from_dt",
+]
+
+
+class JobState(str, Enum):
+    """The state of a job (SPEC §5)."""
+
+    QUEUED = "queued"
+    """Waiting, possibly until ``run_at``."""
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    """Dead-lettered: out of attempts or failed fatally."""
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    """Not run: a ``skip`` concurrency limit was reached at enqueue."""
+    TIMED_OUT = "timed_out"
+    """Ended by its flow's deadline (flows only)."""
+
+    @property
+    def finished(self) -> bool:
+        return self not in (JobState.QUEUED, JobState.RUNNING)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Outcome(str, Enum):
+    """How one attempt ended (SPEC §5)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Reason(str, Enum):
+    """Why an attempt or a job ended as it did. Timeout kinds are members, not strings."""
+
+    # attempt reasons
+    ERROR = "error"
+    """The body raised a retryable error."""
+    TIMEOUT = "timeout"
+    """The attempt ran past its ``timeout``."""
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
+    """The body did not call ``ctx.heartbeat()`` within ``heartbeat``."""
+    LEASE_EXPIRED = "lease_expired"
+    """The worker stopped renewing the lease (died, hung or lost its storage)."""
+    WORKER_SHUTDOWN = "worker_shutdown"
+    """The worker shut down and released the attempt for retry."""
+    PROCESS_DIED = "process_died"
+    """An isolated child process died (signal or exit code) during the attempt."""
+    # job reasons (dead letters, skips, cancels)
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    FATAL = "fatal"
+    SCHEDULE_TO_START = "schedule_to_start"
+    UNKNOWN_TASK = "unknown_task"
+    BAD_PAYLOAD = "bad_payload"
+    CONCURRENCY_LIMIT = "concurrency_limit"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Action(str, Enum):
+    """What the core decided after an attempt ended."""
+
+    COMPLETE = "complete"
+    """The job succeeded: state ``succeeded``, result stored."""
+    RETRY = "retry"
+    """Queue the job again ``delay_ms`` after the storage's ``now``."""
+    DEAD = "dead"
+    """Dead-letter the job with ``reason``."""
+    CANCEL = "cancel"
+    """The job ends ``cancelled`` (not retried, not dead-lettered)."""
+    TIME_OUT = "time_out"
+    """The job ends ``timed_out`` (its flow's deadline passed)."""
+
+
+def dt_from_ms(ms: int | None) -> datetime | None:
+    """Epoch milliseconds to an aware UTC datetime (``None`` stays ``None``)."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def ms_from_dt(dt: datetime) -> int:
+    """An aware (or UTC-naive) datetime to epoch milliseconds."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(round(dt.timestamp() * 1000))
+
+
+# --------------------------------------------------------------------------- protocol records
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """A job to enqueue. The core fills every field; the storage stores them verbatim.
+
+    The core precomputes what the storage must do on its own when an attempt is lost or
+    overdue (``max_attempts``, ``lost_delay_ms``), so reaping needs no policy math in
+    storage and every decision stays the core's.
+    """
+
+    id: str
+    """Job id, chosen by the core (unique; a uuid4 hex)."""
+    task_name: str
+    queue: str
+    payload: bytes
+    priority: int = 0
+    """Higher runs first within a queue."""
+    run_at: int | None = None
+    """Epoch ms at which the job becomes ready; ``None`` = the storage's ``now``."""
+    delay_ms: int = 0
+    """Added to ``run_at`` (or to the storage's ``now`` when ``run_at`` is ``None``)."""
+    max_attempts: int = 1
+    """Attempts including the first; a reaped attempt with no attempts left dead-letters."""
+    lost_delay_ms: int = 0
+    """Delay before the retry when the storage reaps the next attempt (lost or overdue)."""
+    timeout_ms: int | None = None
+    """Bound on one attempt; the storage reaps an attempt still running after it."""
+    heartbeat_ms: int | None = None
+    """Max silence between heartbeats; ``None`` = heartbeats are not required."""
+    schedule_to_start_ms: int | None = None
+    """Max wait between ready and claimed; past it the job is dead-lettered unrun."""
+    concurrency_key: str | None = None
+    """Jobs sharing a key share ``concurrency_limit`` across all workers."""
+    concurrency_limit: int | None = None
+    concurrency_skip: bool = False
+    """``True``: ``skip`` behaviour (active = queued + running, checked at enqueue);
+    ``False``: ``queue`` behaviour (active = running, checked at claim)."""
+    options: str | None = None
+    """Core-owned JSON text (per-call overrides); stored and returned verbatim."""
+    replay_of: str | None = None
+    """Dead-letter id this job replays, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    """Names one attempt for fencing: refused with :class:`LeaseLost` once not current."""
+
+    job_id: str
+    attempt: int
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedJob:
+    """A job handed to a worker for one attempt."""
+
+    id: str
+    task_name: str
+    queue: str
+    payload: bytes
+    attempt: int
+    """1-based number of this attempt."""
+    lease_token: str
+    lease_expires_at: int
+    """Epoch ms, by the storage's clock."""
+    deadline: int | None
+    """Epoch ms at which this attempt times out (``timeout``), by the storage's clock."""
+    max_attempts: int
+    priority: int = 0
+    timeout_ms: int | None = None
+    heartbeat_ms: int | None = None
+    options: str | None = None
+    enqueued_at: int = 0
+    replay_of: str | None = None
+    started_at: int = 0
+    """Epoch ms the storage recorded as this attempt's start."""
+
+    @property
+    def ref(self) -> LeaseRef:
+        return LeaseRef(self.id, self.attempt, self.lease_token)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorInfo:
+    """The error an attempt ended with, as recorded."""
+
+    error_class: str
+    """Simple class name, e.g. ``ValueError``."""
+    error_type: str
+    """Fully qualified name, e.g. ``builtins.ValueError``."""
+    message: str
+    traceback: str | None = None
+    """Size-capped formatted traceback."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The core's decision after an attempt; the storage applies it atomically."""
+
+    action: Action
+    delay_ms: int = 0
+    """``RETRY``: wait this long after the storage's ``now``."""
+    reason: str | None = None
+    """``DEAD``: the dead-letter reason (``retries_exhausted``, ``fatal``, …)."""
+    lost_delay_ms: int | None = None
+    """``RETRY``: the delay to apply if the *next* attempt is reaped (see NewJob)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptEnd:
+    """One attempt's end and the core's decision, recorded by ``Storage.finish``."""
+
+    ref: LeaseRef
+    outcome: Outcome
+    decision: Decision
+    reason: str | None = None
+    """Attempt reason (:class:`Reason` value) or ``None`` for success."""
+    result: bytes | None = None
+    """Serialized return value (``COMPLETE`` only)."""
+    error: ErrorInfo | None = None
+    mode: str = "thread"
+    """How the attempt ran: ``async``, ``thread`` or ``process``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenewResult:
+    """What a lease renewal found."""
+
+    lost: list[LeaseRef] = field(default_factory=list)
+    """Attempts that are no longer current (reaped, finished, superseded)."""
+    cancel_requested: list[LeaseRef] = field(default_factory=list)
+    """Attempts still current whose job was asked to cancel."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapedJob:
+    """One attempt or queued job handled by ``Storage.reap``."""
+
+    job_id: str
+    attempt: int
+    """Number of the attempt that was reaped; 0 when no attempt ran (schedule-to-start)."""
+    outcome: Outcome | None
+    """``lost`` / ``timed_out`` / ``cancelled``; ``None`` for schedule-to-start."""
+    reason: str
+    """``lease_expired``, ``timeout``, ``heartbeat_timeout``, ``schedule_to_start``, ``cancelled``."""
+    state: JobState
+    """The job's state after the reap (``queued`` to retry, ``dead``, ``cancelled``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStats:
+    """Job counts of one queue at one moment."""
+
+    queue: str
+    ready: int = 0
+    """Queued and due now."""
+    scheduled: int = 0
+    """Queued with ``run_at`` in the future."""
+    running: int = 0
+    succeeded: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    skipped: int = 0
+    timed_out: int = 0
+
+
+# --------------------------------------------------------------------------- public records
+
+
+class _MappingMixin(Mapping[str, Any]):
+    """Lets a frozen dataclass be read like a mapping: ``entry["task_name"]``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._field_names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._field_names())
+
+    def __len__(self) -> int:
+        return len(self._field_names())
+
+    @classmethod
+    def _field_names(cls) -> tuple[str, ...]:
+        names: tuple[str, ...] | None = cls.__dict__.get("_names_cache")
+        if names is None:
+            names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+            type.__setattr__(cls, "_names_cache", names)
+        return names
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (datetimes as ISO 8601, enums as values)."""
+        return {k: _jsonable(getattr(self, k)) for k in self._field_names()}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return v.isoformat()
+    if isinstance(v, Enum):
+        return v.value
+    if isinstance(v, _MappingMixin):
+        return v.to_dict()
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+class AttemptRecord(_MappingMixin):
+    """The record of one attempt (SPEC §5). ``outcome`` is ``None`` while it runs."""
+
+    number: int
+    outcome: Outcome | None
+    reason: str | None
+    error_class: str | None
+    error_type: str | None
+    message: str | None
+    traceback: str | None
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    mode: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+class DeadJob(_MappingMixin):
+    """A dead-letter entry (SPEC §6). Frozen; also reads like a mapping.
+
+    ``args``/``kwargs`` are decoded from ``payload`` when the payload is JSON; for other
+    serializers the :class:`~queue_core.Queue` facade decodes them.
+    """
+
+    id: str
+    job_id: str
+    task_name: str
+    queue: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    error: str | None
+    error_class: str | None
+    reason: str
+    attempts: list[AttemptRecord]
+    dead_at: datetime
+    payload: bytes = b""
+    replay_of: str | None = None
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        id: str,
+        job_id: str,
+        task_name: str,
+        queue: str,
+        payload: bytes,
+        error: str | None,
+        error_class: str | None,
+        reason: str,
+        attempts: Sequence[AttemptRecord],
+        dead_at_ms: int,
+        replay_of: str | None = None,
+    ) -> DeadJob:
+        """Build an entry from stored parts, decoding JSON payloads best-effort."""
+        args, kwargs = decode_json_payload(payload)
+        return cls(
+            id=id,
+            job_id=job_id,
+            task_name=task_name,
+            queue=queue,
+            args=args,
+            kwargs=kwargs,
+            error=error,
+            error_class=error_class,
+            reason=reason,
+            attempts=list(attempts),
+            dead_at=dt_from_ms(dead_at_ms),  # type: ignore[arg-type]
+            payload=payload,
+            replay_of=replay_of,
+        )
+
+
+def decode_json_payload(payload: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Decode the core's JSON payload envelope; ``((), {})`` if it is not one."""
+    if not payload[:1] == b"{":
+        return (), {}
+    try:
+        obj = json.loads(payload)
+        args = obj.get("args", [])
+        kwargs = obj.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return tuple(args), kwargs
+    except (ValueError, AttributeError):
+        pass
+    return (), {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    """A job as the storage keeps it (``Storage.get_job``)."""
+
+    id: str
+    task_name: str
+    queue: str
+    state: JobState
+    reason: str | None
+    payload: bytes
+    result: bytes | None
+    error: ErrorInfo | None
+    """The error of the last failed attempt, if any."""
+    attempts: int
+    """Attempts started so far."""
+    max_attempts: int
+    priority: int
+    enqueued_at: int
+    run_at: int
+    started_at: int | None
+    """Start of the latest attempt."""
+    finished_at: int | None
+    options: str | None = None
+    replay_of: str | None = None
+    dead_id: str | None = None
+    """Dead-letter entry id when the job is dead."""
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+class JobInfo(_MappingMixin):
+    """What ``JobHandle.info()`` returns (SPEC §2)."""
+
+    id: str
+    state: JobState
+    reason: str | None
+    task_name: str
+    queue: str
+    attempts: int
+    max_attempts: int
+    result: Any
+    error: str | None
+    error_class: str | None
+    priority: int
+    enqueued_at: datetime | None
+    run_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    replay_of: str | None = None
+    dead_id: str | None = None

@@ -1,0 +1,131 @@
+"""URL scheme -> storage backend, resolved lazily.
+
+In-repo backends are listed here as ``"module:Class"`` strings and imported on first
+use, so ``import queue_core`` never imports a backend or its driver. Third parties add
+schemes through the ``queue_core.backends`` entry-point group (the entry point names the
+scheme and points at the class). A backend class provides ``from_url(url: str)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import re
+from importlib.metadata import entry_points
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from queue_core.errors import ConfigError
+from queue_core.storage import Storage
+
+__all__ = ["DEFAULT_URL", "ENV_URL", "mask_url", "open_storage", "resolve_url", "supported_schemes"]
+
+ENV_URL = "QUEUE_CORE_URL"
+DEFAULT_URL = "sqlite:///queue_core.db"
+
+_BUILTIN: dict[str, tuple[str, str]] = {
+    # scheme: (target, pip extra that brings its driver)
+    "memory": ("backends.memory:MemoryStorage", ""),
+    "sqlite": ("backends.sql:SQLStorage", "sql"),
+    "postgresql": ("backends.sql:SQLStorage", "postgres"),
+    "postgresql+psycopg": ("backends.sql:SQLStorage", "postgres"),
+    "redis": ("backends.redis:RedisStorage", "redis"),
+    "rediss": ("backends.redis:RedisStorage", "redis"),
+    "sqs": ("backends.sqs:SQSStorage", "aws"),
+}
+
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for logs, reprs and errors)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _third_party() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for ep in entry_points(group="queue_core.backends"):
+        found[ep.name] = ep.value
+    return found
+
+
+def supported_schemes() -> list[str]:
+    """Every scheme a URL may use: the built-in ones and those registered by entry points."""
+    return sorted(set(_BUILTIN) | set(_third_party()))
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL to use: ``url``, else env ``QUEUE_CORE_URL``, else the embedded default."""
+    if url:
+        return url
+    env = os.environ.get(ENV_URL)
+    if env:
+        return env
+    return DEFAULT_URL
+
+
+def _scheme_of(url: str) -> str:
+    m = _SCHEME_RE.match(url)
+    if not m:
+        raise ConfigError(
+            f"invalid storage URL {mask_url(url)!r}: expected SCHEME://..., with SCHEME one of "
+            f"{', '.join(supported_schemes())}",
+            code="invalid_url",
+            field="url",
+            value=mask_url(url),
+        )
+    return m.group(1).lower()
+
+
+def backend_class(url: str) -> type[Any]:
+    """Import and return the backend class for ``url``'s scheme."""
+    scheme = _scheme_of(url)
+    third = _third_party()
+    if scheme in third:
+        target, extra = third[scheme], ""
+    elif scheme in _BUILTIN:
+        target, extra = _BUILTIN[scheme]
+    else:
+        schemes = supported_schemes()
+        close = difflib.get_close_matches(scheme, schemes, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"unknown storage URL scheme {scheme!r} in {mask_url(url)!r}: supported schemes are "
+            f"{', '.join(schemes)}{hint}",
+            code="unknown_scheme",
+            field="url",
+            value=scheme,
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        pip = f"pip install 'queue-core[{extra}]'" if extra else "reinstall queue-core"
+        raise ConfigError(
+            f"the {scheme!r} backend needs a driver that is not installed ({exc.name or exc}); "
+            f"install it with: {pip}",
+            code="missing_driver",
+            field="url",
+            value=scheme,
+        ) from exc
+    return cast(type[Any], getattr(module, attr))
+
+
+def open_storage(url: str | None = None) -> Storage:
+    """Build the storage for ``url`` (see :func:`resolve_url` for the fallbacks)."""
+    resolved = resolve_url(url)
+    cls = backend_class(resolved)
+    storage = cls.from_url(resolved)
+    return cast(Storage, storage)

@@ -1,0 +1,7 @@
+"""Root conftest: session-scoped real servers live in tests/servers/, one module each."""
+
+pytest_plugins = [
+    "tests.servers.postgres",
+    "tests.servers.redis",
+    "tests.servers.moto",
+]

@@ -1,0 +1,1 @@
+"""Session fixture for a real moto server (owned by the moto backend)."""

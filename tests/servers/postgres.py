@@ -1,0 +1,1 @@
+"""Session fixture for a real postgres server (owned by the postgres backend)."""

@@ -1,0 +1,1 @@
+"""Session fixture for a real redis server (owned by the redis backend)."""
