@@ -4,6 +4,28 @@ Nothing in this package does I/O, reads a clock or draws random numbers of its o
 ``now`` and ``rng`` are arguments, so every function here is a table of inputs in tests.
 """
 
-from queue_core.policy.retry import RetryPolicy, merge_policies, policy_from_options
+from queue_core.policy.classify import classify, error_names, validate_exception_classes
+from queue_core.policy.decide import decide, lost_delay_ms
+from queue_core.policy.leases import (
+    expired_bound,
+    heartbeat_write_due,
+    renew_interval,
+    schedule_to_start_expired,
+)
+from queue_core.policy.retry import BackoffKind, RetryPolicy, merge_policies, policy_from_options
 
-__all__ = ["RetryPolicy", "merge_policies", "policy_from_options"]
+__all__ = [
+    "BackoffKind",
+    "RetryPolicy",
+    "classify",
+    "decide",
+    "error_names",
+    "expired_bound",
+    "heartbeat_write_due",
+    "lost_delay_ms",
+    "merge_policies",
+    "policy_from_options",
+    "renew_interval",
+    "schedule_to_start_expired",
+    "validate_exception_classes",
+]
