@@ -1,0 +1,466 @@
+"""The ``queue-core`` commands (SPEC §9).
+
+Exit codes: ``0`` success; ``1`` not found, storage errors, or an aborted confirmation;
+``2`` usage and configuration errors (bad option, bad APP, bad URL, bad JSON, bad
+duration). Every error is one line on stderr naming the bad value; passwords in URLs are
+masked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+import queue_core
+from contrib.cli.app import CliUsageError, load_app, open_queue
+from contrib.cli.output import echo_json, kv_block, table
+from queue_core import (
+    ConfigError,
+    NotFound,
+    QueueCoreError,
+    SerializationError,
+    StorageError,
+    StorageUnavailable,
+)
+from queue_core.registry import mask_url
+
+__all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CliError(click.ClickException):
+    """One line on stderr (``Error: ...``); exit code 1 (not found, storage errors)."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class CliUsage(CliError):
+    """A usage or configuration error: exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def _fail(exc: BaseException) -> NoReturn:
+    """Translate a library error into a :class:`CliError` (exit 2 for config, 1 otherwise)."""
+    message = str(exc) or type(exc).__name__
+    url = os.environ.get("QUEUE_CORE_URL")
+    if url:  # belt and braces: never echo a password that came in through the env
+        message = message.replace(url, mask_url(url))
+    if isinstance(exc, (ConfigError, SerializationError, CliUsageError)):
+        raise CliUsage(message) from exc
+    if isinstance(exc, NotFound):
+        raise CliError(message) from exc
+    if isinstance(exc, StorageUnavailable):
+        raise CliError(f"storage unavailable: {message}") from exc
+    if isinstance(exc, StorageError):
+        raise CliError(f"storage error ({type(exc).__name__}): {message}") from exc
+    raise CliError(f"{type(exc).__name__}: {message}") from exc
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except (QueueCoreError, CliUsageError) as exc:
+        _fail(exc)
+
+
+class _Group(click.Group):
+    """Translates library errors raised anywhere below into one-line CLI errors."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _translated():
+            return super().invoke(ctx)
+
+
+def _version() -> str:
+    try:
+        return version("queue-core")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return str(getattr(queue_core, "__version__", "unknown"))
+
+
+def _storage_options(f: F) -> F:
+    """``--app`` / ``--url`` on a command (they override the same options on the group)."""
+    f = click.option(
+        "--url",
+        metavar="URL",
+        default=None,
+        help="Storage URL (else env QUEUE_CORE_URL, else sqlite:///queue_core.db).",
+    )(f)
+    f = click.option(
+        "--app",
+        metavar="MODULE:ATTR",
+        default=None,
+        help="Use the storage of this Queue object (wins over --url).",
+    )(f)
+    return f
+
+
+def _queue(app: str | None, url: str | None) -> tuple[queue_core.Queue, str]:
+    """Open the queue for this command and close it when the command's context ends."""
+    ctx = click.get_current_context()
+    root = ctx.find_root().obj or {}
+    app = app if app is not None else root.get("app")
+    url = url if url is not None else root.get("url")
+    queue, where = open_queue(app, url)
+    ctx.call_on_close(queue.close)
+    return queue, where
+
+
+# --------------------------------------------------------------------------- the group
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="queue-core")
+@_storage_options
+@click.pass_context
+def cli(ctx: click.Context, app: str | None, url: str | None) -> None:
+    """queue-core: run workers, enqueue jobs, inspect and replay dead letters.
+
+    Commands other than `worker` find the storage from --app, else --url, else env
+    QUEUE_CORE_URL, else the embedded default sqlite:///queue_core.db. --app/--url may
+    be given before the command or after it.
+    """
+    ctx.obj = {"app": app, "url": url}
+
+
+def main() -> None:
+    """Console-script entry point (``queue-core``)."""
+    cli(prog_name="queue-core")
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def _positive_float(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be > 0, got {value!r}")
+    return value
+
+
+@cli.command()
+@click.argument("app", metavar="APP")
+@click.option("--queues", "-Q", default=None, metavar="Q1,Q2",
+              help="Comma-separated queue names (default: every queue with a task of APP).")
+@click.option("--slots", "-c", type=click.IntRange(min=1), default=8, show_default=True,
+              envvar="QUEUE_CORE_WORKER_SLOTS", show_envvar=True,
+              help="Jobs run at once by this worker.")
+@click.option("--burst", is_flag=True,
+              help="Exit once no job is running, ready or due within 60 s.")
+@click.option("--lease", type=float, default=None, callback=_positive_float, metavar="S",
+              help="Lease length in seconds (default: the Queue's lease).")
+@click.option("--reap-interval", type=float, default=5.0, show_default=True,
+              callback=_positive_float, metavar="S", help="Seconds between reaper passes.")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+              case_sensitive=False), default="INFO", show_default=True)
+def worker(
+    app: str,
+    queues: str | None,
+    slots: int,
+    burst: bool,
+    lease: float | None,
+    reap_interval: float,
+    log_level: str,
+) -> None:
+    """Run a worker for the Queue object APP (module:attribute).
+
+    The current directory is put on sys.path first, so `queue-core worker tasks:queue`
+    finds ./tasks.py. SIGTERM or SIGINT stops the worker gracefully: it stops claiming,
+    lets running attempts finish within a grace period and releases the rest for retry.
+    """
+    queue = load_app(app)
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    if queues is not None and not names:
+        raise CliUsageError(f"invalid --queues {queues!r}: expected comma-separated queue names")
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        queue.run_worker(
+            queues=names, slots=slots, burst=burst, reap_interval=reap_interval, lease=lease
+        )
+    finally:
+        queue.close()
+
+
+# --------------------------------------------------------------------------- enqueue
+
+
+def _json_value(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliUsageError(f"invalid {what} {text!r}: not JSON ({exc})") from exc
+
+
+def _duration_arg(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a duration string such as "30s"; the Queue validates it
+
+
+@cli.command()
+@click.argument("task_name")
+@click.argument("args_json", required=False, metavar="[ARGS_JSON]")
+@click.option("--kwargs", "kwargs_json", default=None, metavar="JSON",
+              help='Keyword arguments as a JSON object, e.g. \'{"to": "a@example.com"}\'.')
+@click.option("--queue", "queue_name", default=None, help="Queue name (default: the task's).")
+@click.option("--delay", default=None, metavar="S",
+              help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).")
+@click.option("--priority", type=int, default=None, help="Higher runs first within a queue.")
+@_storage_options
+def enqueue(
+    task_name: str,
+    args_json: str | None,
+    kwargs_json: str | None,
+    queue_name: str | None,
+    delay: str | None,
+    priority: int | None,
+    app: str | None,
+    url: str | None,
+) -> None:
+    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id."""
+    args: list[Any] = []
+    if args_json is not None:
+        value = _json_value(args_json, "ARGS_JSON")
+        if not isinstance(value, list):
+            raise CliUsageError(
+                f"invalid ARGS_JSON {args_json!r}: expected a JSON array like '[1, \"x\"]'"
+            )
+        args = value
+    kwargs: dict[str, Any] | None = None
+    if kwargs_json is not None:
+        value = _json_value(kwargs_json, "--kwargs")
+        if not isinstance(value, dict):
+            raise CliUsageError(f"invalid --kwargs {kwargs_json!r}: expected a JSON object")
+        kwargs = value
+    overrides: dict[str, Any] = {}
+    if queue_name is not None:
+        overrides["queue"] = queue_name
+    if delay is not None:
+        overrides["delay"] = _duration_arg(delay)
+    if priority is not None:
+        overrides["priority"] = priority
+    queue, _ = _queue(app, url)
+    handle = queue.enqueue(task_name, args=tuple(args), kwargs=kwargs, **overrides)
+    click.echo(handle.id)
+
+
+# --------------------------------------------------------------------------- dlq
+
+
+@cli.group(cls=_Group)
+def dlq() -> None:
+    """Inspect, replay and purge dead-letter entries."""
+
+
+_ATTEMPT_HEADERS = ("#", "outcome", "reason", "error_class", "message", "worker_id",
+                    "started_at", "finished_at", "mode")
+
+
+def _attempt_rows(attempts: list[queue_core.AttemptRecord]) -> list[list[Any]]:
+    return [
+        [a.number, a.outcome, a.reason, a.error_class, a.message, a.worker_id,
+         a.started_at, a.finished_at, a.mode]
+        for a in attempts
+    ]
+
+
+@dlq.command("list")
+@click.option("--task", "task_name", default=None, help="Only entries of this task.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of DeadJob objects.")
+@_storage_options
+def dlq_list(
+    task_name: str | None, limit: int, offset: int, as_json: bool, app: str | None, url: str | None
+) -> None:
+    """List dead-letter entries, newest first, one page at a time."""
+    queue, where = _queue(app, url)
+    # One extra entry tells whether a next page exists without a count query.
+    page = queue.dead_letters(limit=limit + 1, offset=offset, task_name=task_name)
+    more = len(page) > limit
+    page = page[:limit]
+    if as_json:
+        echo_json([entry.to_dict() for entry in page])
+        return
+    if not page:
+        scope = f" of task {task_name!r}" if task_name else ""
+        click.echo(f"No dead-letter entries{scope} at offset {offset} ({where}).")
+        return
+    click.echo(table(
+        ("id", "task_name", "queue", "reason", "error_class", "error", "attempts", "dead_at"),
+        [[e.id, e.task_name, e.queue, e.reason, e.error_class, e.error, len(e.attempts), e.dead_at]
+         for e in page],
+    ))
+    shown = f"Entries {offset + 1}-{offset + len(page)}"
+    if more:
+        nxt = ["queue-core", "dlq", "list", f"--offset {offset + limit}", f"--limit {limit}"]
+        if task_name:
+            nxt.append(f"--task {task_name}")
+        click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+    else:
+        click.echo(f"\n{shown}; no more entries.")
+
+
+@dlq.command("show")
+@click.argument("dead_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the DeadJob as a JSON object.")
+@_storage_options
+def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> None:
+    """Show one dead-letter entry with every attempt record."""
+    queue, where = _queue(app, url)
+    try:
+        entry = queue.dead_letter(dead_id)
+    except NotFound as exc:
+        raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
+    if as_json:
+        echo_json(entry.to_dict())
+        return
+    click.echo(kv_block([
+        ("id", entry.id), ("job_id", entry.job_id), ("task_name", entry.task_name),
+        ("queue", entry.queue), ("reason", entry.reason), ("error_class", entry.error_class),
+        ("error", entry.error), ("args", list(entry.args)), ("kwargs", entry.kwargs),
+        ("dead_at", entry.dead_at), ("replay_of", entry.replay_of),
+    ]))
+    click.echo(f"\nAttempts ({len(entry.attempts)}):")
+    click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(entry.attempts)))
+    last_tb = next((a.traceback for a in reversed(entry.attempts) if a.traceback), None)
+    if last_tb:
+        click.echo("\nTraceback of the last failed attempt:\n" + last_tb.rstrip())
+    click.echo(f"\nReplay it with: queue-core dlq retry {entry.id}")
+
+
+@dlq.command("retry")
+@click.argument("dead_id")
+@click.option("--queue", "queue_name", default=None, help="Enqueue the replay on this queue.")
+@_storage_options
+def dlq_retry(dead_id: str, queue_name: str | None, app: str | None, url: str | None) -> None:
+    """Replay the dead-letter entry DEAD_ID with a fresh retry budget; print the new job id."""
+    queue, where = _queue(app, url)
+    try:
+        new_id = queue.retry_dead(dead_id, queue=queue_name)
+    except NotFound as exc:
+        raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
+    click.echo(new_id)
+
+
+def _parse_older_than(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from queue_core.durations import parse_duration
+
+    return parse_duration(value, field="--older-than")
+
+
+@dlq.command("purge")
+@click.option("--task", "task_name", default=None, help="Only entries of this task.")
+@click.option("--older-than", default=None, metavar="DURATION",
+              help="Only entries dead for at least this long (seconds, or e.g. 90m, 168h).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@_storage_options
+def dlq_purge(
+    task_name: str | None, older_than: str | None, yes: bool, app: str | None, url: str | None
+) -> None:
+    """Delete dead-letter entries (all, or of one task, or older than DURATION)."""
+    seconds = _parse_older_than(older_than)  # validate before asking anything
+    queue, where = _queue(app, url)
+    scope = "every dead-letter entry"
+    if task_name:
+        scope += f" of task {task_name!r}"
+    if older_than:
+        scope += f" dead for at least {older_than}"
+    if not yes:
+        click.confirm(f"Delete {scope} from {where}?", abort=True, err=True)
+    removed = queue.purge_dead(task_name=task_name, older_than=seconds)
+    click.echo(f"Purged {removed} dead-letter entr{'y' if removed == 1 else 'ies'}.")
+
+
+# --------------------------------------------------------------------------- stats / jobs
+
+
+_STAT_FIELDS = ("ready", "scheduled", "running", "succeeded", "dead", "cancelled",
+                "skipped", "timed_out")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of QueueStats objects.")
+@_storage_options
+def stats(as_json: bool, app: str | None, url: str | None) -> None:
+    """Job counts per queue."""
+    queue, where = _queue(app, url)
+    per_queue = queue.storage().stats()
+    rows = [{"queue": s.queue, **{f: getattr(s, f) for f in _STAT_FIELDS}} for s in per_queue]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"No jobs ({where}).")
+        return
+    totals = ["(total)", *(sum(r[f] for r in rows) for f in _STAT_FIELDS)]
+    body = [[r["queue"], *(r[f] for f in _STAT_FIELDS)] for r in rows]
+    click.echo(table(("queue", *_STAT_FIELDS), [*body, totals] if len(rows) > 1 else body))
+
+
+@cli.group(cls=_Group)
+def jobs() -> None:
+    """Inspect jobs."""
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JobInfo as JSON, with its records under 'attempt_records'.")
+@_storage_options
+def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
+    """Show one job: its info and every attempt record."""
+    queue, where = _queue(app, url)
+    handle = queue.job(job_id)
+    try:
+        info = handle.info()
+        attempts = handle.attempts()
+    except NotFound as exc:
+        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+    if as_json:
+        echo_json({**info.to_dict(), "attempt_records": [a.to_dict() for a in attempts]})
+        return
+    click.echo(kv_block([
+        ("id", info.id), ("task_name", info.task_name), ("queue", info.queue),
+        ("state", info.state), ("reason", info.reason),
+        ("attempts", f"{info.attempts} of {info.max_attempts}"), ("priority", info.priority),
+        ("result", info.result), ("error_class", info.error_class), ("error", info.error),
+        ("enqueued_at", info.enqueued_at), ("run_at", info.run_at),
+        ("started_at", info.started_at), ("finished_at", info.finished_at),
+        ("replay_of", info.replay_of), ("dead_id", info.dead_id),
+    ]))
+    if attempts:
+        click.echo(f"\nAttempts ({len(attempts)}):")
+        click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
+
+
+@cli.command()
+@_storage_options
+def migrate(app: str | None, url: str | None) -> None:
+    """Create or upgrade the storage schema (idempotent)."""
+    queue, where = _queue(app, url)
+    queue.migrate()
+    click.echo(f"Schema is up to date ({where}).")

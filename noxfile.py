@@ -1,0 +1,178 @@
+"""Development sessions: ``nox -s tests`` (the default), contract, soak, lint, typecheck,
+bench, docs.
+
+Every session runs in the *current* environment (``python=False``) with the interpreter
+that runs nox itself (``sys.executable``), instead of building one virtualenv per session:
+the test servers (PostgreSQL, Redis, moto) and drivers are heavy, CI already creates one
+fresh venv per run (``.ci/run``), and reinstalling everything per session would double the
+CI time for no isolation we need. Set it up once::
+
+    python -m venv .venv && . .venv/bin/activate
+    pip install -e ".[test,lint,all]" nox
+    nox -s tests            # what CI runs (bash .ci/run)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+SHARED_BENCH = ROOT.parent / "shared" / "bench"
+PY = sys.executable
+
+nox.options.sessions = ["tests"]
+nox.options.error_on_missing_interpreters = True
+
+PYTEST_EXIT_MESSAGES = {
+    1: "some tests failed",
+    2: "pytest was interrupted or given bad arguments",
+    3: "pytest hit an internal error",
+    4: "pytest was given bad command-line options",
+    5: "pytest collected NO tests (exit 5): the selection matched nothing, which is a failure",
+}
+
+
+def _require_installed(session: nox.Session) -> None:
+    try:
+        subprocess.run(
+            [PY, "-c", "import queue_core, pytest"], check=True, capture_output=True, cwd=ROOT
+        )
+    except subprocess.CalledProcessError:
+        session.error(
+            f"{PY} cannot import queue_core and pytest: run nox from a venv where "
+            "`pip install -e '.[test,lint,all]' nox` was done (sessions reuse it)"
+        )
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    """Run pytest with this interpreter; a non-zero exit (5 included) fails the session."""
+    _require_installed(session)
+    cmd = [PY, "-m", "pytest", *args, *session.posargs]
+    session.log(" ".join(cmd))
+    code = subprocess.run(cmd, cwd=ROOT).returncode
+    if code != 0:
+        session.error(PYTEST_EXIT_MESSAGES.get(code, f"pytest exited with code {code}"))
+
+
+@nox.session(python=False)
+def tests(session: nox.Session) -> None:
+    """The default test run: every test except the long ``soak`` ones."""
+    _pytest(session, "-m", "not soak", "-q")
+
+
+@nox.session(python=False)
+def contract(session: nox.Session) -> None:
+    """The published Storage contract suite against every backend (real servers)."""
+    _pytest(session, "tests/contract", "-q")
+
+
+@nox.session(python=False)
+def soak(session: nox.Session) -> None:
+    """Long soak/chaos tests (``-m soak``)."""
+    _pytest(session, "-m", "soak", "-q")
+
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    """ruff, then the import-linter layer contracts of pyproject.toml."""
+    session.run(PY, "-m", "ruff", "check", ".", external=True)
+    lint_imports = Path(PY).with_name("lint-imports")
+    session.run(str(lint_imports) if lint_imports.exists() else "lint-imports", external=True)
+
+
+@nox.session(python=False)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the three installed packages."""
+    session.run(PY, "-m", "mypy", "--strict", "queue_core", "backends", "contrib", external=True)
+
+
+@nox.session(python=False)
+def docs(session: nox.Session) -> None:
+    """Check the docs: every public name documented, every relative link resolves."""
+    session.run(PY, str(ROOT / "docs" / "check.py"), external=True)
+
+
+# --------------------------------------------------------------------------- bench
+
+_QC_ROWS = ("queue_core-sqlite", "queue_core-redis", "queue_core-postgresql")
+_FIGURES = (
+    ("enqueue", "enqueue single /s", True),
+    ("enqueue_bulk", "enqueue bulk /s", True),
+    ("drain_1w", "drain 1w /s", True),
+    ("drain_2w", "drain 2w /s", True),
+    ("lat_p50", "latency p50 ms", False),
+    ("lat_p99", "latency p99 ms", False),
+)
+
+
+def _median(row: dict[str, object], key: str) -> float | None:
+    summary = row.get("summary")
+    if not isinstance(summary, dict):
+        return None
+    fig = summary.get(key)
+    if isinstance(fig, dict) and isinstance(fig.get("median"), (int, float)):
+        return float(fig["median"])
+    return None
+
+
+def _ratio_table(peers: list[dict[str, object]], ours: list[dict[str, object]]) -> str:
+    """queue_core's medians against the best non-supplementary peer on the same backend.
+
+    Ratios are "times better": rate / best rate, or best latency / latency.
+    """
+    lines = [f"{'backend':<11} {'figure':<18} {'queue_core':>11} {'best peer':>22} {'ratio':>6}"]
+    for row in ours:
+        backend = str(row.get("backend", "?"))
+        same = [p for p in peers if p.get("backend") == backend and not p.get("supplementary")]
+        for key, label, higher_is_better in _FIGURES:
+            mine = _median(row, key)
+            scored = [(v, str(p.get("label"))) for p in same if (v := _median(p, key)) is not None]
+            if mine is None or not scored:
+                continue
+            best, who = max(scored) if higher_is_better else min(scored)
+            ratio = mine / best if higher_is_better else best / mine
+            peer = f"{who[:12]:>12} {best:>9,.1f}"
+            lines.append(f"{backend:<11} {label:<18} {mine:>11,.1f} {peer} {ratio:>5.2f}x")
+    return "\n".join(lines)
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """In-repo microbenchmarks (bench/*.py), then the peer harness when its venvs exist.
+
+    ``nox -s bench -- --quick`` passes ``--quick`` to ../shared/bench/run_all.py.
+    """
+    local = sorted((ROOT / "bench").glob("*.py")) if (ROOT / "bench").is_dir() else []
+    for script in local:
+        if script.name.startswith("_"):
+            continue
+        session.run(PY, str(script), external=True)
+    if not local:
+        session.log("no in-repo microbenchmarks (bench/*.py) yet")
+
+    env_root = Path(os.environ.get("BENCH_ENV_ROOT", Path.home() / ".cache" / "qc-bench"))
+    run_all = SHARED_BENCH / "run_all.py"
+    if not run_all.exists():
+        session.log(f"peer harness not found at {run_all}; skipping the peer comparison")
+        return
+    if not (env_root / "venv-queue_core" / "bin" / "python").exists():
+        session.log(
+            f"peer venvs not found under {env_root}. Create them (as root, once) with:\n"
+            f"    QUEUE_CORE_SRC={ROOT} bash {SHARED_BENCH / 'setup.sh'}\n"
+            "then rerun `nox -s bench` (BENCH_ENV_ROOT overrides the location)."
+        )
+        return
+    session.run(
+        "python3", str(run_all), "--only", ",".join(_QC_ROWS), *session.posargs, external=True
+    )
+    peers_doc = json.loads((SHARED_BENCH / "results.json").read_text())
+    ours_doc = json.loads((SHARED_BENCH / "results.partial.json").read_text())
+    ours = [r for r in ours_doc.get("systems", []) if r.get("label") in _QC_ROWS]
+    peers = [r for r in peers_doc.get("systems", []) if r.get("label") not in _QC_ROWS]
+    print(_ratio_table(peers, ours))
