@@ -1,0 +1,864 @@
+"""``memory://``: the in-process reference implementation of :class:`~queue_core.Storage`.
+
+It is the executable specification of the storage protocol: it passes the published
+contract suite (:mod:`queue_core.testing`) like every other backend, and worker and
+facade unit tests run on it. Everything lives in plain dicts and heaps guarded by one
+lock, so every operation is atomic and concurrent callers behave as if serialised.
+
+Claiming is ``O(k log n)`` for ``k`` claimed jobs: each queue keeps a heap of ready jobs
+keyed by ``(-priority, ready_at, seq)`` and a heap of delayed jobs keyed by ``ready_at``;
+delayed jobs move to the ready heap when their time comes. Heap entries are invalidated
+lazily: each entry carries the job's generation number, which changes whenever the job
+leaves the ``queued`` state.
+
+Example:
+    >>> storage = MemoryStorage.from_url("memory://?retention=1h")
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+from typing_extensions import Self
+
+from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
+from queue_core.model import (
+    Action,
+    AttemptEnd,
+    AttemptRecord,
+    ClaimedJob,
+    DeadJob,
+    ErrorInfo,
+    JobRecord,
+    JobState,
+    LeaseRef,
+    NewJob,
+    Outcome,
+    QueueStats,
+    ReapedJob,
+    Reason,
+    RenewResult,
+    dt_from_ms,
+)
+from queue_core.storage import Storage
+
+__all__ = ["MemoryStorage"]
+
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def _system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _expired_bound(
+    now: int,
+    *,
+    lease_expires_at: int,
+    deadline: int | None,
+    heartbeat_expires_at: int | None,
+) -> Reason | None:
+    # Inlined copy of the reap rule (queue_core.policy.leases did not exist yet):
+    # a bound has passed when bound <= now; timeout > heartbeat_timeout > lease_expired.
+    if deadline is not None and deadline <= now:
+        return Reason.TIMEOUT
+    if heartbeat_expires_at is not None and heartbeat_expires_at <= now:
+        return Reason.HEARTBEAT_TIMEOUT
+    if lease_expires_at <= now:
+        return Reason.LEASE_EXPIRED
+    return None
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def _parse_duration_ms(text: str) -> int:
+    """``"90s"``, ``"1h30m"``, ``"250ms"`` or a number of seconds, to milliseconds."""
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pos, total = 0, 0.0
+        for m in _DURATION_PART.finditer(value):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNIT_MS[m.group(2)]
+            pos = m.end()
+        if pos != len(value) or not value:
+            raise ConfigError(
+                f"invalid duration {text!r} for retention: use seconds or e.g. '7d', '12h', '30m'",
+                code="invalid_duration",
+                field="retention",
+                value=text,
+            ) from None
+        ms = int(total)
+    else:
+        ms = int(seconds * 1000)
+    if ms <= 0:
+        raise ConfigError(
+            f"invalid duration {text!r} for retention: must be > 0",
+            code="invalid_duration",
+            field="retention",
+            value=text,
+        )
+    return ms
+
+
+@dataclass(slots=True)
+class _Attempt:
+    number: int
+    worker_id: str
+    started_at: int
+    outcome: Outcome | None = None
+    reason: str | None = None
+    error: ErrorInfo | None = None
+    finished_at: int | None = None
+    mode: str | None = None
+
+    def record(self) -> AttemptRecord:
+        err = self.error
+        return AttemptRecord(
+            number=self.number,
+            outcome=self.outcome,
+            reason=self.reason,
+            error_class=err.error_class if err else None,
+            error_type=err.error_type if err else None,
+            message=err.message if err else None,
+            traceback=err.traceback if err else None,
+            worker_id=self.worker_id,
+            started_at=dt_from_ms(self.started_at),
+            finished_at=dt_from_ms(self.finished_at),
+            mode=self.mode,
+        )
+
+
+@dataclass(slots=True)
+class _Job:
+    spec: NewJob
+    seq: int
+    state: JobState
+    enqueued_at: int
+    ready_at: int
+    reason: str | None = None
+    lost_delay_ms: int = 0
+    gen: int = 0
+    attempts: list[_Attempt] = field(default_factory=list)
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    finished_at: int | None = None
+    lease_token: str | None = None
+    lease_expires_at: int = 0
+    deadline: int | None = None
+    heartbeat_expires_at: int | None = None
+    cancel_requested: bool = False
+    dead_id: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def attempt(self) -> int:
+        return len(self.attempts)
+
+    def record(self) -> JobRecord:
+        s = self.spec
+        return JobRecord(
+            id=s.id,
+            task_name=s.task_name,
+            queue=s.queue,
+            state=self.state,
+            reason=self.reason,
+            payload=s.payload,
+            result=self.result,
+            error=self.error,
+            attempts=self.attempt,
+            max_attempts=s.max_attempts,
+            priority=s.priority,
+            enqueued_at=self.enqueued_at,
+            run_at=self.ready_at,
+            started_at=self.attempts[-1].started_at if self.attempts else None,
+            finished_at=self.finished_at,
+            options=s.options,
+            replay_of=s.replay_of,
+            dead_id=self.dead_id,
+            cancel_requested=self.cancel_requested,
+        )
+
+
+@dataclass(slots=True)
+class _DeadEntry:
+    id: str
+    seq: int
+    spec: NewJob
+    """The job as it would be enqueued again (lost_delay_ms as last updated)."""
+    error: ErrorInfo | None
+    reason: str
+    attempts: list[AttemptRecord]
+    dead_at: int
+
+    def public(self) -> DeadJob:
+        s = self.spec
+        return DeadJob.build(
+            id=self.id,
+            job_id=s.id,
+            task_name=s.task_name,
+            queue=s.queue,
+            payload=s.payload,
+            error=self.error.message if self.error else None,
+            error_class=self.error.error_class if self.error else None,
+            reason=self.reason,
+            attempts=self.attempts,
+            dead_at_ms=self.dead_at,
+            replay_of=s.replay_of,
+        )
+
+
+_ReadyEntry = tuple[int, int, int, int, str]  # (-priority, ready_at, seq, gen, job_id)
+_TimedEntry = tuple[int, int, str]  # (time, gen, job_id)
+
+
+class MemoryStorage(Storage):
+    """Thread-safe in-process storage; the reference backend (``memory://``).
+
+    Args:
+        retention_ms: how long finished jobs are kept before :meth:`prune` deletes them.
+        clock: epoch-milliseconds clock used when an operation gets ``now=None``
+            (default: the system clock).
+
+    Supports :class:`~queue_core.storage.SupportsWakeup` (a condition variable notified
+    whenever a job may have become ready) and
+    :class:`~queue_core.storage.SupportsJobScan`.
+    """
+
+    def __init__(
+        self,
+        *,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        if retention_ms <= 0:
+            raise ConfigError(
+                f"retention_ms must be > 0, got {retention_ms!r}",
+                code="invalid_option",
+                field="retention_ms",
+                value=retention_ms,
+            )
+        self.retention_ms = retention_ms
+        self._clock: Callable[[], int] = clock or _system_clock_ms
+        self._cond = threading.Condition(threading.Lock())
+        self._seq = itertools.count(1)
+        self._jobs: dict[str, _Job] = {}
+        self._ready: dict[str, list[_ReadyEntry]] = {}
+        self._delayed: dict[str, list[_TimedEntry]] = {}
+        self._sts: list[_TimedEntry] = []
+        self._running: dict[str, _Job] = {}
+        self._running_by_key: dict[str, int] = {}
+        self._active_by_key: dict[str, int] = {}
+        self._dead: dict[str, _DeadEntry] = {}
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        """Build from ``memory://`` (optionally ``memory://?retention=<duration>``)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "memory":
+            raise ConfigError(
+                f"not a memory:// URL: {parts.scheme!r}",
+                code="invalid_url",
+                field="url",
+                value=parts.scheme,
+            )
+        query = parse_qs(parts.query)
+        unknown = sorted(set(query) - {"retention"})
+        if unknown:
+            raise ConfigError(
+                f"unknown memory:// option(s) {', '.join(unknown)}; supported: retention",
+                code="invalid_option",
+                field="url",
+                value=unknown[0],
+            )
+        if "retention" in query:
+            return cls(retention_ms=_parse_duration_ms(query["retention"][-1]))
+        return cls()
+
+    def __repr__(self) -> str:
+        return f"MemoryStorage(jobs={len(self._jobs)}, dead={len(self._dead)})"
+
+    # ------------------------------------------------------------------ internals
+
+    def _now(self, now: int | None) -> int:
+        return self._clock() if now is None else now
+
+    def _key(self, job: _Job) -> str | None:
+        return job.spec.concurrency_key
+
+    def _enter(self, job: _Job, state: JobState) -> None:
+        """Move ``job`` to ``state``, keeping the per-key counters and indexes right."""
+        old = job.state
+        key = self._key(job)
+        if old in (JobState.QUEUED, JobState.RUNNING) and key is not None:
+            self._active_by_key[key] -= 1
+        if old is JobState.RUNNING:
+            self._running.pop(job.id, None)
+            if key is not None:
+                self._running_by_key[key] -= 1
+        job.gen += 1
+        job.state = state
+        if state in (JobState.QUEUED, JobState.RUNNING) and key is not None:
+            self._active_by_key[key] = self._active_by_key.get(key, 0) + 1
+        if state is JobState.RUNNING:
+            self._running[job.id] = job
+            if key is not None:
+                self._running_by_key[key] = self._running_by_key.get(key, 0) + 1
+        elif state is JobState.QUEUED:
+            self._index_queued(job)
+        if state is not JobState.RUNNING:
+            job.lease_token = None
+            job.deadline = None
+            job.heartbeat_expires_at = None
+
+    def _index_queued(self, job: _Job) -> None:
+        q = job.spec.queue
+        heapq.heappush(self._delayed.setdefault(q, []), (job.ready_at, job.gen, job.id))
+        self._ready.setdefault(q, [])
+        sts = job.spec.schedule_to_start_ms
+        if sts is not None:
+            heapq.heappush(self._sts, (job.ready_at + sts, job.gen, job.id))
+
+    def _valid_queued(self, job_id: str, gen: int) -> _Job | None:
+        job = self._jobs.get(job_id)
+        if job is None or job.state is not JobState.QUEUED or job.gen != gen:
+            return None
+        return job
+
+    def _promote(self, queue: str, now: int) -> list[_ReadyEntry]:
+        """Move delayed jobs of ``queue`` that are due by ``now`` into its ready heap."""
+        ready = self._ready.setdefault(queue, [])
+        delayed = self._delayed.get(queue)
+        while delayed and delayed[0][0] <= now:
+            _, gen, job_id = heapq.heappop(delayed)
+            job = self._valid_queued(job_id, gen)
+            if job is not None:
+                heapq.heappush(ready, (-job.spec.priority, job.ready_at, job.seq, gen, job_id))
+        return ready
+
+    def _sts_expired(self, job: _Job, now: int) -> bool:
+        sts = job.spec.schedule_to_start_ms
+        return sts is not None and job.ready_at + sts <= now
+
+    def _blocked(self, job: _Job, now: int) -> bool:
+        """Queued but not claimable: schedule-to-start expired, or its slot is full."""
+        key, cap = job.spec.concurrency_key, job.spec.concurrency_limit
+        return self._sts_expired(job, now) or (
+            key is not None
+            and cap is not None
+            and not job.spec.concurrency_skip
+            and self._running_by_key.get(key, 0) >= cap
+        )
+
+    def _current(self, ref: LeaseRef) -> _Job | None:
+        job = self._jobs.get(ref.job_id)
+        if (
+            job is None
+            or job.state is not JobState.RUNNING
+            or job.attempt != ref.attempt
+            or job.lease_token != ref.lease_token
+        ):
+            return None
+        return job
+
+    def _dead_letter(
+        self, job: _Job, reason: str, error: ErrorInfo | None, now: int
+    ) -> None:
+        dead_id = uuid.uuid4().hex
+        spec = job.spec
+        template = NewJob(
+            id=spec.id,
+            task_name=spec.task_name,
+            queue=spec.queue,
+            payload=spec.payload,
+            priority=spec.priority,
+            max_attempts=spec.max_attempts,
+            lost_delay_ms=job.lost_delay_ms,
+            timeout_ms=spec.timeout_ms,
+            heartbeat_ms=spec.heartbeat_ms,
+            schedule_to_start_ms=spec.schedule_to_start_ms,
+            concurrency_key=spec.concurrency_key,
+            concurrency_limit=spec.concurrency_limit,
+            concurrency_skip=spec.concurrency_skip,
+            options=spec.options,
+            replay_of=spec.replay_of,
+        )
+        self._dead[dead_id] = _DeadEntry(
+            id=dead_id,
+            seq=next(self._seq),
+            spec=template,
+            error=error,
+            reason=reason,
+            attempts=[a.record() for a in job.attempts],
+            dead_at=now,
+        )
+        self._enter(job, JobState.DEAD)
+        job.reason = reason
+        job.dead_id = dead_id
+        job.finished_at = now
+
+    def _end(self, job: _Job, state: JobState, reason: str | None, now: int) -> None:
+        self._enter(job, state)
+        job.reason = reason
+        job.finished_at = now
+
+    # ------------------------------------------------------------------ enqueue
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
+        """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing here."""
+        with self._cond:
+            t = self._now(now)
+            ids = [j.id for j in jobs]
+            if len(set(ids)) != len(ids) or any(i in self._jobs for i in ids):
+                dup = next(i for k, i in enumerate(ids) if i in self._jobs or i in ids[:k])
+                raise StorageError(f"job id {dup!r} already exists")
+            states: list[JobState] = []
+            for spec in jobs:
+                ready_at = (spec.run_at if spec.run_at is not None else t) + spec.delay_ms
+                job = _Job(
+                    spec=spec,
+                    seq=next(self._seq),
+                    state=JobState.SKIPPED,  # placeholder; _enter sets the real state
+                    enqueued_at=t,
+                    ready_at=ready_at,
+                    lost_delay_ms=spec.lost_delay_ms,
+                )
+                self._jobs[spec.id] = job
+                key = spec.concurrency_key
+                if (
+                    spec.concurrency_skip
+                    and key is not None
+                    and spec.concurrency_limit is not None
+                    and self._active_by_key.get(key, 0) >= spec.concurrency_limit
+                ):
+                    job.reason = Reason.CONCURRENCY_LIMIT.value
+                    job.finished_at = t
+                else:
+                    self._enter(job, JobState.QUEUED)
+                states.append(job.state)
+            if JobState.QUEUED in states:
+                self._cond.notify_all()
+            return states
+
+    # ------------------------------------------------------------------ claim / lease
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.Storage.claim`."""
+        with self._cond:
+            t = self._now(now)
+            heaps = {q: self._promote(q, t) for q in dict.fromkeys(queues)}
+            aside: list[tuple[str, _ReadyEntry]] = []
+            claimed: list[ClaimedJob] = []
+            while len(claimed) < limit:
+                best: str | None = None
+                for q, h in heaps.items():
+                    if h and (best is None or h[0] < heaps[best][0]):
+                        best = q
+                if best is None:
+                    break
+                entry = heapq.heappop(heaps[best])
+                job = self._valid_queued(entry[4], entry[3])
+                if job is None:
+                    continue
+                if job.ready_at > t:  # promoted by a later `now` than this one
+                    heapq.heappush(self._delayed[best], (job.ready_at, job.gen, job.id))
+                    continue
+                if self._blocked(job, t):
+                    aside.append((best, entry))
+                    continue
+                claimed.append(self._start(job, worker_id, lease_ms, t))
+            for q, entry in aside:
+                heapq.heappush(heaps[q], entry)
+            return claimed
+
+    def _start(self, job: _Job, worker_id: str, lease_ms: int, t: int) -> ClaimedJob:
+        self._enter(job, JobState.RUNNING)
+        job.reason = None
+        job.attempts.append(_Attempt(number=job.attempt + 1, worker_id=worker_id, started_at=t))
+        job.lease_token = uuid.uuid4().hex
+        job.lease_expires_at = t + lease_ms
+        s = job.spec
+        job.deadline = t + s.timeout_ms if s.timeout_ms is not None else None
+        job.heartbeat_expires_at = t + s.heartbeat_ms if s.heartbeat_ms is not None else None
+        return ClaimedJob(
+            id=s.id,
+            task_name=s.task_name,
+            queue=s.queue,
+            payload=s.payload,
+            attempt=job.attempt,
+            lease_token=job.lease_token,
+            lease_expires_at=job.lease_expires_at,
+            deadline=job.deadline,
+            max_attempts=s.max_attempts,
+            priority=s.priority,
+            timeout_ms=s.timeout_ms,
+            heartbeat_ms=s.heartbeat_ms,
+            options=s.options,
+            enqueued_at=job.enqueued_at,
+            replay_of=s.replay_of,
+            started_at=t,
+        )
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        """See :meth:`queue_core.storage.Storage.renew`."""
+        with self._cond:
+            t = self._now(now)
+            result = RenewResult()
+            for ref in refs:
+                job = self._current(ref)
+                if job is None:
+                    result.lost.append(ref)
+                    continue
+                job.lease_expires_at = t + lease_ms
+                if job.cancel_requested:
+                    result.cancel_requested.append(ref)
+            return result
+
+    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
+        """See :meth:`queue_core.storage.Storage.heartbeat`."""
+        with self._cond:
+            t = self._now(now)
+            job = self._current(ref)
+            if job is None:
+                raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
+            if job.spec.heartbeat_ms is not None:
+                job.heartbeat_expires_at = t + job.spec.heartbeat_ms
+            return job.cancel_requested
+
+    # ------------------------------------------------------------------ attempt end
+
+    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.Storage.finish`."""
+        with self._cond:
+            t = self._now(now)
+            took: list[bool] = []
+            for end in ends:
+                job = self._current(end.ref)
+                if job is None:
+                    took.append(False)
+                    continue
+                attempt = job.attempts[-1]
+                attempt.outcome = end.outcome
+                attempt.reason = end.reason
+                attempt.error = end.error
+                attempt.mode = end.mode
+                attempt.finished_at = t
+                if end.error is not None:
+                    job.error = end.error
+                d = end.decision
+                if d.action is Action.COMPLETE:
+                    job.result = end.result
+                    self._end(job, JobState.SUCCEEDED, None, t)
+                elif d.action is Action.RETRY:
+                    if d.lost_delay_ms is not None:
+                        job.lost_delay_ms = d.lost_delay_ms
+                    job.ready_at = t + d.delay_ms
+                    job.reason = None
+                    self._enter(job, JobState.QUEUED)
+                elif d.action is Action.DEAD:
+                    self._dead_letter(job, d.reason or Reason.FATAL.value, end.error, t)
+                elif d.action is Action.CANCEL:
+                    self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
+                else:
+                    self._end(job, JobState.TIMED_OUT, d.reason or end.reason, t)
+                took.append(True)
+            if any(took):
+                self._cond.notify_all()
+            return took
+
+    # ------------------------------------------------------------------ reaper
+
+    def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
+        """See :meth:`queue_core.storage.Storage.reap`."""
+        with self._cond:
+            t = self._now(now)
+            stale: list[tuple[int, int, _Job, Reason]] = []
+            for job in self._running.values():
+                reason = _expired_bound(
+                    t,
+                    lease_expires_at=job.lease_expires_at,
+                    deadline=job.deadline,
+                    heartbeat_expires_at=job.heartbeat_expires_at,
+                )
+                if reason is not None:
+                    stale.append((job.lease_expires_at, job.seq, job, reason))
+            stale.sort(key=lambda s: (s[0], s[1]))
+            reaped: list[ReapedJob] = []
+            for _, _, job, reason in stale[:limit]:
+                reaped.append(self._reap_attempt(job, reason, t))
+            while len(reaped) < limit and self._sts and self._sts[0][0] <= t:
+                _, gen, job_id = heapq.heappop(self._sts)
+                queued = self._valid_queued(job_id, gen)
+                if queued is None:
+                    continue
+                self._dead_letter(queued, Reason.SCHEDULE_TO_START.value, None, t)
+                reaped.append(
+                    ReapedJob(
+                        job_id=job_id,
+                        attempt=0,
+                        outcome=None,
+                        reason=Reason.SCHEDULE_TO_START.value,
+                        state=JobState.DEAD,
+                    )
+                )
+            if reaped:
+                self._cond.notify_all()
+            return reaped
+
+    def _reap_attempt(self, job: _Job, reason: Reason, t: int) -> ReapedJob:
+        outcome = Outcome.LOST if reason is Reason.LEASE_EXPIRED else Outcome.TIMED_OUT
+        attempt = job.attempts[-1]
+        attempt.outcome = outcome
+        attempt.reason = reason.value
+        attempt.finished_at = t
+        if job.cancel_requested:
+            self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
+        elif job.attempt < job.spec.max_attempts:
+            job.ready_at = t + job.lost_delay_ms
+            job.reason = None
+            self._enter(job, JobState.QUEUED)
+        else:
+            self._dead_letter(job, Reason.RETRIES_EXHAUSTED.value, None, t)
+        return ReapedJob(
+            job_id=job.id,
+            attempt=attempt.number,
+            outcome=outcome,
+            reason=reason.value,
+            state=job.state,
+        )
+
+    def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
+        """See :meth:`queue_core.storage.Storage.prune`."""
+        with self._cond:
+            cutoff = self._now(now) - self.retention_ms
+            doomed = [
+                job_id
+                for job_id, job in self._jobs.items()
+                if job.state.finished and job.finished_at is not None and job.finished_at <= cutoff
+            ][:limit]
+            for job_id in doomed:
+                del self._jobs[job_id]
+            return len(doomed)
+
+    # ------------------------------------------------------------------ control and reads
+
+    def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
+        """See :meth:`queue_core.storage.Storage.cancel`."""
+        with self._cond:
+            t = self._now(now)
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise NotFound(f"no job with id {job_id!r}")
+            if job.state is JobState.QUEUED:
+                self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
+                self._cond.notify_all()  # may free a skip-concurrency slot
+            elif job.state is JobState.RUNNING:
+                job.cancel_requested = True
+            return job.state
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        """See :meth:`queue_core.storage.Storage.get_job`."""
+        with self._cond:
+            job = self._jobs.get(job_id)
+            return job.record() if job is not None else None
+
+    def list_attempts(self, job_id: str) -> list[AttemptRecord]:
+        """See :meth:`queue_core.storage.Storage.list_attempts`."""
+        with self._cond:
+            job = self._jobs.get(job_id)
+            return [a.record() for a in job.attempts] if job is not None else []
+
+    def count_pending(
+        self, queues: Sequence[str], horizon_ms: int, *, now: int | None = None
+    ) -> int:
+        """See :meth:`queue_core.storage.Storage.count_pending`."""
+        with self._cond:
+            by = self._now(now) + horizon_ms
+            wanted = set(queues)
+            return sum(
+                1
+                for job in self._jobs.values()
+                if job.spec.queue in wanted
+                and (
+                    job.state is JobState.RUNNING
+                    or (job.state is JobState.QUEUED and job.ready_at <= by)
+                )
+            )
+
+    def stats(self, *, now: int | None = None) -> list[QueueStats]:
+        """See :meth:`queue_core.storage.Storage.stats`."""
+        with self._cond:
+            t = self._now(now)
+            counts: dict[str, dict[str, int]] = {}
+            for job in self._jobs.values():
+                c = counts.setdefault(job.spec.queue, {})
+                if job.state is JobState.QUEUED:
+                    name = "ready" if job.ready_at <= t else "scheduled"
+                else:
+                    name = job.state.value
+                c[name] = c.get(name, 0) + 1
+            return [QueueStats(queue=q, **counts[q]) for q in sorted(counts)]
+
+    # ------------------------------------------------------------------ dead letters
+
+    def list_dead(
+        self, limit: int = 20, offset: int = 0, task_name: str | None = None
+    ) -> list[DeadJob]:
+        """See :meth:`queue_core.storage.Storage.list_dead`."""
+        with self._cond:
+            entries = [
+                e for e in self._dead.values() if task_name is None or e.spec.task_name == task_name
+            ]
+            entries.sort(key=lambda e: (e.dead_at, e.seq), reverse=True)
+            return [e.public() for e in entries[offset : offset + limit]]
+
+    def get_dead(self, dead_id: str) -> DeadJob | None:
+        """See :meth:`queue_core.storage.Storage.get_dead`."""
+        with self._cond:
+            entry = self._dead.get(dead_id)
+            return entry.public() if entry is not None else None
+
+    def retry_dead(
+        self, dead_id: str, queue: str | None = None, *, now: int | None = None
+    ) -> str:
+        """See :meth:`queue_core.storage.Storage.retry_dead`."""
+        with self._cond:
+            t = self._now(now)
+            entry = self._dead.pop(dead_id, None)
+            if entry is None:
+                raise NotFound(f"no dead-letter entry with id {dead_id!r}")
+            s = entry.spec
+            new_id = uuid.uuid4().hex
+            spec = NewJob(
+                id=new_id,
+                task_name=s.task_name,
+                queue=queue if queue is not None else s.queue,
+                payload=s.payload,
+                priority=s.priority,
+                run_at=t,
+                max_attempts=s.max_attempts,
+                lost_delay_ms=s.lost_delay_ms,
+                timeout_ms=s.timeout_ms,
+                heartbeat_ms=s.heartbeat_ms,
+                schedule_to_start_ms=s.schedule_to_start_ms,
+                concurrency_key=s.concurrency_key,
+                concurrency_limit=s.concurrency_limit,
+                concurrency_skip=s.concurrency_skip,
+                options=s.options,
+                replay_of=dead_id,
+            )
+            job = _Job(
+                spec=spec,
+                seq=next(self._seq),
+                state=JobState.SKIPPED,
+                enqueued_at=t,
+                ready_at=t,
+                lost_delay_ms=s.lost_delay_ms,
+            )
+            self._jobs[new_id] = job
+            self._enter(job, JobState.QUEUED)
+            self._cond.notify_all()
+            return new_id
+
+    def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
+        """See :meth:`queue_core.storage.Storage.purge_dead`."""
+        with self._cond:
+            doomed = [
+                e.id
+                for e in self._dead.values()
+                if (task_name is None or e.spec.task_name == task_name)
+                and (before is None or e.dead_at <= before)
+            ]
+            for dead_id in doomed:
+                del self._dead[dead_id]
+            return len(doomed)
+
+    def close(self) -> None:
+        """Nothing to release; wakes blocked :meth:`wait_for_jobs` callers. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ optional abilities
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
+
+        Returns ``True`` at once when one is ready now, and when woken by an enqueue, a
+        retry, a released slot, or the due time of the earliest delayed job.
+        """
+        with self._cond:
+            if self._closed:
+                return False
+            t = self._clock()
+            due = self._next_due(queues, t)
+            if due is not None and due <= t:
+                return True
+            wait = timeout if due is None else min(timeout, (due - t) / 1000.0)
+            woken = self._cond.wait(wait)
+            return woken or (due is not None and wait < timeout)
+
+    def _next_due(self, queues: Iterable[str], t: int) -> int | None:
+        """The earliest time a job of ``queues`` is (or becomes) claimable, if any."""
+        due: int | None = None
+        for q in queues:
+            ready = self._promote(q, t)
+            ready[:] = [e for e in ready if self._valid_queued(e[4], e[3]) is not None]
+            heapq.heapify(ready)
+            for entry in ready:
+                job = self._jobs[entry[4]]
+                if self._blocked(job, t):
+                    continue
+                if job.ready_at <= t:
+                    return t
+                due = job.ready_at if due is None else min(due, job.ready_at)
+            delayed = self._delayed.get(q)
+            while delayed and self._valid_queued(delayed[0][2], delayed[0][1]) is None:
+                heapq.heappop(delayed)
+            if delayed and (due is None or delayed[0][0] < due):
+                due = delayed[0][0]
+        return due
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        """A page of jobs, newest (latest enqueued) first, optionally filtered."""
+        with self._cond:
+            jobs = [
+                j
+                for j in self._jobs.values()
+                if (state is None or j.state is state) and (queue is None or j.spec.queue == queue)
+            ]
+            jobs.sort(key=lambda j: (j.enqueued_at, j.seq), reverse=True)
+            return [j.record() for j in jobs[offset : offset + limit]]

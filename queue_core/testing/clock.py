@@ -1,0 +1,60 @@
+"""A manual clock for tests: time moves only when the test says so."""
+
+from __future__ import annotations
+
+import threading
+
+from queue_core.testing.fixtures import T0
+
+__all__ = ["ManualClock"]
+
+
+class ManualClock:
+    """A clock that only moves when told to; thread-safe.
+
+    It offers both readings the library uses: wall time in epoch milliseconds
+    (:meth:`now_ms`, also available by calling the clock, so it can be passed as the
+    ``clock`` of :class:`backends.memory.MemoryStorage`) and a monotonic reading in
+    seconds (:meth:`monotonic`). :meth:`advance` moves both by the same amount.
+
+    Args:
+        start_ms: the initial wall time, epoch milliseconds.
+        monotonic_start: the initial monotonic reading, seconds.
+
+    Example:
+        >>> clock = ManualClock(start_ms=1_000)
+        >>> clock.advance(1.5)
+        >>> clock.now_ms(), clock.monotonic()
+        (2500, 1.5)
+    """
+
+    def __init__(self, start_ms: int = T0, monotonic_start: float = 0.0) -> None:
+        self._lock = threading.Lock()
+        self._ms = start_ms
+        self._elapsed_ms = 0
+        self._monotonic_start = monotonic_start
+
+    def now_ms(self) -> int:
+        """The current wall time, epoch milliseconds."""
+        with self._lock:
+            return self._ms
+
+    def __call__(self) -> int:
+        return self.now_ms()
+
+    def monotonic(self) -> float:
+        """Seconds since an arbitrary origin; never goes backwards."""
+        with self._lock:
+            return self._monotonic_start + self._elapsed_ms / 1000.0
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds`` (must not be negative)."""
+        self.advance_ms(round(seconds * 1000))
+
+    def advance_ms(self, ms: int) -> None:
+        """Move the clock forward by ``ms`` milliseconds (must not be negative)."""
+        if ms < 0:
+            raise ValueError(f"a clock cannot go backwards (advance by {ms} ms)")
+        with self._lock:
+            self._ms += ms
+            self._elapsed_ms += ms

@@ -1,0 +1,40 @@
+"""The contract suite, one mixin class per topic; :class:`StorageContract` combines them.
+
+Each mixin's test methods take a ``storage`` fixture that the backend author provides
+(see :mod:`queue_core.testing`). Tests use only the :class:`~queue_core.storage.Storage`
+protocol, pass explicit ``now`` times and never sleep.
+"""
+
+from queue_core.testing.suite._base import ContractBase
+from queue_core.testing.suite.claim import ClaimContract
+from queue_core.testing.suite.enqueue import EnqueueContract
+from queue_core.testing.suite.finish import FinishContract
+from queue_core.testing.suite.lease import LeaseContract
+from queue_core.testing.suite.reap import ReapContract
+
+__all__ = [
+    "ClaimContract",
+    "ContractBase",
+    "EnqueueContract",
+    "FinishContract",
+    "LeaseContract",
+    "ReapContract",
+    "StorageContract",
+]
+
+
+class StorageContract(
+    EnqueueContract,
+    ClaimContract,
+    LeaseContract,
+    FinishContract,
+    ReapContract,
+):
+    """Every contract test. Subclass it as ``TestMyStorage`` and provide ``storage``.
+
+    Class attributes a subclass may override:
+
+    * ``retention_ms``: the retention the fixture's storage was built with
+      (default 7 days, the protocol default).
+    * ``race_threads``: how many threads the race tests start (default 8).
+    """

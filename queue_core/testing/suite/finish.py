@@ -1,0 +1,247 @@
+"""Contract: finish -- the core's decisions applied, attempt records, fencing."""
+
+from __future__ import annotations
+
+from queue_core.model import (
+    AttemptRecord,
+    JobState,
+    LeaseRef,
+    Outcome,
+    Reason,
+    dt_from_ms,
+)
+from queue_core.storage import Storage
+from queue_core.testing.fixtures import (
+    DEFAULT_PAYLOAD,
+    LEASE,
+    SEC,
+    T0,
+    cancel_end,
+    claim_one,
+    complete_end,
+    dead_end,
+    enqueue_one,
+    error_info,
+    retry_end,
+    timed_out_end,
+)
+from queue_core.testing.suite._base import ContractBase, job_of
+
+
+class FinishContract(ContractBase):
+    """``finish`` with each :class:`~queue_core.model.Action`."""
+
+    def test_complete_stores_result_and_ends_succeeded(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0 + SEC, worker_id="w-ok")
+        end = complete_end(got.ref, b'{"value": 42}', mode="async")
+        assert storage.finish([end], now=T0 + 3 * SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert rec.state is JobState.SUCCEEDED
+        assert rec.reason is None
+        assert rec.result == b'{"value": 42}'
+        assert rec.error is None
+        assert (rec.attempts, rec.started_at, rec.finished_at) == (1, T0 + SEC, T0 + 3 * SEC)
+        assert storage.list_attempts(job_id) == [
+            AttemptRecord(
+                number=1,
+                outcome=Outcome.SUCCEEDED,
+                reason=None,
+                error_class=None,
+                error_type=None,
+                message=None,
+                traceback=None,
+                worker_id="w-ok",
+                started_at=dt_from_ms(T0 + SEC),
+                finished_at=dt_from_ms(T0 + 3 * SEC),
+                mode="async",
+            )
+        ]
+
+    def test_completed_job_is_not_claimed_again(self, storage: Storage) -> None:
+        enqueue_one(storage)
+        got = claim_one(storage, now=T0)
+        storage.finish([complete_end(got.ref)], now=T0 + SEC)
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
+
+    def test_finish_batch_returns_one_bool_per_end(self, storage: Storage) -> None:
+        enqueue_one(storage)
+        enqueue_one(storage)
+        a, b = storage.claim("w", ["default"], 2, LEASE, now=T0)
+        stale = LeaseRef(a.id, a.attempt, a.lease_token + "x")
+        ends = [complete_end(a.ref, b"1"), complete_end(stale, b"2"), complete_end(b.ref, b"3")]
+        assert storage.finish(ends, now=T0 + SEC) == [True, False, True]
+        assert job_of(storage, a.id).result == b"1"
+        assert job_of(storage, b.id).result == b"3"
+
+    def test_finish_with_a_wrong_token_records_nothing(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0, worker_id="w1")
+        stale = LeaseRef(got.id, got.attempt, got.lease_token + "x")
+        assert storage.finish([complete_end(stale, b"no")], now=T0 + SEC) == [False]
+        rec = job_of(storage, job_id)
+        assert rec.state is JobState.RUNNING
+        assert rec.result is None and rec.finished_at is None
+        assert storage.list_attempts(job_id)[0].outcome is None
+        assert storage.finish([complete_end(got.ref, b"yes")], now=T0 + 2 * SEC) == [True]
+        assert job_of(storage, job_id).result == b"yes"
+
+    def test_second_finish_of_one_attempt_returns_false(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0)
+        assert storage.finish([complete_end(got.ref, b"first")], now=T0 + SEC) == [True]
+        assert storage.finish([dead_end(got.ref)], now=T0 + 2 * SEC) == [False]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.result, rec.finished_at) == (
+            JobState.SUCCEEDED,
+            b"first",
+            T0 + SEC,
+        )
+        assert storage.list_dead() == []
+
+    def test_retry_requeues_at_now_plus_delay(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        err = error_info("KeyError", "missing", traceback="tb")
+        assert storage.finish([retry_end(got.ref, 30 * SEC, error=err)], now=T0 + 2 * SEC) == [
+            True
+        ]
+        rec = job_of(storage, job_id)
+        assert rec.state is JobState.QUEUED
+        assert rec.run_at == T0 + 32 * SEC
+        assert rec.attempts == 1
+        assert rec.error == err
+        assert rec.finished_at is None
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 32 * SEC - 1) == []
+        again = claim_one(storage, now=T0 + 32 * SEC, worker_id="w2")
+        assert (again.id, again.attempt) == (job_id, 2)
+        assert again.payload == DEFAULT_PAYLOAD
+
+    def test_retry_records_the_failed_attempt(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0, worker_id="w-a")
+        err = error_info("OSError", "disk full", module="builtins", traceback="tb-1")
+        storage.finish([retry_end(got.ref, 0, error=err, mode="process")], now=T0 + 4 * SEC)
+        again = claim_one(storage, now=T0 + 5 * SEC, worker_id="w-b")
+        storage.finish([complete_end(again.ref)], now=T0 + 6 * SEC)
+        first, second = storage.list_attempts(job_id)
+        assert first == AttemptRecord(
+            number=1,
+            outcome=Outcome.FAILED,
+            reason=Reason.ERROR.value,
+            error_class="OSError",
+            error_type="builtins.OSError",
+            message="disk full",
+            traceback="tb-1",
+            worker_id="w-a",
+            started_at=dt_from_ms(T0),
+            finished_at=dt_from_ms(T0 + 4 * SEC),
+            mode="process",
+        )
+        assert (second.number, second.outcome, second.worker_id) == (
+            2,
+            Outcome.SUCCEEDED,
+            "w-b",
+        )
+        assert (second.started_at, second.finished_at) == (
+            dt_from_ms(T0 + 5 * SEC),
+            dt_from_ms(T0 + 6 * SEC),
+        )
+
+    def test_retry_with_lost_delay_updates_the_reap_delay(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3, lost_delay_ms=1 * SEC)
+        got = claim_one(storage, now=T0, lease_ms=10 * SEC)
+        storage.finish([retry_end(got.ref, 0, lost_delay_ms=45 * SEC)], now=T0 + SEC)
+        claim_one(storage, now=T0 + 2 * SEC, lease_ms=10 * SEC)
+        assert [r.state for r in storage.reap(now=T0 + 12 * SEC)] == [JobState.QUEUED]
+        assert job_of(storage, job_id).run_at == T0 + 57 * SEC
+
+    def test_retry_without_lost_delay_keeps_the_reap_delay(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3, lost_delay_ms=7 * SEC)
+        got = claim_one(storage, now=T0, lease_ms=10 * SEC)
+        storage.finish([retry_end(got.ref, 0)], now=T0 + SEC)
+        claim_one(storage, now=T0 + 2 * SEC, lease_ms=10 * SEC)
+        storage.reap(now=T0 + 12 * SEC)
+        assert job_of(storage, job_id).run_at == T0 + 19 * SEC
+
+    def test_dead_decision_writes_a_dead_letter_entry(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, task_name="t.fatal", queue="q1", max_attempts=5)
+        got = claim_one(storage, now=T0 + SEC, queues=["q1"], worker_id="w-d")
+        err = error_info("TaskError", "no way", module="queue_core.errors", traceback="tb-d")
+        end = dead_end(got.ref, dead_reason=Reason.FATAL.value, error=err)
+        assert storage.finish([end], now=T0 + 2 * SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at) == (JobState.DEAD, "fatal", T0 + 2 * SEC)
+        assert rec.dead_id is not None
+        entry = storage.get_dead(rec.dead_id)
+        assert entry is not None
+        assert entry.id == rec.dead_id
+        assert (entry.job_id, entry.task_name, entry.queue) == (job_id, "t.fatal", "q1")
+        assert entry.args == (1, "x")
+        assert entry.kwargs == {"k": 2}
+        assert entry.payload == DEFAULT_PAYLOAD
+        assert (entry.error, entry.error_class, entry.reason) == ("no way", "TaskError", "fatal")
+        assert entry.dead_at == dt_from_ms(T0 + 2 * SEC)
+        assert entry.replay_of is None
+        assert entry.attempts == [
+            AttemptRecord(
+                number=1,
+                outcome=Outcome.FAILED,
+                reason=Reason.ERROR.value,
+                error_class="TaskError",
+                error_type="queue_core.errors.TaskError",
+                message="no way",
+                traceback="tb-d",
+                worker_id="w-d",
+                started_at=dt_from_ms(T0 + SEC),
+                finished_at=dt_from_ms(T0 + 2 * SEC),
+                mode="thread",
+            )
+        ]
+        assert storage.claim("w", ["q1"], 5, LEASE, now=T0 + 3 * SEC) == []
+
+    def test_dead_entry_keeps_every_attempt(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        first = claim_one(storage, now=T0)
+        storage.finish([retry_end(first.ref, 0)], now=T0 + SEC)
+        second = claim_one(storage, now=T0 + 2 * SEC)
+        storage.finish(
+            [dead_end(second.ref, dead_reason=Reason.RETRIES_EXHAUSTED.value)], now=T0 + 3 * SEC
+        )
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None
+        entry = storage.get_dead(dead_id)
+        assert entry is not None
+        assert entry.reason == "retries_exhausted"
+        assert [(a.number, a.outcome) for a in entry.attempts] == [
+            (1, Outcome.FAILED),
+            (2, Outcome.FAILED),
+        ]
+        assert entry.attempts == storage.list_attempts(job_id)
+
+    def test_cancel_decision_ends_cancelled(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        assert storage.finish([cancel_end(got.ref)], now=T0 + SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at) == (
+            JobState.CANCELLED,
+            Reason.CANCELLED.value,
+            T0 + SEC,
+        )
+        assert storage.list_attempts(job_id)[0].outcome is Outcome.CANCELLED
+        assert storage.list_dead() == []
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
+
+    def test_time_out_decision_ends_timed_out(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        assert storage.finish([timed_out_end(got.ref)], now=T0 + SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.finished_at) == (JobState.TIMED_OUT, T0 + SEC)
+        assert storage.list_attempts(job_id)[0].outcome is Outcome.TIMED_OUT
+        assert storage.list_dead() == []
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
+
+    def test_finish_of_nothing_is_empty(self, storage: Storage) -> None:
+        assert storage.finish([], now=T0) == []

@@ -1,0 +1,257 @@
+"""Contract: reap -- lost and overdue attempts, reasons, precedence, fencing after reap."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_core.errors import LeaseLost
+from queue_core.model import (
+    AttemptRecord,
+    JobState,
+    Outcome,
+    ReapedJob,
+    Reason,
+    RenewResult,
+    dt_from_ms,
+)
+from queue_core.storage import Storage
+from queue_core.testing.fixtures import (
+    LEASE,
+    SEC,
+    T0,
+    claim_one,
+    complete_end,
+    enqueue_one,
+    retry_end,
+)
+from queue_core.testing.suite._base import ContractBase, job_of
+
+
+class ReapContract(ContractBase):
+    """``reap`` of running attempts, and what a late worker sees afterwards."""
+
+    def test_nothing_to_reap_before_the_lease_expires(self, storage: Storage) -> None:
+        enqueue_one(storage)
+        got = claim_one(storage, now=T0, lease_ms=LEASE)
+        assert storage.reap(now=got.lease_expires_at - 1) == []
+        assert job_of(storage, got.id).state is JobState.RUNNING
+
+    def test_reap_on_empty_storage_is_empty(self, storage: Storage) -> None:
+        assert storage.reap(now=T0) == []
+
+    def test_expired_lease_is_reaped_lost_and_requeued(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3, lost_delay_ms=5 * SEC)
+        claim_one(storage, now=T0, lease_ms=LEASE, worker_id="w-lost")
+        now = T0 + LEASE
+        assert storage.reap(now=now) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=1,
+                outcome=Outcome.LOST,
+                reason=Reason.LEASE_EXPIRED.value,
+                state=JobState.QUEUED,
+            )
+        ]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.run_at, rec.attempts) == (JobState.QUEUED, now + 5 * SEC, 1)
+        assert storage.list_attempts(job_id) == [
+            AttemptRecord(
+                number=1,
+                outcome=Outcome.LOST,
+                reason=Reason.LEASE_EXPIRED.value,
+                error_class=None,
+                error_type=None,
+                message=None,
+                traceback=None,
+                worker_id="w-lost",
+                started_at=dt_from_ms(T0),
+                finished_at=dt_from_ms(now),
+                mode=None,
+            )
+        ]
+
+    def test_reaped_job_runs_again_after_lost_delay_with_attempt_two(
+        self, storage: Storage
+    ) -> None:
+        job_id = enqueue_one(storage, max_attempts=3, lost_delay_ms=5 * SEC)
+        claim_one(storage, now=T0, lease_ms=LEASE)
+        storage.reap(now=T0 + LEASE)
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + LEASE + 5 * SEC - 1) == []
+        again = claim_one(storage, now=T0 + LEASE + 5 * SEC)
+        assert (again.id, again.attempt) == (job_id, 2)
+
+    def test_each_stale_attempt_is_reaped_once(self, storage: Storage) -> None:
+        enqueue_one(storage, max_attempts=3, lost_delay_ms=60 * SEC)
+        claim_one(storage, now=T0)
+        assert len(storage.reap(now=T0 + LEASE)) == 1
+        assert storage.reap(now=T0 + LEASE) == []
+        assert storage.reap(now=T0 + LEASE + SEC) == []
+
+    def test_exhausted_attempts_dead_letter_with_every_record(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, task_name="t.crash", max_attempts=2)
+        claim_one(storage, now=T0, worker_id="w1")
+        storage.reap(now=T0 + LEASE)
+        claim_one(storage, now=T0 + LEASE, worker_id="w2")
+        now = T0 + 2 * LEASE
+        assert storage.reap(now=now) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=2,
+                outcome=Outcome.LOST,
+                reason=Reason.LEASE_EXPIRED.value,
+                state=JobState.DEAD,
+            )
+        ]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at) == (
+            JobState.DEAD,
+            Reason.RETRIES_EXHAUSTED.value,
+            now,
+        )
+        assert rec.dead_id is not None
+        entry = storage.get_dead(rec.dead_id)
+        assert entry is not None
+        assert (entry.job_id, entry.task_name, entry.reason) == (
+            job_id,
+            "t.crash",
+            "retries_exhausted",
+        )
+        assert entry.dead_at == dt_from_ms(now)
+        assert [(a.number, a.outcome, a.reason, a.worker_id) for a in entry.attempts] == [
+            (1, Outcome.LOST, "lease_expired", "w1"),
+            (2, Outcome.LOST, "lease_expired", "w2"),
+        ]
+        assert storage.claim("w", ["default"], 5, LEASE, now=now + 60 * SEC) == []
+
+    def test_reap_dead_letter_error_fields_are_empty(self, storage: Storage) -> None:
+        """A reaped attempt raised nothing, so the entry's ``error``/``error_class``
+        are ``None`` (the attempt records say what happened)."""
+        job_id = enqueue_one(storage, max_attempts=1)
+        claim_one(storage, now=T0)
+        storage.reap(now=T0 + LEASE)
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None
+        entry = storage.get_dead(dead_id)
+        assert entry is not None
+        assert (entry.error, entry.error_class) == (None, None)
+
+    def test_timeout_is_reaped_timed_out_and_consumes_an_attempt(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2, timeout_ms=10 * SEC, lost_delay_ms=SEC)
+        got = claim_one(storage, now=T0, lease_ms=LEASE)
+        assert got.deadline == T0 + 10 * SEC
+        assert storage.reap(now=T0 + 10 * SEC - 1) == []
+        assert storage.reap(now=T0 + 10 * SEC) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=1,
+                outcome=Outcome.TIMED_OUT,
+                reason=Reason.TIMEOUT.value,
+                state=JobState.QUEUED,
+            )
+        ]
+        assert job_of(storage, job_id).run_at == T0 + 11 * SEC
+        second = claim_one(storage, now=T0 + 11 * SEC)
+        assert second.attempt == 2
+        assert [(r.outcome, r.state) for r in storage.reap(now=T0 + 21 * SEC)] == [
+            (Outcome.TIMED_OUT, JobState.DEAD)
+        ]
+
+    def test_timeout_is_not_extended_by_renewal(self, storage: Storage) -> None:
+        enqueue_one(storage, max_attempts=2, timeout_ms=10 * SEC)
+        got = claim_one(storage, now=T0, lease_ms=LEASE)
+        storage.renew([got.ref], LEASE, now=T0 + 9 * SEC)
+        assert [r.reason for r in storage.reap(now=T0 + 10 * SEC)] == [Reason.TIMEOUT.value]
+
+    def test_heartbeat_timeout_is_reaped_timed_out(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=1, heartbeat_ms=5 * SEC)
+        claim_one(storage, now=T0, lease_ms=LEASE)
+        assert storage.reap(now=T0 + 5 * SEC - 1) == []
+        assert storage.reap(now=T0 + 5 * SEC) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=1,
+                outcome=Outcome.TIMED_OUT,
+                reason=Reason.HEARTBEAT_TIMEOUT.value,
+                state=JobState.DEAD,
+            )
+        ]
+        attempt = storage.list_attempts(job_id)[0]
+        assert (attempt.outcome, attempt.reason) == (Outcome.TIMED_OUT, "heartbeat_timeout")
+
+    def test_timeout_takes_precedence_over_heartbeat_and_lease(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2, timeout_ms=20 * SEC, heartbeat_ms=10 * SEC)
+        claim_one(storage, now=T0, lease_ms=5 * SEC)
+        reaped = storage.reap(now=T0 + 30 * SEC)
+        assert [(r.job_id, r.outcome, r.reason) for r in reaped] == [
+            (job_id, Outcome.TIMED_OUT, Reason.TIMEOUT.value)
+        ]
+
+    def test_heartbeat_timeout_takes_precedence_over_lease(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2, timeout_ms=60 * SEC, heartbeat_ms=10 * SEC)
+        claim_one(storage, now=T0, lease_ms=5 * SEC)
+        reaped = storage.reap(now=T0 + 15 * SEC)
+        assert [(r.job_id, r.outcome, r.reason) for r in reaped] == [
+            (job_id, Outcome.TIMED_OUT, Reason.HEARTBEAT_TIMEOUT.value)
+        ]
+
+    def test_reap_respects_limit(self, storage: Storage) -> None:
+        for _ in range(5):
+            enqueue_one(storage, max_attempts=2, lost_delay_ms=60 * SEC)
+        storage.claim("w", ["default"], 5, LEASE, now=T0)
+        first = storage.reap(now=T0 + LEASE, limit=2)
+        second = storage.reap(now=T0 + LEASE, limit=2)
+        third = storage.reap(now=T0 + LEASE, limit=2)
+        assert [len(first), len(second), len(third)] == [2, 2, 1]
+        assert len({r.job_id for r in first + second + third}) == 5
+
+    def test_late_finish_of_a_reaped_attempt_is_refused(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        first = claim_one(storage, now=T0)
+        storage.reap(now=T0 + LEASE)
+        assert storage.finish([complete_end(first.ref, b"late")], now=T0 + LEASE + SEC) == [False]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.result, rec.attempts) == (JobState.QUEUED, None, 1)
+        assert storage.list_attempts(job_id)[0].outcome is Outcome.LOST
+
+    def test_retried_attempt_finishes_and_the_stale_one_cannot_overwrite(
+        self, storage: Storage
+    ) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        first = claim_one(storage, now=T0)
+        storage.reap(now=T0 + LEASE)
+        second = claim_one(storage, now=T0 + LEASE + SEC)
+        assert storage.finish([complete_end(first.ref, b"stale")], now=T0 + LEASE + 2 * SEC) == [
+            False
+        ]
+        assert storage.finish([complete_end(second.ref, b"fresh")], now=T0 + LEASE + 3 * SEC) == [
+            True
+        ]
+        assert storage.finish([retry_end(first.ref, 0)], now=T0 + LEASE + 4 * SEC) == [False]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.result, rec.attempts) == (JobState.SUCCEEDED, b"fresh", 2)
+        assert [a.outcome for a in storage.list_attempts(job_id)] == [
+            Outcome.LOST,
+            Outcome.SUCCEEDED,
+        ]
+
+    def test_renew_of_a_reaped_attempt_reports_lost(self, storage: Storage) -> None:
+        enqueue_one(storage, max_attempts=3)
+        first = claim_one(storage, now=T0)
+        storage.reap(now=T0 + LEASE)
+        second = claim_one(storage, now=T0 + LEASE)
+        res = storage.renew([first.ref, second.ref], LEASE, now=T0 + LEASE + SEC)
+        assert res == RenewResult(lost=[first.ref], cancel_requested=[])
+
+    def test_heartbeat_of_a_reaped_attempt_raises_lease_lost(self, storage: Storage) -> None:
+        enqueue_one(storage, max_attempts=3, heartbeat_ms=5 * SEC)
+        first = claim_one(storage, now=T0)
+        storage.reap(now=T0 + 5 * SEC)
+        with pytest.raises(LeaseLost):
+            storage.heartbeat(first.ref, now=T0 + 6 * SEC)
+
+    def test_reap_releases_nothing_for_finished_jobs(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2)
+        got = claim_one(storage, now=T0)
+        storage.finish([complete_end(got.ref)], now=T0 + SEC)
+        assert storage.reap(now=T0 + 10 * LEASE) == []
+        assert job_of(storage, job_id).state is JobState.SUCCEEDED
