@@ -194,8 +194,9 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        options: dict[str, Any] = {} if lease is None else {"lease": lease}
         queue.run_worker(
-            queues=names, slots=slots, burst=burst, reap_interval=reap_interval, lease=lease
+            queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options
         )
     finally:
         queue.close()
@@ -329,10 +330,9 @@ def dlq_list(
 def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Show one dead-letter entry with every attempt record."""
     queue, where = _queue(app, url)
-    try:
-        entry = queue.dead_letter(dead_id)
-    except NotFound as exc:
-        raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
+    entry = queue.dead_letter(dead_id)
+    if entry is None:
+        raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})")
     if as_json:
         echo_json(entry.to_dict())
         return
@@ -408,7 +408,7 @@ _STAT_FIELDS = ("ready", "scheduled", "running", "succeeded", "dead", "cancelled
 def stats(as_json: bool, app: str | None, url: str | None) -> None:
     """Job counts per queue."""
     queue, where = _queue(app, url)
-    per_queue = queue.storage().stats()
+    per_queue = queue.stats()
     rows = [{"queue": s.queue, **{f: getattr(s, f) for f in _STAT_FIELDS}} for s in per_queue]
     if as_json:
         echo_json(rows)
