@@ -330,13 +330,16 @@ def get_serializer(spec: str | Serializer) -> Serializer:
         factory = _BY_NAME.get(spec.strip().lower())
         if factory is not None:
             return factory()
-    elif isinstance(getattr(spec, "name", None), str) and all(
-        callable(getattr(spec, m, None)) for m in _METHODS
+    elif (
+        not isinstance(spec, type)  # a class, not an instance: methods would be unbound
+        and isinstance(getattr(spec, "name", None), str)
+        and all(callable(getattr(spec, m, None)) for m in _METHODS)
     ):
         return spec
+    hint = " (pass an instance, not the class)" if isinstance(spec, type) else ""
     raise ConfigError(
-        f"invalid serializer: {spec!r} — expected 'json', 'pickle', or an object with "
-        f"a 'name' and methods {', '.join(_METHODS)}",
+        f"invalid serializer: {spec!r}{hint} — expected 'json', 'pickle', or an object "
+        f"with a 'name' and methods {', '.join(_METHODS)}",
         code="invalid_option",
         field="serializer",
         value=spec,

@@ -1,0 +1,96 @@
+"""Lease, heartbeat and schedule-to-start timing rules (SPEC §4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_core.model import Reason
+from queue_core.policy import (
+    expired_bound,
+    heartbeat_write_due,
+    renew_interval,
+    schedule_to_start_expired,
+)
+
+NOW = 1_700_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("lease", "deadline", "heartbeat", "expected"),
+    [
+        (None, None, None, None),
+        (NOW + 1, None, None, None),
+        (NOW, None, None, Reason.LEASE_EXPIRED),  # bound <= now has passed
+        (NOW - 1, None, None, Reason.LEASE_EXPIRED),
+        (NOW + 1, NOW + 1, NOW + 1, None),
+        (NOW + 1, NOW, None, Reason.TIMEOUT),
+        (NOW + 1, None, NOW, Reason.HEARTBEAT_TIMEOUT),
+        (NOW - 5, NOW - 5, None, Reason.TIMEOUT),
+        (NOW - 5, None, NOW - 5, Reason.HEARTBEAT_TIMEOUT),
+        (NOW + 1, NOW, NOW, Reason.TIMEOUT),
+        (NOW, NOW, NOW, Reason.TIMEOUT),
+        (NOW - 9, NOW - 1, NOW - 5, Reason.TIMEOUT),  # precedence, not earliest
+        (NOW, NOW + 1, NOW, Reason.HEARTBEAT_TIMEOUT),
+        (None, NOW + 1000, NOW - 1000, Reason.HEARTBEAT_TIMEOUT),
+    ],
+)
+def test_expired_bound(
+    lease: int | None, deadline: int | None, heartbeat: int | None, expected: Reason | None
+) -> None:
+    result = expired_bound(
+        NOW, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=heartbeat
+    )
+    assert result is expected
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "heartbeat_ms", "due"),
+    [
+        (None, NOW, 30_000, True),
+        (NOW, NOW, 30_000, False),
+        (NOW, NOW + 9_999, 30_000, False),
+        (NOW, NOW + 10_000, 30_000, True),  # exactly h/3
+        (NOW, NOW + 25_000, 30_000, True),
+        (NOW, NOW + 333, 1_000, False),
+        (NOW, NOW + 334, 1_000, True),
+        (NOW, NOW - 5, 30_000, False),  # clock went back: no write storm
+    ],
+)
+def test_heartbeat_write_throttle(
+    last: int | None, now: int, heartbeat_ms: int, due: bool
+) -> None:
+    assert heartbeat_write_due(last, now, heartbeat_ms) is due
+
+
+def test_tight_heartbeat_loop_writes_at_most_every_third() -> None:
+    heartbeat_ms = 3_000
+    last: int | None = None
+    writes = []
+    for now in range(NOW, NOW + 10_000, 7):
+        if heartbeat_write_due(last, now, heartbeat_ms):
+            writes.append(now)
+            last = now
+    gaps = [b - a for a, b in zip(writes, writes[1:], strict=False)]
+    assert len(writes) >= 10
+    assert all(1_000 <= g < 1_007 for g in gaps)
+
+
+@pytest.mark.parametrize(("lease", "interval"), [(30.0, 10.0), (3, 1.0), (0.3, 0.1)])
+def test_renew_interval(lease: float, interval: float) -> None:
+    assert renew_interval(lease) == pytest.approx(interval)
+
+
+@pytest.mark.parametrize(
+    ("now", "ready_at", "bound", "expired"),
+    [
+        (NOW, NOW - 10_000, None, False),
+        (NOW, NOW - 10_000, 10_000, True),  # ready_at + bound == now: passed
+        (NOW, NOW - 9_999, 10_000, False),
+        (NOW, NOW - 20_000, 10_000, True),
+        (NOW, NOW + 5_000, 1_000, False),  # not yet ready
+    ],
+)
+def test_schedule_to_start_expired(
+    now: int, ready_at: int, bound: int | None, expired: bool
+) -> None:
+    assert schedule_to_start_expired(now, ready_at, bound) is expired

@@ -1,0 +1,236 @@
+"""Serializers: round trips, the JSON envelope, and errors that name the bad argument."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queue_core.errors import ConfigError, SerializationError
+from queue_core.model import DeadJob, decode_json_payload
+from queue_core.serializer import JsonSerializer, PickleSerializer, Serializer, get_serializer
+
+FAST = settings(max_examples=200, deadline=None)
+JSON = JsonSerializer()
+PICKLE = PickleSerializer()
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def test_payload_is_the_compact_envelope() -> None:
+    data = JSON.dumps_payload((42, "a@example.com"), {"flag": True, "é": None})
+    assert data == '{"args":[42,"a@example.com"],"kwargs":{"flag":true,"é":null}}'.encode()
+    assert data[:1] == b"{"
+
+
+def test_empty_payload() -> None:
+    assert JSON.dumps_payload((), {}) == b'{"args":[],"kwargs":{}}'
+    assert JSON.loads_payload(b'{"args":[],"kwargs":{}}') == ((), {})
+
+
+def test_tuples_become_lists() -> None:
+    data = JSON.dumps_payload(((1, 2),), {"t": (3,)})
+    assert JSON.loads_payload(data) == (([1, 2],), {"t": [3]})
+
+
+def test_dead_letter_decoding_reads_the_payload() -> None:
+    data = JSON.dumps_payload((1, "x"), {"k": [1]})
+    assert decode_json_payload(data) == ((1, "x"), {"k": [1]})
+    entry = DeadJob.build(
+        id="d1", job_id="j1", task_name="t", queue="q", payload=data, error=None,
+        error_class=None, reason="fatal", attempts=[], dead_at_ms=0,
+    )
+    assert (entry.args, entry.kwargs) == ((1, "x"), {"k": [1]})
+
+
+@FAST
+@given(args=st.lists(json_values, max_size=5), kwargs=st.dictionaries(st.text(), json_values))
+def test_json_payload_round_trip(args: list[Any], kwargs: dict[str, Any]) -> None:
+    data = JSON.dumps_payload(tuple(args), kwargs)
+    assert isinstance(data, bytes) and data[:1] == b"{"
+    assert JSON.loads_payload(data) == (tuple(args), kwargs)
+    assert json.loads(data) == {"args": args, "kwargs": kwargs}
+
+
+@FAST
+@given(value=json_values)
+def test_json_result_round_trip(value: Any) -> None:
+    assert JSON.loads_result(JSON.dumps_result(value)) == value
+
+
+def test_nan_survives_a_result_round_trip() -> None:
+    assert math.isnan(JSON.loads_result(JSON.dumps_result(float("nan"))))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "fragments"),
+    [
+        ((1, {1, 2}), {}, ["args[1]", "'set'"]),
+        (({1, 2},), {}, ["args[0]", "'set'"]),
+        ((), {"to": object()}, ["kwargs['to']", "'object'"]),
+        ((), {"to": {"x": [1, b"raw"]}}, ["kwargs['to']['x'][1]", "'bytes'"]),
+        ((Decimal("1.5"),), {}, ["args[0]", "'Decimal'"]),
+        (([{"a": 1}, {"b": 2j}],), {}, ["args[0][1]['b']", "'complex'"]),
+        (({(1, 2): "v"},), {}, ["args[0]", "(1, 2)", "'tuple'"]),
+        ((1,), {"f": print}, ["kwargs['f']", "'builtin_function_or_method'"]),
+    ],
+)
+def test_json_payload_errors_name_the_argument_and_type(
+    args: tuple[Any, ...], kwargs: dict[str, Any], fragments: list[str]
+) -> None:
+    with pytest.raises(SerializationError) as info:
+        JSON.dumps_payload(args, kwargs)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message
+    assert "not JSON-serializable" in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_circular_reference_is_a_serialization_error() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(SerializationError, match=r"args\[0\].*circular"):
+        JSON.dumps_payload((loop,), {})
+
+
+def test_result_error_names_the_type() -> None:
+    with pytest.raises(SerializationError, match="'set'"):
+        JSON.dumps_result({1, 2})
+    with pytest.raises(SerializationError, match=r"\['rows'\]\[0\].*'object'"):
+        JSON.dumps_result({"rows": [object()]})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"{",
+        b"\xff\xfe",
+        b"not json",
+        b"[1, 2]",
+        b'{"args": 1, "kwargs": {}}',
+        b'{"args": [], "kwargs": []}',
+        b'{"args": []}',
+        b'{"args": [], "kwargs": {}, "extra": 1}',
+        b"null",
+    ],
+)
+def test_corrupt_json_payloads_raise(data: bytes) -> None:
+    with pytest.raises(SerializationError):
+        JSON.loads_payload(data)
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"\xff", b"nope"])
+def test_corrupt_json_results_raise(data: bytes) -> None:
+    with pytest.raises(SerializationError):
+        JSON.loads_result(data)
+
+
+def test_memoryview_input_is_accepted() -> None:
+    data = JSON.dumps_payload((1,), {})
+    assert JSON.loads_payload(memoryview(data)) == ((1,), {})  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ pickle
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Point) and other.x == self.x
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_pickle_round_trips_python_values() -> None:
+    args = (1, (2, 3), {4, 5}, Point(6), b"raw")
+    kwargs = {"d": Decimal("1.5")}
+    assert PICKLE.loads_payload(PICKLE.dumps_payload(args, kwargs)) == (args, kwargs)
+    assert PICKLE.loads_result(PICKLE.dumps_result({1: Point(2)})) == {1: Point(2)}
+
+
+@FAST
+@given(args=st.lists(json_values, max_size=4), kwargs=st.dictionaries(st.text(), json_values))
+def test_pickle_payload_round_trip(args: list[Any], kwargs: dict[str, Any]) -> None:
+    assert PICKLE.loads_payload(PICKLE.dumps_payload(tuple(args), kwargs)) == (
+        tuple(args),
+        kwargs,
+    )
+
+
+def test_pickle_errors_name_the_argument() -> None:
+    with pytest.raises(SerializationError, match=r"args\[1\].*'function'"):
+        PICKLE.dumps_payload((1, lambda: 1), {})
+    with pytest.raises(SerializationError, match=r"kwargs\['cb'\]"):
+        PICKLE.dumps_payload((), {"cb": lambda: 1})
+    with pytest.raises(SerializationError, match="'generator'"):
+        PICKLE.dumps_result(x for x in range(0))
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80\x05junk", b"{}", PICKLE.dumps_result([1, 2])])
+def test_corrupt_pickle_payloads_raise(data: bytes) -> None:
+    with pytest.raises(SerializationError):
+        PICKLE.loads_payload(data)
+
+
+# ------------------------------------------------------------------ lookup
+
+
+class Custom:
+    name = "custom"
+
+    def dumps_payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+        return repr((args, kwargs)).encode()
+
+    def loads_payload(self, data: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+    def dumps_result(self, value: Any) -> bytes:
+        return b""
+
+    def loads_result(self, data: bytes) -> Any:
+        return None
+
+
+def test_get_serializer_by_name() -> None:
+    assert isinstance(get_serializer("json"), JsonSerializer)
+    assert isinstance(get_serializer("pickle"), PickleSerializer)
+    assert get_serializer("json").name == "json"
+    assert get_serializer("pickle").name == "pickle"
+
+
+def test_get_serializer_accepts_protocol_objects() -> None:
+    custom = Custom()
+    assert get_serializer(custom) is custom
+    assert isinstance(custom, Serializer)
+    assert get_serializer(JSON) is JSON
+
+
+@pytest.mark.parametrize("spec", ["yaml", "", None, 3, object(), JsonSerializer])
+def test_get_serializer_rejects_the_rest(spec: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        get_serializer(spec)
+    err = info.value
+    assert (err.code, err.field) == ("invalid_option", "serializer")
+    assert repr(spec) in str(err)
+    assert "'json'" in str(err) and "'pickle'" in str(err)
