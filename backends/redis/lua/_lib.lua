@@ -1,0 +1,155 @@
+-- Shared prelude, prepended to every script of this directory at load time.
+-- Every script takes ARGV[1] = key prefix, ARGV[2] = now in epoch ms ('' = use the
+-- server's TIME), ARGV[3] = retention in ms; its own arguments start at ARGV[4].
+-- Keys are derived from the prefix inside the script (see docs/backends/redis.md), so
+-- every key of one storage shares the prefix; use a hash tag prefix ("{qc}") on a cluster.
+local P = ARGV[1]
+local NOW
+if ARGV[2] ~= '' then
+  NOW = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local RET = tonumber(ARGV[3])
+local RUN = P .. ':run'
+local STS = P .. ':sts'
+local FIN = P .. ':fin'
+local DZ = P .. ':dz'
+local QS = P .. ':queues'
+
+local function jk(id) return P .. ':j:' .. id end
+local function ak(id) return P .. ':a:' .. id end
+local function rk(q, pr) return P .. ':r:' .. q .. ':' .. pr end
+local function pk(q) return P .. ':p:' .. q end
+local function wk(q) return P .. ':w:' .. q end
+
+-- per-queue job counts by state; the queue leaves the index when all are zero
+local function count(q, state, d)
+  local key = P .. ':n:' .. q
+  local v = redis.call('HINCRBY', key, state, d)
+  if v <= 0 then
+    redis.call('HDEL', key, state)
+    if redis.call('EXISTS', key) == 0 then redis.call('SREM', QS, q) end
+  elseif v == d then
+    redis.call('SADD', QS, q)
+  end
+end
+
+local function incr(key, d)
+  local v = redis.call('INCRBY', key, d)
+  if v <= 0 then redis.call('DEL', key) end
+  return v
+end
+
+local function wake(q)
+  local k = wk(q)
+  redis.call('LPUSH', k, '1')
+  redis.call('LTRIM', k, 0, 7)
+end
+
+local function nz(v) if v == false or v == '' then return nil end return v end
+
+-- put a queued job (hash already says st=queued) into its ready zset
+local function make_ready(id, q, pr, ra, ss)
+  local m = string.format('%016x', redis.call('INCR', P .. ':seq')) .. id
+  redis.call('HSET', jk(id), 'mem', m, 'ra', ra)
+  redis.call('ZADD', rk(q, pr), ra, m)
+  redis.call('ZADD', pk(q), pr, pr)
+  if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
+  if ra <= NOW then wake(q) end
+end
+
+-- take a queued job out of every ready structure
+local function unready(id, q, pr, mem, ck)
+  if mem then
+    local r = rk(q, pr)
+    if redis.call('ZREM', r, mem) == 1 and redis.call('EXISTS', r) == 0 then
+      redis.call('ZREM', pk(q), pr)
+    end
+    if ck then redis.call('ZREM', P .. ':cw:' .. ck, mem) end
+  end
+  redis.call('ZREM', STS, id)
+end
+
+-- a running job with concurrency key ck gives back its slot; one parked job returns
+local function release_slot(ck)
+  incr(P .. ':cr:' .. ck, -1)
+  local cw = P .. ':cw:' .. ck
+  local top = redis.call('ZPOPMIN', cw)
+  if top[1] then
+    local m, score = top[1], tonumber(top[2])
+    local id = string.sub(m, 17)
+    local f = redis.call('HMGET', jk(id), 'st', 'q', 'pr')
+    if f[1] == 'queued' then
+      redis.call('ZADD', rk(f[2], f[3]), score, m)
+      redis.call('ZADD', pk(f[2]), f[3], f[3])
+      wake(f[2])
+    end
+  end
+end
+
+-- the job reaches a final state; it is deleted now (retention 0) or indexed for prune
+local function terminal(id, q, state, reason, ck)
+  if ck then incr(P .. ':ca:' .. ck, -1) end
+  if RET == 0 then
+    redis.call('DEL', jk(id), ak(id))
+    return
+  end
+  local k = jk(id)
+  redis.call('HSET', k, 'st', state, 'fa', NOW)
+  if reason then redis.call('HSET', k, 'rs', reason) else redis.call('HDEL', k, 'rs') end
+  redis.call('ZADD', FIN, NOW, state .. '|' .. id .. '|' .. q)
+  redis.call('PEXPIRE', k, RET + 86400000)
+  redis.call('PEXPIRE', ak(id), RET + 86400000)
+  count(q, state, 1)
+end
+
+-- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS
+local DEAD_FIELDS = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro'}
+local function dead_letter(id, reason, em, ec)
+  local f = redis.call('HMGET', jk(id), unpack(DEAD_FIELDS))
+  local did = string.format('%016x', redis.call('INCR', P .. ':dseq'))
+  local dk = P .. ':d:' .. did
+  local recs = redis.call('LRANGE', ak(id), 0, -1)
+  local args = {'jid', id, 'rs', reason, 'da', NOW, 'at', '[' .. table.concat(recs, ',') .. ']'}
+  for i, name in ipairs(DEAD_FIELDS) do
+    if f[i] then args[#args + 1] = name; args[#args + 1] = f[i] end
+  end
+  if em then args[#args + 1] = 'em'; args[#args + 1] = em end
+  if ec then args[#args + 1] = 'ec'; args[#args + 1] = ec end
+  redis.call('HSET', dk, unpack(args))
+  redis.call('ZADD', DZ, NOW, did)
+  redis.call('ZADD', P .. ':dt:' .. f[1], NOW, did)
+  if RET ~= 0 then redis.call('HSET', jk(id), 'did', did) end
+  terminal(id, f[2], 'dead', reason, nz(f[10]))
+  return did
+end
+
+-- an attempt record: JSON [number, worker, started, finished, outcome, reason,
+-- error_class, error_type, message, traceback, mode]; info is the JSON of the last 7
+local function record_attempt(id, att, wid, sa, info)
+  redis.call('RPUSH', ak(id), '[' .. att .. ',' .. cjson.encode(wid) .. ',' .. sa .. ',' ..
+    NOW .. ',' .. string.sub(info, 2))
+end
+
+-- a running job stops running: lease index, running counts, concurrency slot
+local function leave_running(id, q, ck)
+  redis.call('ZREM', RUN, id)
+  count(q, 'running', -1)
+  if ck then release_slot(ck) end
+end
+
+local function to_queued(id, q, pr, ra, ss)
+  redis.call('HSET', jk(id), 'st', 'queued')
+  redis.call('HDEL', jk(id), 'tok', 'le', 'dl', 'hd', 'rs')
+  count(q, 'queued', 1)
+  make_ready(id, q, pr, ra, ss)
+end
+
+local function run_score(le, dl, hd)
+  local s = le
+  if dl and dl < s then s = dl end
+  if hd and hd < s then s = hd end
+  return s
+end

@@ -1,0 +1,105 @@
+-- claim: hand up to `limit` ready jobs of the named queues to one worker.
+-- KEYS: none (derived from the prefix)
+-- ARGV: prefix, now, retention, worker_id, limit, lease_ms, token_nonce, queue...
+-- Order: higher priority first, then earlier ready time, then enqueue order (the
+-- member of a ready zset is a 16-hex-digit sequence number + the job id, so equal
+-- scores sort by sequence). Jobs past schedule-to-start stay for reap; `queue`
+-- concurrency jobs whose key is at its limit are parked in P:cw:<key> until a slot frees.
+-- Returns: flat list, 16 per job: id, task_name, queue, payload, attempt, token,
+--   lease_expires_at, deadline|nil, max_attempts, priority, timeout_ms|nil,
+--   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at
+local wid, limit, lease, nonce = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local byprio, plist = {}, {}
+for i = 8, #ARGV do
+  local q = ARGV[i]
+  for _, p in ipairs(redis.call('ZRANGE', pk(q), 0, -1)) do
+    local n = tonumber(p)
+    if not byprio[n] then byprio[n] = {}; plist[#plist + 1] = n end
+    table.insert(byprio[n], {q, p})
+  end
+end
+table.sort(plist, function(a, b) return a > b end)
+local out, n = {}, 0
+
+local function try(q, p, r, m, score)
+  -- returns 'claimed', 'kept' (left in place) or 'gone' (left the zset)
+  local id = string.sub(m, 17)
+  local k = jk(id)
+  local f = redis.call('HMGET', k, 'st', 'ss', 'ra', 'ck', 'cl', 'csk', 'tn', 'pl', 'ma',
+                       'to', 'hb', 'op', 'eq', 'ro', 'att')
+  if f[1] ~= 'queued' then
+    redis.call('ZREM', r, m)
+    return 'gone'
+  end
+  if f[2] and tonumber(f[3]) + tonumber(f[2]) <= NOW then return 'kept' end
+  local ck = f[4]
+  if ck and f[5] and f[6] ~= '1' then
+    local running = tonumber(redis.call('GET', P .. ':cr:' .. ck) or '0')
+    if running >= tonumber(f[5]) then
+      redis.call('ZREM', r, m)
+      redis.call('ZADD', P .. ':cw:' .. ck, score, m)
+      return 'gone'
+    end
+  end
+  redis.call('ZREM', r, m)
+  if f[2] then redis.call('ZREM', STS, id) end
+  if ck then redis.call('INCR', P .. ':cr:' .. ck) end
+  local att = tonumber(f[15]) + 1
+  n = n + 1
+  local tok = nonce .. n
+  local le = NOW + lease
+  local dl = f[10] and (NOW + tonumber(f[10]))
+  local hd = f[11] and (NOW + tonumber(f[11]))
+  redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
+             'le', le)
+  if dl then redis.call('HSET', k, 'dl', dl) end
+  if hd then redis.call('HSET', k, 'hd', hd) end
+  redis.call('ZADD', RUN, run_score(le, dl, hd), id)
+  count(q, 'queued', -1)
+  count(q, 'running', 1)
+  local o = #out
+  out[o + 1] = id; out[o + 2] = f[7]; out[o + 3] = q; out[o + 4] = f[8]
+  out[o + 5] = att; out[o + 6] = tok; out[o + 7] = le; out[o + 8] = dl or false
+  out[o + 9] = f[9]; out[o + 10] = p; out[o + 11] = f[10] or false
+  out[o + 12] = f[11] or false; out[o + 13] = f[12] or false; out[o + 14] = f[13]
+  out[o + 15] = f[14] or false; out[o + 16] = NOW
+  return 'claimed'
+end
+
+for _, p in ipairs(plist) do
+  if n >= limit then break end
+  local srcs = byprio[p]
+  local kept = {}
+  for i = 1, #srcs do kept[i] = 0 end
+  while n < limit do
+    local want = limit - n
+    local cands = {}
+    for i, s in ipairs(srcs) do
+      local r = rk(s[1], s[2])
+      local got = redis.call('ZRANGEBYSCORE', r, '-inf', NOW, 'WITHSCORES', 'LIMIT', kept[i], want)
+      for j = 1, #got, 2 do
+        cands[#cands + 1] = {tonumber(got[j + 1]), got[j], i, r, (j + 1) / 2 == want}
+      end
+    end
+    if #cands == 0 then break end
+    if #srcs > 1 then
+      table.sort(cands, function(a, b)
+        if a[1] ~= b[1] then return a[1] < b[1] end
+        return a[2] < b[2]
+      end)
+    end
+    for _, c in ipairs(cands) do
+      local i = c[3]
+      local res = try(srcs[i][1], srcs[i][2], c[4], c[2], c[1])
+      if res == 'kept' then kept[i] = kept[i] + 1 end
+      -- the last fetched member of a full batch: later members of that zset were not
+      -- fetched, so the merge order is only known up to here
+      if n >= limit or c[5] then break end
+    end
+  end
+  for _, s in ipairs(srcs) do
+    local r = rk(s[1], s[2])
+    if redis.call('EXISTS', r) == 0 then redis.call('ZREM', pk(s[1]), s[2]) end
+  end
+end
+return out

@@ -1,0 +1,61 @@
+-- reap: handle up to `limit` running attempts past a bound and queued jobs past their
+-- schedule-to-start deadline. P:run is scored by the earliest of lease expiry,
+-- deadline and heartbeat deadline; P:sts by ready time + schedule_to_start_ms.
+-- KEYS: none (derived from the prefix)
+-- ARGV: prefix, now, retention, limit
+-- Returns: flat list, 5 per job: job_id, attempt (0 = none ran), outcome|nil, reason,
+--          state after the reap
+local limit = tonumber(ARGV[4])
+local out, n = {}, 0
+local stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT', 0, limit)
+for _, id in ipairs(stale) do
+  local k = jk(id)
+  local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
+                       'wid', 'sa', 'pr', 'ss')
+  if f[1] ~= 'running' then
+    redis.call('ZREM', RUN, id)
+  else
+    local dl, hd = tonumber(f[4]), tonumber(f[5])
+    local reason, outcome
+    if dl and dl <= NOW then reason, outcome = 'timeout', 'timed_out'
+    elseif hd and hd <= NOW then reason, outcome = 'heartbeat_timeout', 'timed_out'
+    else reason, outcome = 'lease_expired', 'lost' end
+    local att, q, ck = tonumber(f[2]), f[9], f[10]
+    record_attempt(id, f[2], f[11], f[12],
+      '["' .. outcome .. '","' .. reason .. '",null,null,null,null,null]')
+    leave_running(id, q, ck)
+    redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
+    local state
+    if f[6] then
+      state = 'cancelled'
+      terminal(id, q, state, 'cancelled', ck)
+    elseif att < tonumber(f[7]) then
+      state = 'queued'
+      to_queued(id, q, f[13], NOW + tonumber(f[8]), f[14])
+    else
+      state = 'dead'
+      dead_letter(id, 'retries_exhausted', nil, nil)
+    end
+    n = n + 1
+    local o = #out
+    out[o + 1] = id; out[o + 2] = att; out[o + 3] = outcome; out[o + 4] = reason
+    out[o + 5] = state
+  end
+end
+if n < limit then
+  local late = redis.call('ZRANGEBYSCORE', STS, '-inf', NOW, 'LIMIT', 0, limit - n)
+  for _, id in ipairs(late) do
+    local f = redis.call('HMGET', jk(id), 'st', 'q', 'pr', 'mem', 'ck')
+    if f[1] == 'queued' then
+      unready(id, f[2], f[3], f[4], f[5])
+      count(f[2], 'queued', -1)
+      dead_letter(id, 'schedule_to_start', nil, nil)
+      local o = #out
+      out[o + 1] = id; out[o + 2] = 0; out[o + 3] = false; out[o + 4] = 'schedule_to_start'
+      out[o + 5] = 'dead'
+    else
+      redis.call('ZREM', STS, id)
+    end
+  end
+end
+return out

@@ -1,0 +1,24 @@
+-- retry_dead: remove a dead-letter entry and enqueue its job again, fresh budget.
+-- KEYS: none (derived from the prefix)
+-- ARGV: prefix, now, retention, dead_id, new_job_id, queue ('' = the entry's queue)
+-- Returns: 1, or 0 when there is no such entry (a concurrent retry took it)
+local did, id = ARGV[4], ARGV[5]
+local dk = P .. ':d:' .. did
+local names = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op'}
+local f = redis.call('HMGET', dk, unpack(names))
+if not f[1] then return 0 end
+redis.call('DEL', dk)
+redis.call('ZREM', DZ, did)
+redis.call('ZREM', P .. ':dt:' .. f[1], did)
+local q = f[2]
+if ARGV[6] ~= '' then q = ARGV[6] end
+local h = {'q', q, 'eq', NOW, 'att', 0, 'st', 'queued', 'ro', did}
+for i, name in ipairs(names) do
+  if f[i] and name ~= 'q' then h[#h + 1] = name; h[#h + 1] = f[i] end
+end
+redis.call('HSET', jk(id), unpack(h))
+local ck = f[10]
+if ck then redis.call('INCR', P .. ':ca:' .. ck) end
+count(q, 'queued', 1)
+make_ready(id, q, f[4], NOW, f[9])
+return 1

@@ -1,0 +1,689 @@
+"""Redis storage: one job hash per job, sorted sets as indexes, one Lua script per step.
+
+Every multi-key transition (enqueue, claim, renew, heartbeat, finish, reap, cancel,
+retry_dead, purge_dead, prune) is a single Lua script from ``lua/`` run by SHA, so a crash
+between two commands cannot leave a job half-moved, and concurrent callers serialize on
+the server. The key layout is documented in ``docs/backends/redis.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+from redis.commands.core import Script
+from typing_extensions import Self
+
+from backends.redis.errors import translate_errors
+from backends.redis.keys import Keys
+from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
+from queue_core.model import (
+    Action,
+    AttemptEnd,
+    AttemptRecord,
+    ClaimedJob,
+    DeadJob,
+    ErrorInfo,
+    JobRecord,
+    JobState,
+    LeaseRef,
+    NewJob,
+    Outcome,
+    QueueStats,
+    ReapedJob,
+    RenewResult,
+    dt_from_ms,
+)
+from queue_core.registry import mask_url
+from queue_core.storage import Storage
+
+__all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
+
+DEFAULT_PREFIX = "qc"
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+_SCRIPTS = (
+    "enqueue",
+    "claim",
+    "renew",
+    "heartbeat",
+    "finish",
+    "reap",
+    "cancel",
+    "retry_dead",
+    "purge_dead",
+    "prune",
+    "list_dead",
+    "stats",
+    "count_pending",
+    "next_ready",
+)
+_ACTION_CODE = {
+    Action.COMPLETE: "c",
+    Action.RETRY: "r",
+    Action.DEAD: "d",
+    Action.CANCEL: "x",
+    Action.TIME_OUT: "t",
+}
+_STATES = {s.value.encode(): s for s in JobState}
+_OUTCOMES = {o.value: o for o in Outcome}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_PURGE_BATCH = 1000
+_DEAD_FIELDS = ["jid", "tn", "q", "pl", "em", "ec", "rs", "at", "da", "ro"]
+
+
+def _parse_retention(text: str) -> int:
+    """``"7d"``, ``"12h"``, ``"1h30m"``, ``"0"`` or a number of seconds, to milliseconds."""
+    value = text.strip()
+    try:
+        ms = int(float(value) * 1000)
+    except ValueError:
+        pos, total = 0, 0.0
+        for m in _DURATION.finditer(value):
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _UNIT_MS[m.group(2)]
+            pos = m.end()
+        if not value or pos != len(value):
+            raise ConfigError(
+                f"invalid duration {text!r} for retention: use seconds or e.g. '7d', '12h'",
+                code="invalid_duration",
+                field="retention",
+                value=text,
+            ) from None
+        ms = int(total)
+    if ms < 0:
+        raise ConfigError(
+            f"invalid duration {text!r} for retention: must be >= 0",
+            code="invalid_duration",
+            field="retention",
+            value=text,
+        )
+    return ms
+
+
+def _load_script(name: str) -> str:
+    lua = resources.files("backends.redis").joinpath("lua")
+    lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
+    return lib + "\n" + lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def _sources() -> dict[str, str]:
+    if not _SOURCES:
+        _SOURCES.update({name: _load_script(name) for name in _SCRIPTS})
+    return _SOURCES
+
+
+def _opt(value: int | str | None) -> str | int:
+    return "" if value is None else value
+
+
+def _int_or_none(value: bytes | int | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _str_or_none(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def _attempt_from_json(raw: bytes | str) -> AttemptRecord:
+    n, wid, sa, fa, outcome, reason, ec, et, msg, tb, mode = json.loads(raw)
+    return AttemptRecord(
+        number=n,
+        outcome=_OUTCOMES[outcome] if outcome is not None else None,
+        reason=reason,
+        error_class=ec,
+        error_type=et,
+        message=msg,
+        traceback=tb,
+        worker_id=wid,
+        started_at=dt_from_ms(sa),
+        finished_at=dt_from_ms(fa),
+        mode=mode,
+    )
+
+
+class RedisStorage(Storage):
+    """Storage on Redis >= 6.2 through redis-py (``redis://`` and ``rediss://`` URLs).
+
+    Args:
+        client: a ``redis.Redis`` built with ``decode_responses=False`` (the default).
+            The storage uses it for every operation and closes it in :meth:`close`.
+        prefix: the first part of every key (default ``"qc"``). Two storages with
+            different prefixes share a server without seeing each other's jobs. On a
+            cluster use a hash tag (``"{qc}"``) so every key lands in one slot.
+        retention_ms: how long finished jobs are kept before :meth:`prune` deletes them
+            (default 7 days). ``0`` deletes a job's keys in the step that finishes it.
+            Kept jobs also get a ``PEXPIRE`` of retention + 1 day as a backstop.
+        wake_client: the client used for blocking waits in :meth:`wait_for_jobs`; it must
+            have no socket timeout shorter than the waits. Default: a client on the same
+            server with ``socket_timeout=None``.
+
+    Supports :class:`~queue_core.storage.SupportsWakeup`: enqueues and requeues push a
+    token to a bounded per-queue list that idle workers ``BLPOP``.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis[bytes],
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        wake_client: redis.Redis[bytes] | None = None,
+    ) -> None:
+        if retention_ms < 0:
+            raise ConfigError(
+                f"retention_ms must be >= 0, got {retention_ms!r}",
+                code="invalid_option",
+                field="retention_ms",
+                value=retention_ms,
+            )
+        if not prefix:
+            raise ConfigError(
+                "prefix must not be empty", code="invalid_option", field="prefix", value=prefix
+            )
+        self.prefix = prefix
+        self.retention_ms = retention_ms
+        self.keys = Keys(prefix)
+        self._r = client
+        self._wake = wake_client
+        self._wake_lock = threading.Lock()
+        self._closed = False
+        self._base = [prefix, "", str(retention_ms)]
+        src = _sources()
+        s: dict[str, Script] = {name: client.register_script(src[name]) for name in _SCRIPTS}
+        self._enqueue = s["enqueue"]
+        self._claim = s["claim"]
+        self._renew = s["renew"]
+        self._heartbeat = s["heartbeat"]
+        self._finish = s["finish"]
+        self._reap = s["reap"]
+        self._cancel = s["cancel"]
+        self._retry_dead = s["retry_dead"]
+        self._purge_dead = s["purge_dead"]
+        self._prune = s["prune"]
+        self._list_dead = s["list_dead"]
+        self._stats = s["stats"]
+        self._count_pending = s["count_pending"]
+        self._next_ready = s["next_ready"]
+        self._info_cache: dict[tuple[str, str | None, str], str] = {}
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        """Build from ``redis://[user:password@]host:port/db?prefix=qc&retention=7d``.
+
+        ``rediss://`` uses TLS. ``prefix`` and ``retention`` (a duration: ``7d``,
+        ``12h``, ``90s``, seconds, or ``0``) are this backend's options; every other query
+        parameter goes to redis-py (e.g. ``socket_timeout``).
+        """
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigError(
+                f"invalid redis URL {mask_url(url)!r}", code="invalid_url", field="url"
+            ) from exc
+        if parts.scheme.lower() not in ("redis", "rediss"):
+            raise ConfigError(
+                f"not a redis:// or rediss:// URL: {mask_url(url)!r}",
+                code="invalid_url",
+                field="url",
+                value=parts.scheme,
+            )
+        prefix = DEFAULT_PREFIX
+        retention = DEFAULT_RETENTION_MS
+        rest: list[tuple[str, str]] = []
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name == "prefix":
+                prefix = value
+            elif name == "retention":
+                retention = _parse_retention(value)
+            else:
+                rest.append((name, value))
+        clean = urlunsplit(parts._replace(query=urlencode(rest)))
+        try:
+            client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
+            wake = redis.Redis.from_url(
+                clean, socket_connect_timeout=10, socket_timeout=None, socket_keepalive=True
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
+            ) from exc
+        return cls(client, prefix=prefix, retention_ms=retention, wake_client=wake)
+
+    def __repr__(self) -> str:
+        kw = self._r.connection_pool.connection_kwargs
+        where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
+        return f"RedisStorage({where}, prefix={self.prefix!r}, retention_ms={self.retention_ms})"
+
+    # ------------------------------------------------------------------ internals
+
+    def _args(self, now: int | None) -> list[Any]:
+        if self._closed:
+            raise StorageError("RedisStorage is closed")
+        if now is None:
+            return list(self._base)
+        return [self.prefix, now, self._base[2]]
+
+    def _info(self, end: AttemptEnd) -> str:
+        err = end.error
+        if err is None:
+            key = (end.outcome.value, end.reason, end.mode)
+            cached = self._info_cache.get(key)
+            if cached is None:
+                cached = json.dumps([key[0], key[1], None, None, None, None, key[2]])
+                if len(self._info_cache) < 256:
+                    self._info_cache[key] = cached
+            return cached
+        return json.dumps(
+            [
+                end.outcome.value,
+                end.reason,
+                err.error_class,
+                err.error_type,
+                err.message,
+                err.traceback,
+                end.mode,
+            ]
+        )
+
+    # ------------------------------------------------------------------ enqueue
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
+        """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
+        if not jobs:
+            return []
+        args = self._args(now)
+        for j in jobs:
+            args += (
+                j.id,
+                j.task_name,
+                j.queue,
+                j.payload,
+                j.priority,
+                _opt(j.run_at),
+                j.delay_ms,
+                j.max_attempts,
+                j.lost_delay_ms,
+                _opt(j.timeout_ms),
+                _opt(j.heartbeat_ms),
+                _opt(j.schedule_to_start_ms),
+                _opt(j.concurrency_key),
+                _opt(j.concurrency_limit),
+                "1" if j.concurrency_skip else "0",
+                _opt(j.options),
+                _opt(j.replay_of),
+            )
+        with translate_errors("enqueue"):
+            res = self._enqueue(args=args)
+        if res and res[0] == b"dup":
+            raise StorageError(f"job id {res[1].decode()!r} already exists")
+        return [JobState.QUEUED if x else JobState.SKIPPED for x in res]
+
+    # ------------------------------------------------------------------ claim / lease
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.Storage.claim`."""
+        if limit <= 0 or not queues:
+            return []
+        args = self._args(now)
+        args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
+        args += dict.fromkeys(queues)
+        with translate_errors("claim"):
+            r = self._claim(args=args)
+        out: list[ClaimedJob] = []
+        for i in range(0, len(r), 16):
+            out.append(
+                ClaimedJob(
+                    id=r[i].decode(),
+                    task_name=r[i + 1].decode(),
+                    queue=r[i + 2].decode(),
+                    payload=r[i + 3],
+                    attempt=r[i + 4],
+                    lease_token=r[i + 5].decode(),
+                    lease_expires_at=r[i + 6],
+                    deadline=r[i + 7],
+                    max_attempts=int(r[i + 8]),
+                    priority=int(r[i + 9]),
+                    timeout_ms=_int_or_none(r[i + 10]),
+                    heartbeat_ms=_int_or_none(r[i + 11]),
+                    options=_str_or_none(r[i + 12]),
+                    enqueued_at=int(r[i + 13]),
+                    replay_of=_str_or_none(r[i + 14]),
+                    started_at=r[i + 15],
+                )
+            )
+        return out
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        """See :meth:`queue_core.storage.Storage.renew`."""
+        result = RenewResult()
+        if not refs:
+            return result
+        args = self._args(now)
+        args.append(lease_ms)
+        for ref in refs:
+            args += (ref.job_id, ref.attempt, ref.lease_token)
+        with translate_errors("renew"):
+            codes = self._renew(args=args)
+        for ref, code in zip(refs, codes, strict=True):
+            if code == 0:
+                result.lost.append(ref)
+            elif code == 2:
+                result.cancel_requested.append(ref)
+        return result
+
+    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
+        """See :meth:`queue_core.storage.Storage.heartbeat`."""
+        args = self._args(now)
+        args += (ref.job_id, ref.attempt, ref.lease_token)
+        with translate_errors("heartbeat"):
+            code = self._heartbeat(args=args)
+        if code < 0:
+            raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
+        return bool(code)
+
+    # ------------------------------------------------------------------ attempt end
+
+    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.Storage.finish`."""
+        if not ends:
+            return []
+        args = self._args(now)
+        for end in ends:
+            ref, d, err = end.ref, end.decision, end.error
+            action = d.action
+            if action is Action.DEAD:
+                job_reason: str | None = d.reason or "fatal"
+            elif action is Action.TIME_OUT:
+                job_reason = d.reason or end.reason
+            else:
+                job_reason = None
+            args += (
+                ref.job_id,
+                ref.attempt,
+                ref.lease_token,
+                _ACTION_CODE[action],
+                d.delay_ms,
+                _opt(d.lost_delay_ms),
+                _opt(job_reason),
+                "0" if end.result is None else "1",
+                b"" if end.result is None else end.result,
+                self._info(end),
+                "" if err is None else err.message,
+                "" if err is None else err.error_class,
+            )
+        with translate_errors("finish"):
+            took = self._finish(args=args)
+        return [x == 1 for x in took]
+
+    # ------------------------------------------------------------------ reaper
+
+    def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
+        """See :meth:`queue_core.storage.Storage.reap`."""
+        if limit <= 0:
+            return []
+        args = self._args(now)
+        args.append(limit)
+        with translate_errors("reap"):
+            r = self._reap(args=args)
+        return [
+            ReapedJob(
+                job_id=r[i].decode(),
+                attempt=r[i + 1],
+                outcome=None if r[i + 2] is None else _OUTCOMES[r[i + 2].decode()],
+                reason=r[i + 3].decode(),
+                state=_STATES[r[i + 4]],
+            )
+            for i in range(0, len(r), 5)
+        ]
+
+    def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
+        """See :meth:`queue_core.storage.Storage.prune`."""
+        if limit <= 0:
+            return 0
+        args = self._args(now)
+        args.append(limit)
+        with translate_errors("prune"):
+            return int(self._prune(args=args))
+
+    # ------------------------------------------------------------------ control and reads
+
+    def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
+        """See :meth:`queue_core.storage.Storage.cancel`."""
+        args = self._args(now)
+        args.append(job_id)
+        with translate_errors("cancel"):
+            state = self._cancel(args=args)
+        if state is None:
+            raise NotFound(f"no job with id {job_id!r}")
+        return _STATES[state]
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        """See :meth:`queue_core.storage.Storage.get_job`."""
+        self._args(None)
+        with translate_errors("get_job"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hgetall(self.keys.job(job_id))
+            pipe.lrange(self.keys.attempts(job_id), 0, -1)
+            h, recs = pipe.execute()
+        if not h:
+            return None
+        error: ErrorInfo | None = None
+        for raw in reversed(recs):
+            rec = json.loads(raw)
+            if rec[6] is not None:
+                error = ErrorInfo(
+                    error_class=rec[6], error_type=rec[7], message=rec[8], traceback=rec[9]
+                )
+                break
+        g = h.get
+        return JobRecord(
+            id=job_id,
+            task_name=h[b"tn"].decode(),
+            queue=h[b"q"].decode(),
+            state=_STATES[h[b"st"]],
+            reason=_str_or_none(g(b"rs")),
+            payload=h[b"pl"],
+            result=g(b"res"),
+            error=error,
+            attempts=int(h[b"att"]),
+            max_attempts=int(h[b"ma"]),
+            priority=int(h[b"pr"]),
+            enqueued_at=int(h[b"eq"]),
+            run_at=int(h[b"ra"]),
+            started_at=_int_or_none(g(b"sa")),
+            finished_at=_int_or_none(g(b"fa")),
+            options=_str_or_none(g(b"op")),
+            replay_of=_str_or_none(g(b"ro")),
+            dead_id=_str_or_none(g(b"did")),
+            cancel_requested=b"cr" in h,
+        )
+
+    def list_attempts(self, job_id: str) -> list[AttemptRecord]:
+        """See :meth:`queue_core.storage.Storage.list_attempts`."""
+        self._args(None)
+        with translate_errors("list_attempts"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hmget(self.keys.job(job_id), ["st", "att", "wid", "sa"])
+            pipe.lrange(self.keys.attempts(job_id), 0, -1)
+            (st, att, wid, sa), recs = pipe.execute()
+        out = [_attempt_from_json(raw) for raw in recs]
+        if st == b"running":
+            out.append(
+                AttemptRecord(
+                    number=int(att),
+                    outcome=None,
+                    reason=None,
+                    error_class=None,
+                    error_type=None,
+                    message=None,
+                    traceback=None,
+                    worker_id=_str_or_none(wid),
+                    started_at=dt_from_ms(_int_or_none(sa)),
+                    finished_at=None,
+                    mode=None,
+                )
+            )
+        return out
+
+    def count_pending(
+        self, queues: Sequence[str], horizon_ms: int, *, now: int | None = None
+    ) -> int:
+        """See :meth:`queue_core.storage.Storage.count_pending`."""
+        if not queues:
+            return 0
+        args = self._args(now)
+        args.append(horizon_ms)
+        args += dict.fromkeys(queues)
+        with translate_errors("count_pending"):
+            return int(self._count_pending(args=args))
+
+    def stats(self, *, now: int | None = None) -> list[QueueStats]:
+        """See :meth:`queue_core.storage.Storage.stats`."""
+        args = self._args(now)
+        with translate_errors("stats"):
+            rows = self._stats(args=args)
+        out: list[QueueStats] = []
+        for row in rows:
+            counts = {row[i].decode(): int(row[i + 1]) for i in range(2, len(row), 2)}
+            queued = counts.pop("queued", 0)
+            scheduled = int(row[1])
+            out.append(
+                QueueStats(
+                    queue=row[0].decode(), ready=queued - scheduled, scheduled=scheduled, **counts
+                )
+            )
+        out.sort(key=lambda s: s.queue)
+        return out
+
+    # ------------------------------------------------------------------ dead letters
+
+    def _dead_entry(self, dead_id: str, f: Sequence[Any]) -> DeadJob:
+        return DeadJob.build(
+            id=dead_id,
+            job_id=f[0].decode(),
+            task_name=f[1].decode(),
+            queue=f[2].decode(),
+            payload=f[3],
+            error=_str_or_none(f[4]),
+            error_class=_str_or_none(f[5]),
+            reason=f[6].decode(),
+            attempts=[_attempt_from_json(json.dumps(a)) for a in json.loads(f[7])],
+            dead_at_ms=int(f[8]),
+            replay_of=_str_or_none(f[9]),
+        )
+
+    def list_dead(
+        self, limit: int = 20, offset: int = 0, task_name: str | None = None
+    ) -> list[DeadJob]:
+        """See :meth:`queue_core.storage.Storage.list_dead`."""
+        args = self._args(None)
+        args += (max(offset, 0), limit, _opt(task_name))
+        with translate_errors("list_dead"):
+            r = self._list_dead(args=args)
+        return [self._dead_entry(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
+
+    def get_dead(self, dead_id: str) -> DeadJob | None:
+        """See :meth:`queue_core.storage.Storage.get_dead`."""
+        self._args(None)
+        with translate_errors("get_dead"):
+            f = self._r.hmget(self.keys.dead(dead_id), _DEAD_FIELDS)
+        if f[0] is None:
+            return None
+        return self._dead_entry(dead_id, f)
+
+    def retry_dead(
+        self, dead_id: str, queue: str | None = None, *, now: int | None = None
+    ) -> str:
+        """See :meth:`queue_core.storage.Storage.retry_dead`."""
+        new_id = os.urandom(16).hex()
+        args = self._args(now)
+        args += (dead_id, new_id, _opt(queue))
+        with translate_errors("retry_dead"):
+            took = self._retry_dead(args=args)
+        if not took:
+            raise NotFound(f"no dead-letter entry with id {dead_id!r}")
+        return new_id
+
+    def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
+        """See :meth:`queue_core.storage.Storage.purge_dead`.
+
+        Deletes in batches of 1,000 entries, each batch atomic.
+        """
+        args = self._args(None)
+        args += (_opt(task_name), _opt(before), _PURGE_BATCH)
+        total = 0
+        with translate_errors("purge_dead"):
+            while True:
+                n = int(self._purge_dead(args=args))
+                total += n
+                if n < _PURGE_BATCH:
+                    return total
+
+    def close(self) -> None:
+        """Close both connection pools. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with translate_errors("close"):
+            self._r.close()
+            if self._wake is not None:
+                self._wake.close()
+
+    # ------------------------------------------------------------------ optional abilities
+
+    def _wake_client(self) -> redis.Redis[bytes]:
+        with self._wake_lock:
+            if self._wake is None:
+                kw = dict(self._r.connection_pool.connection_kwargs)
+                kw["socket_timeout"] = None
+                pool = redis.ConnectionPool(
+                    connection_class=self._r.connection_pool.connection_class, **kw
+                )
+                self._wake = redis.Redis(connection_pool=pool)
+            return self._wake
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
+
+        Returns ``True`` at once when a job is ready now; otherwise blocks with ``BLPOP``
+        on the queues' wake-up lists (fed by enqueues, retries and released concurrency
+        slots) until a token arrives, the earliest delayed job becomes due, or the timeout.
+        Spurious wake-ups are possible.
+        """
+        if self._closed or not queues:
+            return False
+        names = list(dict.fromkeys(queues))
+        args = self._args(None)
+        args += names
+        with translate_errors("wait_for_jobs"):
+            due_ms = int(self._next_ready(args=args))
+            if due_ms == 0:
+                return True
+            wait = timeout if due_ms < 0 else min(timeout, due_ms / 1000.0)
+            if wait <= 0:
+                return due_ms >= 0
+            got = self._wake_client().blpop([self.keys.wake(q) for q in names], timeout=wait)
+        return got is not None or (due_ms >= 0 and wait < timeout)
