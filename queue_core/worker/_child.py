@@ -1,0 +1,278 @@
+"""The child side of ``isolation="process"``: a warm interpreter that runs sync task bodies.
+
+The parent (:mod:`queue_core.worker.process`) starts this module in a fresh interpreter in
+its own session (so the child is a process group leader) and talks to it over two pipes
+with length-prefixed pickle frames. This module imports only the standard library and
+:mod:`queue_core.errors`, so a child costs one interpreter start-up and nothing more.
+
+Frames, parent -> child::
+
+    ("run", request)                                    request: see ``_run``
+    ("cancel",)                                         sent before the group gets SIGTERM
+
+Frames, child -> parent::
+
+    ("ready", pid)                                      once, at start
+    ("hb",)                                             a (throttled) ``ctx.heartbeat()``
+    ("ok", value_blob)                                  the body returned
+    ("err", info)                                       the body raised (see ``_error_info``)
+
+The child never answers a run with anything else: if it dies instead, the parent sees the
+pipe close and the process exit, and reports the exit code or signal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+_HEADER = struct.Struct("!I")
+_TRACEBACK_LIMIT = 32_000
+"""Characters of formatted traceback sent back (the tail is kept: it names the raise)."""
+
+
+def encode_frame(message: object) -> bytes:
+    """Pickle ``message`` and prefix it with its length."""
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(body)) + body
+
+
+def heartbeat_due(last: float | None, now: float, every: float) -> bool:
+    """Whether a heartbeat at ``now`` is sent, the previous one having gone at ``last``.
+
+    The throttle rule, pure: the first beat always goes, later ones once ``every`` seconds
+    have passed since the last one that went.
+    """
+    return last is None or now - last >= every
+
+
+class _Pipe:
+    """Blocking frame I/O on the child's two pipe ends."""
+
+    def __init__(self, rfd: int, wfd: int) -> None:
+        self.rfd = rfd
+        self.wfd = wfd
+        self._lock = threading.Lock()  # a body may heartbeat from its own threads
+
+    def _read_exact(self, n: int) -> bytes | None:
+        chunks: list[bytes] = []
+        while n:
+            chunk = os.read(self.rfd, n)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def recv(self) -> Any:
+        """The next frame, or ``None`` when the parent closed its end."""
+        header = self._read_exact(_HEADER.size)
+        if header is None:
+            return None
+        body = self._read_exact(_HEADER.unpack(header)[0])
+        return None if body is None else pickle.loads(body)
+
+    def readable(self) -> bool:
+        return bool(select.select([self.rfd], [], [], 0)[0])
+
+    def send(self, message: object) -> None:
+        data = memoryview(encode_frame(message))
+        with self._lock:
+            while data:
+                data = data[os.write(self.wfd, data) :]
+
+
+class ChildContext:
+    """The ``ctx`` a process-isolated body receives; duck-compatible with ``JobContext``.
+
+    Attributes:
+        job_id: the job's id.
+        attempt: the attempt number, 1-based.
+        deadline: when the attempt times out, as epoch seconds (``time.time()``), or
+            ``None`` without a timeout.
+    """
+
+    def __init__(
+        self,
+        pipe: _Pipe,
+        *,
+        job_id: str,
+        attempt: int,
+        deadline: float | None,
+        heartbeat_every: float,
+    ) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.deadline = deadline
+        self._pipe = pipe
+        self._every = heartbeat_every
+        self._last: float | None = None
+        self._cancelled = False
+        self._open = True
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker has decided to stop this attempt (timeout, cancel, lost lease).
+
+        The worker announces it just before the process group gets SIGTERM, so a body that
+        handles SIGTERM can read it in its handler.
+        """
+        if not self._cancelled and self._open:
+            while self._pipe.readable():
+                message = self._pipe.recv()
+                if message is None or message[0] == "cancel":
+                    self._cancelled = True
+                    break
+        return self._cancelled
+
+    def heartbeat(self) -> None:
+        """Tell the worker the body is alive. Cheap: sends at most one message per interval.
+
+        Raises:
+            RuntimeError: when called after the attempt ended.
+        """
+        if not self._open:
+            raise RuntimeError(
+                f"ctx.heartbeat() called outside its attempt (job {self.job_id}, "
+                f"attempt {self.attempt} has ended)"
+            )
+        now = time.monotonic()
+        if heartbeat_due(self._last, now, self._every):
+            self._last = now
+            self._pipe.send(("hb",))
+
+    def _close(self) -> None:
+        self._open = False
+
+
+_main_module: ModuleType | None = None
+
+
+def _import(module_name: str, main_path: str | None) -> ModuleType:
+    global _main_module
+    if module_name != "__main__":
+        return importlib.import_module(module_name)
+    # The parent's ``__main__`` script: load it once under another name, the way
+    # multiprocessing does, so an ``if __name__ == "__main__":`` block does not run here.
+    if _main_module is None:
+        if main_path is None:
+            raise ImportError("the task lives in __main__, which has no file to import")
+        spec = importlib.util.spec_from_file_location("__mp_main__", main_path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import the main script {main_path!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["__mp_main__"] = module
+        spec.loader.exec_module(module)
+        _main_module = module
+    return _main_module
+
+
+def resolve(module_name: str, qualname: str, main_path: str | None = None) -> Callable[..., Any]:
+    """Find the body: import the module, walk the qualname, unwrap a task wrapper.
+
+    A ``queue_core`` task object exposes the plain function as ``.fn``; other wrappers
+    that are not plain functions are unwrapped through ``__wrapped__``.
+    """
+    obj: Any = _import(module_name, main_path)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    fn = getattr(obj, "fn", None)
+    if callable(fn):
+        return fn  # type: ignore[no-any-return]
+    wrapped = getattr(obj, "__wrapped__", None)
+    if not inspect.isfunction(obj) and callable(wrapped):
+        return wrapped  # type: ignore[no-any-return]
+    if not callable(obj):
+        raise TypeError(f"{module_name}.{qualname} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _error_info(exc: BaseException) -> dict[str, Any]:
+    from queue_core.errors import TaskError
+
+    cls = type(exc)
+    non_retryable = exc.non_retryable if isinstance(exc, TaskError) else None
+    blob: bytes | None
+    try:
+        blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(blob)  # an exception whose __init__ cannot be replayed fails here
+    except Exception:
+        blob = None
+    tb = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
+    return {
+        "error_class": cls.__name__,
+        "error_type": f"{cls.__module__}.{cls.__qualname__}",
+        "message": str(exc),
+        "traceback": tb[-_TRACEBACK_LIMIT:],
+        "is_task_error": isinstance(exc, TaskError),
+        "non_retryable": non_retryable,
+        "exception": blob,
+    }
+
+
+def _run(pipe: _Pipe, request: dict[str, Any]) -> None:
+    os.environ["QUEUE_CORE_ATTEMPT"] = str(request["attempt"])
+    ctx: ChildContext | None = None
+    try:
+        body = resolve(request["module"], request["qualname"], request.get("main_path"))
+        kwargs = dict(request["kwargs"])
+        if request["wants_ctx"]:
+            ctx = ChildContext(
+                pipe,
+                job_id=request["job_id"],
+                attempt=request["attempt"],
+                deadline=request["deadline"],
+                heartbeat_every=request["heartbeat_every"],
+            )
+            kwargs["ctx"] = ctx
+        value = body(*request["args"], **kwargs)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise TypeError(
+                f"{request['module']}.{request['qualname']} returned an awaitable: "
+                "async bodies run on the worker's event loop, not with isolation='process'"
+            )
+        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # BaseException (SystemExit...) ends the child on purpose
+        pipe.send(("err", _error_info(exc)))
+    else:
+        pipe.send(("ok", blob))
+    finally:
+        if ctx is not None:
+            ctx._close()
+        # A body may have installed a SIGTERM handler; the next attempt must die on SIGTERM.
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def main(argv: list[str]) -> None:
+    """Serve run requests on the pipes named by ``argv`` (``[read_fd, write_fd]``)."""
+    pipe = _Pipe(int(argv[0]), int(argv[1]))
+    os.set_inheritable(pipe.rfd, False)
+    os.set_inheritable(pipe.wfd, False)
+    pipe.send(("ready", os.getpid()))
+    while True:
+        message = pipe.recv()
+        if message is None:  # the parent closed the pipe: a clean exit
+            return
+        if message[0] == "run":
+            _run(pipe, message[1])
+        # a stale "cancel" between attempts is ignored
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

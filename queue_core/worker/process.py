@@ -1,0 +1,736 @@
+"""``isolation="process"``: sync task bodies in warm child processes that can really be stopped.
+
+A :class:`ProcessPool` keeps up to ``size`` child interpreters. Each child is started once
+(a fresh ``sys.executable``, in its own session, so it leads its own process group) and
+then runs attempt after attempt; the request and the result travel over a pipe pair as
+pickles. At the deadline, or when the worker cancels the attempt, the parent announces the
+stop, sends SIGTERM to the child's whole process group, waits ``kill_grace`` seconds for
+the group to go, then sends SIGKILL. :meth:`ProcessPool.run` returns once the group is
+gone and the child is reaped, so the slot is really free. A child that was stopped or
+died is not reused; the next attempt starts a new one.
+
+Children are exec'd interpreters rather than ``fork``ed copies of the worker: the worker
+runs an event loop and threads, which a fork would copy in an unsafe state. This is the
+``spawn`` start method of :mod:`multiprocessing`, done with :mod:`subprocess` so that the
+new session is created before the child runs any code (no window in which the child is
+not yet a group leader) and the worker's ``__main__`` is never re-run in the child.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from queue_core.errors import TaskError
+from queue_core.model import ErrorInfo
+from queue_core.worker._child import encode_frame
+
+__all__ = [
+    "ChildError",
+    "ChildStartError",
+    "ProcessOutcome",
+    "ProcessPool",
+    "ProcessResult",
+    "RemoteError",
+    "RemoteTaskError",
+]
+
+_HEADER_SIZE = 4
+_START_TIMEOUT = 60.0
+"""Seconds a new child may take to import and say it is ready."""
+_REAP_BOUND = 5.0
+"""Seconds to wait for a SIGKILLed group to disappear before reporting it as lingering."""
+_POLL = 0.01
+_CANCEL_POLL = 0.05
+_BOOTSTRAP = (
+    "import sys, json\n"
+    "sys.path[:] = json.loads(sys.argv[3])\n"
+    "from queue_core.worker._child import main\n"
+    "main(sys.argv[1:3])\n"
+)
+
+
+class ProcessOutcome(str, enum.Enum):
+    """How a process-isolated attempt ended."""
+
+    RETURNED = "returned"
+    """The body returned; ``ProcessResult.value`` holds the value."""
+    RAISED = "raised"
+    """The body raised an exception; ``ProcessResult.error`` describes it."""
+    TIMED_OUT = "timed_out"
+    """The attempt hit its ``timeout``; its process group was terminated."""
+    CANCELLED = "cancelled"
+    """``cancelled()`` turned true (or the pool closed); the process group was terminated."""
+    DIED = "died"
+    """The child exited or was killed on its own (crash, ``os._exit``, OOM killer)."""
+
+
+_CHILD_KEPT = frozenset({ProcessOutcome.RETURNED, ProcessOutcome.RAISED})
+"""Outcomes after which the child is healthy and goes back to the idle list."""
+
+
+class ChildStartError(RuntimeError):
+    """A child interpreter could not be started or did not report ready in time."""
+
+
+class RemoteError(Exception):
+    """Stands in for an exception raised in a child that could not be sent back as itself.
+
+    Attributes:
+        error_class: the original class's simple name.
+        error_type: the original class's fully qualified name.
+    """
+
+    def __init__(self, message: str, *, error_class: str, error_type: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.error_type = error_type
+
+
+class RemoteTaskError(TaskError):
+    """Stands in for a :class:`TaskError` subclass that could not be sent back as itself.
+
+    It keeps ``non_retryable``, so a fatal or forced-retryable error is classified as such.
+    """
+
+    def __init__(
+        self, message: str, *, error_class: str, error_type: str, non_retryable: bool | None
+    ) -> None:
+        super().__init__(message, non_retryable=non_retryable)
+        self.error_class = error_class
+        self.error_type = error_type
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildError:
+    """An exception raised by a body in a child process."""
+
+    error_class: str
+    """Simple class name, e.g. ``ValueError``."""
+    error_type: str
+    """Fully qualified class name, e.g. ``builtins.ValueError``."""
+    message: str
+    traceback: str
+    """The formatted traceback from the child (tail kept when long)."""
+    is_task_error: bool
+    """Whether the exception is a ``queue_core`` :class:`TaskError` (or subclass)."""
+    non_retryable: bool | None
+    """``TaskError.non_retryable`` (True: fatal, False: forced retryable), else ``None``."""
+    exception: BaseException
+    """The original exception when it pickles, else a :class:`RemoteError` /
+    :class:`RemoteTaskError` stand-in with the same message; classify with ``isinstance``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessResult:
+    """The end of one process-isolated attempt."""
+
+    outcome: ProcessOutcome
+    value: Any = None
+    """``RETURNED``: the body's return value."""
+    error: ChildError | None = None
+    """``RAISED``: the exception."""
+    exit_code: int | None = None
+    """``DIED`` (and stopped attempts): the child's exit status when it exited normally."""
+    signal: int | None = None
+    """``DIED`` (and stopped attempts): the signal that killed the child."""
+    sigkill: bool = False
+    """``TIMED_OUT`` / ``CANCELLED``: SIGKILL was needed because SIGTERM did not end the
+    group within ``kill_grace``."""
+    group_gone: bool = True
+    """The child's process group no longer exists. False only if members survived even
+    SIGKILL for a few seconds (e.g. stuck in the kernel, or unreaped zombies)."""
+    pid: int = 0
+    """The child's pid, which is also its process group id."""
+    duration: float = 0.0
+    """Seconds from sending the request to the end of the attempt."""
+
+    def describe(self) -> str:
+        """A one-line account of how the child ended, for logs and attempt records."""
+        if self.outcome is ProcessOutcome.RETURNED:
+            return "returned"
+        if self.outcome is ProcessOutcome.RAISED and self.error is not None:
+            return f"raised {self.error.error_class}: {self.error.message}"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            how = f"killed by {name} ({self.signal})"
+        elif self.exit_code is not None:
+            how = f"exited with code {self.exit_code}"
+        else:
+            how = "ended"
+        if self.outcome is ProcessOutcome.DIED:
+            return f"child process {self.pid} {how}"
+        stop = "timed out" if self.outcome is ProcessOutcome.TIMED_OUT else "cancelled"
+        via = "SIGTERM, then SIGKILL" if self.sigkill else "SIGTERM"
+        return f"{stop}: process group {self.pid} stopped with {via}; child {how}"
+
+    def error_info(self) -> ErrorInfo | None:
+        """The error to record for this attempt, or ``None`` when the body returned."""
+        if self.outcome is ProcessOutcome.RETURNED:
+            return None
+        if self.outcome is ProcessOutcome.RAISED and self.error is not None:
+            return ErrorInfo(
+                error_class=self.error.error_class,
+                error_type=self.error.error_type,
+                message=self.error.message,
+                traceback=self.error.traceback,
+            )
+        error_type = _STOP_ERROR_TYPES[self.outcome]
+        return ErrorInfo(
+            error_class=error_type.rpartition(".")[2],
+            error_type=error_type,
+            message=self.describe(),
+        )
+
+
+_STOP_ERROR_TYPES = {
+    ProcessOutcome.TIMED_OUT: "builtins.TimeoutError",
+    ProcessOutcome.CANCELLED: "queue_core.worker.process.AttemptCancelled",
+    ProcessOutcome.DIED: "queue_core.worker.process.ProcessDied",
+    ProcessOutcome.RAISED: "queue_core.worker.process.RemoteError",
+}
+"""``ErrorInfo.error_type`` recorded for attempts whose child did not answer."""
+
+
+def _child_error(info: dict[str, Any]) -> ChildError:
+    exception: BaseException | None = None
+    if info["exception"] is not None:
+        try:
+            loaded = pickle.loads(info["exception"])
+        except Exception:
+            loaded = None
+        if isinstance(loaded, BaseException):
+            exception = loaded
+    if exception is None:
+        if info["is_task_error"]:
+            exception = RemoteTaskError(
+                info["message"],
+                error_class=info["error_class"],
+                error_type=info["error_type"],
+                non_retryable=info["non_retryable"],
+            )
+        else:
+            exception = RemoteError(
+                info["message"], error_class=info["error_class"], error_type=info["error_type"]
+            )
+    return ChildError(
+        error_class=info["error_class"],
+        error_type=info["error_type"],
+        message=info["message"],
+        traceback=info["traceback"],
+        is_task_error=info["is_task_error"],
+        non_retryable=info["non_retryable"],
+        exception=exception,
+    )
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member we may not signal still counts as present
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Child:
+    """One warm child interpreter and the parent's ends of its pipes."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], rfd: int, wfd: int) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.rfd = rfd
+        self.wfd = wfd
+        self.pidfd: int | None = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self.pidfd = os.pidfd_open(popen.pid)
+            except OSError:
+                self.pidfd = None
+        self._buffer = bytearray()
+        self._frames: list[Any] = []
+        self.eof = False
+        self.stopping = False
+        self.closed = False
+        self._terminated: anyio.Event | None = None
+        self._termination = (False, False)
+
+    @classmethod
+    def start(cls) -> _Child:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        try:
+            popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    _BOOTSTRAP,
+                    str(to_child_r),
+                    str(from_child_w),
+                    json.dumps(sys.path),
+                ],
+                pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+                os.close(fd)
+            raise
+        os.close(to_child_r)
+        os.close(from_child_w)
+        os.set_blocking(from_child_r, False)
+        os.set_blocking(to_child_w, False)
+        return cls(popen, from_child_r, to_child_w)
+
+    # -- messages ---------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        buf = self._buffer
+        while len(buf) >= _HEADER_SIZE:
+            size = int.from_bytes(buf[:_HEADER_SIZE], "big")
+            if len(buf) < _HEADER_SIZE + size:
+                break
+            self._frames.append(pickle.loads(bytes(buf[_HEADER_SIZE : _HEADER_SIZE + size])))
+            del buf[: _HEADER_SIZE + size]
+
+    async def recv(self) -> Any:
+        """The next frame from the child, or ``None`` once its end of the pipe is closed."""
+        while not self._frames:
+            if self.eof:
+                return None
+            await anyio.wait_readable(self.rfd)
+            while True:
+                try:
+                    chunk = os.read(self.rfd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    self.eof = True
+                    break
+                self._buffer += chunk
+            self._parse()
+        return self._frames.pop(0)
+
+    async def send(self, message: object) -> None:
+        data = memoryview(encode_frame(message))
+        while data:
+            try:
+                data = data[os.write(self.wfd, data) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.wfd)
+
+    def notify_cancel(self) -> None:
+        """Best effort: tell the body (``ctx.cancelled``) it is being stopped."""
+        try:
+            os.write(self.wfd, encode_frame(("cancel",)))
+        except OSError:
+            pass
+
+    # -- life and death ---------------------------------------------------------------
+
+    async def wait_ready(self) -> None:
+        with anyio.move_on_after(_START_TIMEOUT):
+            message = await self.recv()
+            if message is not None and message[0] == "ready":
+                return
+        raise ChildStartError(
+            f"the isolation child process {self.pid} did not start "
+            f"(exit status {self.popen.poll()}); see its stderr"
+        )
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+    async def wait_exit(self) -> None:
+        """Return once the child has exited, and reap it (pidfd when the OS has one)."""
+        if self.pidfd is not None and not self.exited():
+            await anyio.wait_readable(self.pidfd)
+        # The pidfd turns readable as the exit is posted; polling the OS, not an event.
+        while not self.exited():  # noqa: ASYNC110
+            await anyio.sleep(0 if self.pidfd is not None else _POLL)
+
+    def drain(self) -> None:
+        """Read whatever the child wrote before it ended, without waiting."""
+        while not self.eof:
+            try:
+                chunk = os.read(self.rfd, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                self.eof = True
+            self._buffer += chunk
+        self._parse()
+
+    def take_answer(self) -> Any:
+        """The first buffered frame that is not a heartbeat, or ``None``."""
+        while self._frames:
+            frame = self._frames.pop(0)
+            if frame[0] != "hb":
+                return frame
+        return None
+
+    async def _wait_group_gone(self) -> None:
+        # Polls rather than waiting on the pidfd: a running attempt may be waiting on it.
+        while not self.exited() or _group_exists(self.pid):  # noqa: ASYNC110
+            await anyio.sleep(_POLL)
+
+    async def terminate(self, grace: float) -> tuple[bool, bool]:
+        """SIGTERM the group, SIGKILL after ``grace``; returns ``(sigkill_sent, group_gone)``.
+
+        Idempotent: a second call waits for the first one's result.
+        """
+        if self._terminated is not None:
+            await self._terminated.wait()
+            return self._termination
+        self._terminated = anyio.Event()
+        self.stopping = True
+        try:
+            if not self.exited():
+                self.notify_cancel()
+                _signal_group(self.pid, signal.SIGTERM)
+            with anyio.move_on_after(grace):
+                await self._wait_group_gone()
+                self._termination = (False, True)
+                return self._termination
+            _signal_group(self.pid, signal.SIGKILL)
+            with anyio.move_on_after(_REAP_BOUND):
+                await self._wait_group_gone()
+                self._termination = (True, True)
+                return self._termination
+            self._termination = (True, not _group_exists(self.pid))
+            return self._termination
+        finally:
+            self._terminated.set()
+
+    def status(self) -> tuple[int | None, int | None]:
+        """``(exit_code, signal)`` of an exited child."""
+        code = self.popen.returncode
+        if code is None:
+            return None, None
+        return (None, -code) if code < 0 else (code, None)
+
+    def close_fds(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self.rfd, self.wfd, self.pidfd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+class ProcessPool:
+    """Warm child processes for ``isolation="process"`` attempts.
+
+    At most ``size`` attempts run at once (further :meth:`run` calls wait for a child).
+    Children start lazily, on first need, and are reused until one is stopped or dies.
+
+    Args:
+        size: the most children alive at once (the worker's slot count is a good value).
+
+    Example::
+
+        pool = ProcessPool(4)
+        try:
+            result = await pool.run("myapp.tasks", "resize", (path,), {}, job_id=job_id,
+                                    attempt=1, timeout=30, kill_grace=10)
+        finally:
+            await pool.aclose()
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"ProcessPool size must be at least 1, got {size!r}")
+        self.size = size
+        self._limiter = anyio.CapacityLimiter(size)
+        self._idle: list[_Child] = []
+        self._live: set[_Child] = set()
+        self._closed = False
+
+    @property
+    def pids(self) -> list[int]:
+        """Pids (= process group ids) of the live children, idle or busy."""
+        return sorted(child.pid for child in self._live)
+
+    async def _take(self) -> _Child:
+        while self._idle:
+            child = self._idle.pop()
+            if not child.exited() and not child.eof:
+                return child
+            await self._discard(child, grace=0.0)
+        child = _Child.start()
+        self._live.add(child)
+        try:
+            await child.wait_ready()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._discard(child, grace=0.0)
+            raise
+        return child
+
+    async def _discard(self, child: _Child, *, grace: float) -> tuple[bool, bool]:
+        """Terminate ``child``'s group (if still there), reap it, close its pipes."""
+        try:
+            return await child.terminate(grace)
+        finally:
+            child.close_fds()
+            self._live.discard(child)
+
+    async def run(
+        self,
+        func_module: str,
+        func_qualname: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        job_id: str,
+        attempt: int,
+        # Not a bound on this call: the child's deadline, after which its group is stopped
+        # and the outcome is TIMED_OUT (a caller's own cancel scope also stops the group).
+        timeout: float | None,  # noqa: ASYNC109
+        kill_grace: float,
+        heartbeat: Callable[[], None] | None = None,
+        heartbeat_every: float = 0.1,
+        cancelled: Callable[[], bool] | None = None,
+        wants_ctx: bool = False,
+    ) -> ProcessResult:
+        """Run one attempt of a sync body in a child process.
+
+        The child imports ``func_module``, walks ``func_qualname`` (unwrapping a task
+        object through its ``.fn``), sets env ``QUEUE_CORE_ATTEMPT`` to ``attempt`` and
+        calls the body with ``args``/``kwargs`` (plus ``ctx=`` when ``wants_ctx``). Both
+        must pickle, and so must the return value.
+
+        Args:
+            func_module: module that defines the body (``"__main__"`` loads the worker's
+                main script under the name ``__mp_main__``).
+            func_qualname: the body's qualified name in that module.
+            args: positional arguments.
+            kwargs: keyword arguments.
+            job_id: the job id, for ``ctx.job_id``.
+            attempt: the 1-based attempt number.
+            timeout: seconds the attempt may run; ``None`` for no limit.
+            kill_grace: seconds between SIGTERM and SIGKILL when the attempt is stopped.
+            heartbeat: called in the worker (on the event loop; it must not block) each
+                time a heartbeat message arrives from the body.
+            heartbeat_every: the child sends at most one heartbeat message per this many
+                seconds (the first ``ctx.heartbeat()`` always goes through).
+            cancelled: polled every 50 ms; once it returns True the attempt is stopped like
+                a timeout and the outcome is ``CANCELLED``.
+            wants_ctx: pass a ``ctx`` keyword (:class:`~queue_core.worker._child.ChildContext`).
+
+        Returns:
+            How the attempt ended. Every outcome but ``RETURNED`` and ``RAISED`` means the
+            child is gone (and its process group, unless ``group_gone`` is False).
+
+        Raises:
+            RuntimeError: the pool is closed.
+            ChildStartError: a new child could not be started.
+
+        If the caller is cancelled while waiting, the child's group is terminated (shielded,
+        SIGTERM then SIGKILL after ``kill_grace``) before the cancellation propagates.
+        """
+        if self._closed:
+            raise RuntimeError("the process pool is closed")
+        async with self._limiter:
+            if self._closed:
+                raise RuntimeError("the process pool is closed")
+            child = await self._take()
+            deadline = None if timeout is None else time.time() + timeout
+            request = {
+                "module": func_module,
+                "qualname": func_qualname,
+                "main_path": _main_path() if func_module == "__main__" else None,
+                "args": tuple(args),
+                "kwargs": dict(kwargs),
+                "job_id": job_id,
+                "attempt": attempt,
+                "deadline": deadline,
+                "heartbeat_every": heartbeat_every,
+                "wants_ctx": wants_ctx,
+            }
+            started = anyio.current_time()
+            result: ProcessResult | None = None
+            try:
+                result = await self._attempt(
+                    child, request, timeout, kill_grace, heartbeat, cancelled, started
+                )
+                return result
+            finally:
+                if result is not None and result.outcome in _CHILD_KEPT and not self._closed:
+                    self._idle.append(child)
+                elif not child.closed:
+                    with anyio.CancelScope(shield=True):
+                        await self._discard(child, grace=kill_grace)
+
+    async def _attempt(
+        self,
+        child: _Child,
+        request: dict[str, Any],
+        timeout: float | None,  # noqa: ASYNC109
+        kill_grace: float,
+        heartbeat: Callable[[], None] | None,
+        cancelled: Callable[[], bool] | None,
+        started: float,
+    ) -> ProcessResult:
+        answer: Any = None
+        why_stopped: ProcessOutcome | None = None
+        failure: Exception | None = None  # raised by a callback: ends the attempt
+
+        async def read_answer(scope: anyio.CancelScope) -> None:
+            nonlocal answer, failure
+            while True:
+                message = await child.recv()
+                if message is None:
+                    break
+                if message[0] != "hb":
+                    answer = message
+                    break
+                if heartbeat is not None:
+                    try:
+                        heartbeat()
+                    except Exception as exc:
+                        failure = exc
+                        break
+            scope.cancel()
+
+        async def watch_exit(scope: anyio.CancelScope) -> None:
+            # A forked grandchild may hold the pipe open; the leader's exit decides.
+            await child.wait_exit()
+            scope.cancel()
+
+        async def watch_cancel(scope: anyio.CancelScope) -> None:
+            nonlocal why_stopped, failure
+            assert cancelled is not None
+            try:
+                while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
+                    await anyio.sleep(_CANCEL_POLL)
+            except Exception as exc:
+                failure = exc
+            else:
+                why_stopped = ProcessOutcome.CANCELLED
+            scope.cancel()
+
+        await child.send(("run", request))
+        with anyio.move_on_after(timeout) as deadline_scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_answer, tg.cancel_scope)
+                if child.pidfd is not None:
+                    tg.start_soon(watch_exit, tg.cancel_scope)
+                if cancelled is not None:
+                    tg.start_soon(watch_cancel, tg.cancel_scope)
+        elapsed = anyio.current_time() - started
+        if failure is not None:
+            raise failure  # run() terminates the child on the way out
+        if answer is None:
+            child.drain()
+            answer = child.take_answer()
+
+        if answer is not None and answer[0] == "ok":
+            try:
+                value = pickle.loads(answer[1])
+            except Exception as exc:
+                info = {
+                    "error_class": type(exc).__name__,
+                    "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                    "message": f"cannot load the value returned by the child: {exc}",
+                    "traceback": "",
+                    "is_task_error": False,
+                    "non_retryable": None,
+                    "exception": None,
+                }
+                return ProcessResult(
+                    outcome=ProcessOutcome.RAISED,
+                    error=_child_error(info),
+                    pid=child.pid,
+                    duration=elapsed,
+                )
+            return ProcessResult(
+                outcome=ProcessOutcome.RETURNED, value=value, pid=child.pid, duration=elapsed
+            )
+        if answer is not None and answer[0] == "err":
+            return ProcessResult(
+                outcome=ProcessOutcome.RAISED,
+                error=_child_error(answer[1]),
+                pid=child.pid,
+                duration=elapsed,
+            )
+
+        if why_stopped is None and deadline_scope.cancelled_caught:
+            why_stopped = ProcessOutcome.TIMED_OUT
+        if why_stopped is None and child.stopping:
+            why_stopped = ProcessOutcome.CANCELLED  # the pool was closed under us
+        with anyio.CancelScope(shield=True):
+            sigkill, gone = await self._discard(
+                child, grace=kill_grace if why_stopped is not None else 0.0
+            )
+        exit_code, sig = child.status()
+        return ProcessResult(
+            outcome=why_stopped or ProcessOutcome.DIED,
+            exit_code=exit_code,
+            signal=sig,
+            sigkill=sigkill,
+            group_gone=gone,
+            pid=child.pid,
+            duration=elapsed,
+        )
+
+    async def aclose(self, *, grace: float = 5.0) -> None:
+        """Stop every child: SIGTERM to each group, SIGKILL after ``grace``; reap them all.
+
+        Attempts still running end ``CANCELLED`` (their :meth:`run` returns once their
+        group is gone). Calling it twice is harmless.
+        """
+        self._closed = True
+        idle = set(self._idle)
+        self._idle.clear()
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for child in list(self._live):
+                    if child in idle:
+                        tg.start_soon(self._stop_idle, child, grace)
+                    else:  # busy: its run() closes it; here we only stop the group
+                        tg.start_soon(self._stop_busy, child, grace)
+
+    async def _stop_idle(self, child: _Child, grace: float) -> None:
+        await self._discard(child, grace=grace)
+
+    async def _stop_busy(self, child: _Child, grace: float) -> None:
+        await child.terminate(grace)
+
+    async def __aenter__(self) -> ProcessPool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _main_path() -> str | None:
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return os.path.abspath(path) if isinstance(path, str) else None
