@@ -1,0 +1,252 @@
+"""Tables, indexes and versioned migrations of the SQL backend.
+
+The schema version lives in ``qc_meta`` (``key = 'schema_version'``). :func:`migrate`
+applies the steps in :data:`MIGRATIONS` in order inside one transaction that holds the
+migration lock (``BEGIN IMMEDIATE`` on SQLite, an advisory transaction lock on
+PostgreSQL), so concurrent migrations are safe and each step runs once. A database whose
+version is newer than :data:`SCHEMA_VERSION` raises
+:class:`~queue_core.errors.SchemaMismatch` and is left untouched.
+
+Index design (what each query relies on):
+
+* ``ix_qc_jobs_ready``: partial on ``state = 'queued'``; the claim scan. Its size is the
+  number of queued jobs only, so claim cost does not grow with finished jobs.
+* ``ix_qc_jobs_sts``: queued jobs with a schedule-to-start deadline (``expires_at``).
+* ``ix_qc_jobs_lease`` / ``_deadline`` / ``_heartbeat``: partial on ``state = 'running'``;
+  the reaper's scans.
+* ``ix_qc_jobs_ckey``: active jobs per concurrency key (slot counting).
+* ``ix_qc_jobs_finished``: finished jobs by ``finished_at``; the retention prune.
+* ``ix_qc_dead_at`` / ``ix_qc_dead_task``: dead-letter pages, newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from queue_core.errors import SchemaMismatch
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "attempts",
+    "dead",
+    "jobs",
+    "meta",
+    "metadata",
+    "migrate",
+    "read_version",
+]
+
+SCHEMA_VERSION = 1
+"""The schema version this code reads and writes."""
+
+MIGRATION_LOCK = (815_001, 1)
+"""PostgreSQL advisory lock (classid, objid) held while migrating."""
+
+# SQLite only auto-assigns INTEGER PRIMARY KEY (the rowid alias), not BIGINT.
+_SeqType = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+meta = Table(
+    "qc_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+jobs = Table(
+    "qc_jobs",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("task_name", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("reason", Text),
+    Column("enqueued_at", BigInteger, nullable=False),
+    Column("run_at", BigInteger, nullable=False),
+    # schedule-to-start deadline while queued: run_at + schedule_to_start_ms
+    Column("expires_at", BigInteger),
+    Column("max_attempts", Integer, nullable=False),
+    Column("lost_delay_ms", BigInteger, nullable=False),
+    Column("timeout_ms", BigInteger),
+    Column("heartbeat_ms", BigInteger),
+    Column("schedule_to_start_ms", BigInteger),
+    Column("concurrency_key", Text),
+    Column("concurrency_limit", Integer),
+    Column("concurrency_skip", Boolean(create_constraint=False), nullable=False),
+    Column("options", Text),
+    Column("replay_of", Text),
+    Column("attempt", Integer, nullable=False),
+    Column("worker_id", Text),
+    Column("lease_token", String(32)),
+    Column("lease_expires_at", BigInteger),
+    Column("deadline", BigInteger),
+    Column("heartbeat_expires_at", BigInteger),
+    Column("started_at", BigInteger),
+    Column("finished_at", BigInteger),
+    Column("cancel_requested", Boolean(create_constraint=False), nullable=False),
+    Column("result", LargeBinary),
+    Column("error_class", Text),
+    Column("error_type", Text),
+    Column("error_message", Text),
+    Column("error_traceback", Text),
+    Column("dead_id", String(64)),
+)
+
+_QUEUED = text("state = 'queued'")
+_RUNNING = text("state = 'running'")
+_FINISHED = text("state NOT IN ('queued', 'running')")
+
+
+def _partial(name: str, where: Any, *cols: Any) -> Index:
+    return Index(name, *cols, sqlite_where=where, postgresql_where=where)
+
+
+_partial(
+    "ix_qc_jobs_ready",
+    _QUEUED,
+    jobs.c.queue,
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.seq,
+)
+_partial(
+    "ix_qc_jobs_sts", text("state = 'queued' AND expires_at IS NOT NULL"), jobs.c.expires_at
+)
+_partial("ix_qc_jobs_lease", _RUNNING, jobs.c.lease_expires_at)
+_partial(
+    "ix_qc_jobs_deadline", text("state = 'running' AND deadline IS NOT NULL"), jobs.c.deadline
+)
+_partial(
+    "ix_qc_jobs_heartbeat",
+    text("state = 'running' AND heartbeat_expires_at IS NOT NULL"),
+    jobs.c.heartbeat_expires_at,
+)
+_partial(
+    "ix_qc_jobs_ckey",
+    text("concurrency_key IS NOT NULL AND state IN ('queued', 'running')"),
+    jobs.c.concurrency_key,
+    jobs.c.state,
+)
+_partial("ix_qc_jobs_finished", _FINISHED, jobs.c.finished_at)
+Index("ix_qc_jobs_state_seq", jobs.c.state, jobs.c.seq)
+Index("ix_qc_jobs_queue_seq", jobs.c.queue, jobs.c.seq)
+
+attempts = Table(
+    "qc_attempts",
+    metadata,
+    Column("job_id", String(64), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("worker_id", Text),
+    Column("started_at", BigInteger),
+    Column("finished_at", BigInteger),
+    Column("outcome", String(16)),
+    Column("reason", Text),
+    Column("error_class", Text),
+    Column("error_type", Text),
+    Column("message", Text),
+    Column("traceback", Text),
+    Column("mode", String(16)),
+    PrimaryKeyConstraint("job_id", "number", name="pk_qc_attempts"),
+)
+
+dead = Table(
+    "qc_dead",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("job_id", String(64), nullable=False),
+    Column("task_name", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("error", Text),
+    Column("error_class", Text),
+    Column("reason", Text, nullable=False),
+    Column("attempts", Text, nullable=False),  # JSON list of attempt records (epoch ms)
+    Column("dead_at", BigInteger, nullable=False),
+    Column("replay_of", Text),
+    Column("spec", Text, nullable=False),  # JSON of the job's enqueue options (retry_dead)
+)
+Index("ix_qc_dead_at", dead.c.dead_at, dead.c.seq)
+Index("ix_qc_dead_task", dead.c.task_name, dead.c.dead_at, dead.c.seq)
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+def _v1(conn: Connection) -> None:
+    """Version 1: the initial schema.
+
+    Later versions must add explicit steps (``ALTER TABLE`` ...) rather than edit the
+    tables above in a way ``create_all`` of version 1 would not reproduce.
+    """
+    metadata.create_all(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}
+"""Version -> step that upgrades a database from ``version - 1``."""
+
+
+def read_version(conn: Connection) -> int:
+    """The stored schema version; 0 when the database has no queue-core schema."""
+    if not inspect(conn).has_table(meta.name):
+        return 0
+    value = conn.execute(
+        select(meta.c.value).where(meta.c.key == "schema_version")
+    ).scalar_one_or_none()
+    return int(value) if value is not None else 0
+
+
+def check_version(version: int, where: str) -> None:
+    """Raise :class:`SchemaMismatch` when ``version`` is newer than this code."""
+    if version > SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"the queue-core schema in {where} is version {version}, newer than version "
+            f"{SCHEMA_VERSION} that this queue-core understands; upgrade queue-core"
+        )
+
+
+def migrate(conn: Connection, *, where: str) -> int:
+    """Bring the schema up to :data:`SCHEMA_VERSION` inside the caller's transaction.
+
+    The caller holds the migration lock. Returns the version found before migrating.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:a, :b)"),
+            {"a": MIGRATION_LOCK[0], "b": MIGRATION_LOCK[1]},
+        )
+    found = read_version(conn)
+    check_version(found, where)
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[version](conn)
+        if version == 1 and found == 0:
+            conn.execute(meta.insert().values(key="schema_version", value=str(version)))
+        else:
+            conn.execute(
+                meta.update().where(meta.c.key == "schema_version").values(value=str(version))
+            )
+    return found

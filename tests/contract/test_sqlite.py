@@ -1,0 +1,19 @@
+"""The published contract suite on SQLite: a fresh database file per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backends.sql import SQLStorage
+from queue_core.testing import StorageContract
+
+
+class TestSQLiteStorage(StorageContract):
+    @pytest.fixture
+    def storage(self, tmp_path: Path) -> Iterator[SQLStorage]:
+        storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'queue.db'}")
+        yield storage
+        storage.close()
