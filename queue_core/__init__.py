@@ -1,31 +1,65 @@
 """queue-core: a job queue whose failure handling is enforced by a pure scheduling core.
 
-(Placeholder: the facade owner fills in the public re-exports.)
+::
+
+    from queue_core import Queue
+
+    queue = Queue("sqlite:///jobs.db")
+
+    @queue.task(max_retries=3, retry_backoff="2s")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    job = add.delay(1, 2)
+    queue.run_worker(burst=True)
+    assert job.result(timeout=5) == 3
 """
 
+from queue_core.clock import Clock, SystemClock
+from queue_core.context import JobContext
+from queue_core.durations import parse_duration
 from queue_core.errors import (
     ConfigError,
     JobCancelled,
+    JobError,
     JobFailed,
     JobSkipped,
     LeaseLost,
     NonRetryableError,
     NotFound,
     QueueCoreError,
+    SchemaMismatch,
     SerializationError,
     StorageError,
     StorageUnavailable,
     TaskError,
 )
-from queue_core.model import AttemptRecord, DeadJob, JobInfo, JobState, Outcome, Reason
-from queue_core.storage import Storage
+from queue_core.model import (
+    AttemptRecord,
+    DeadJob,
+    JobInfo,
+    JobState,
+    Outcome,
+    QueueStats,
+    Reason,
+)
+from queue_core.policy import RetryPolicy
+from queue_core.queue import Queue
+from queue_core.serializer import Serializer
+from queue_core.storage import Storage, SupportsJobScan, SupportsMigrate, SupportsWakeup
+from queue_core.task import Concurrency, JobHandle, Replay, Task
 
 __all__ = [
     "AttemptRecord",
+    "Clock",
+    "Concurrency",
     "ConfigError",
     "DeadJob",
     "JobCancelled",
+    "JobContext",
+    "JobError",
     "JobFailed",
+    "JobHandle",
     "JobInfo",
     "JobSkipped",
     "JobState",
@@ -33,11 +67,23 @@ __all__ = [
     "NonRetryableError",
     "NotFound",
     "Outcome",
+    "Queue",
     "QueueCoreError",
+    "QueueStats",
     "Reason",
+    "Replay",
+    "RetryPolicy",
+    "SchemaMismatch",
     "SerializationError",
+    "Serializer",
     "Storage",
     "StorageError",
     "StorageUnavailable",
+    "SupportsJobScan",
+    "SupportsMigrate",
+    "SupportsWakeup",
+    "SystemClock",
+    "Task",
     "TaskError",
+    "parse_duration",
 ]

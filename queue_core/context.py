@@ -1,0 +1,145 @@
+"""The context a running task body receives through its ``ctx`` keyword parameter.
+
+``ctx.heartbeat()`` is a plain, cheap call in sync and async bodies alike: it writes to
+storage at most once every ``heartbeat / 3`` (the pure rule
+:func:`queue_core.policy.heartbeat_write_due`), and does nothing else. Outside a running
+attempt it raises :class:`RuntimeError`.
+
+Tests build a context directly and observe heartbeats with a callback::
+
+    calls = []
+    ctx = JobContext(job_id="j1", attempt=2, on_heartbeat=lambda: calls.append(1))
+    my_task.func(42, ctx=ctx)
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from queue_core.policy import heartbeat_write_due
+
+__all__ = ["JobContext"]
+
+
+def _accepts_one_argument(func: Callable[..., Any]) -> bool:
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind(None)
+    except TypeError:
+        return False
+    return True
+
+
+class JobContext:
+    """What a task body learns about the attempt it runs in.
+
+    Attributes:
+        job_id: the job's id.
+        attempt: the 1-based number of this attempt.
+        deadline: when this attempt times out (aware UTC datetime), or ``None``.
+    """
+
+    __slots__ = (
+        "job_id",
+        "attempt",
+        "deadline",
+        "_heartbeat_ms",
+        "_last_write_ms",
+        "_sink",
+        "_sink_takes_ctx",
+        "_cancelled",
+        "_active",
+        "_monotonic",
+    )
+
+    def __init__(
+        self,
+        *,
+        job_id: str = "test-job",
+        attempt: int = 1,
+        deadline: datetime | None = None,
+        heartbeat_interval: float | None = None,
+        on_heartbeat: Callable[..., Any] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Build a context (the worker builds one per attempt; tests build their own).
+
+        Args:
+            job_id: the job id reported by ``ctx.job_id``.
+            attempt: the attempt number reported by ``ctx.attempt``.
+            deadline: the attempt deadline reported by ``ctx.deadline``.
+            heartbeat_interval: the task's ``heartbeat`` bound in seconds; heartbeats
+                reach ``on_heartbeat`` at most every third of it. ``None``: every call
+                reaches it.
+            on_heartbeat: called (with no argument, or with this context if it takes
+                one) for every heartbeat that would be written to storage. It may
+                return ``True`` to report a cancel request.
+            monotonic: the monotonic clock (seconds) that throttles writes.
+        """
+        self.job_id = job_id
+        self.attempt = attempt
+        self.deadline = deadline
+        self._heartbeat_ms = (
+            int(heartbeat_interval * 1000) if heartbeat_interval is not None else 0
+        )
+        self._monotonic = monotonic
+        self._last_write_ms: int | None = int(monotonic() * 1000) if self._heartbeat_ms else None
+        self._sink = on_heartbeat
+        self._sink_takes_ctx = on_heartbeat is not None and _accepts_one_argument(on_heartbeat)
+        self._cancelled = False
+        self._active = True
+
+    @property
+    def cancelled(self) -> bool:
+        """``True`` once the job was asked to cancel or this attempt lost its lease.
+
+        A body that checks it can stop early; its outcome is then not recorded as a
+        success of the current attempt.
+        """
+        return self._cancelled
+
+    def heartbeat(self) -> None:
+        """Tell storage this attempt is alive (only counts for tasks with ``heartbeat``).
+
+        Cheap: writes are throttled to at most one per ``heartbeat / 3``; calls in
+        between return at once.
+
+        Raises:
+            RuntimeError: when called outside a running attempt.
+        """
+        if not self._active:
+            raise RuntimeError(
+                f"ctx.heartbeat() called outside a running attempt (job {self.job_id!r}, "
+                f"attempt {self.attempt} already ended)"
+            )
+        sink = self._sink
+        if sink is None:
+            return
+        if self._heartbeat_ms:
+            now = int(self._monotonic() * 1000)
+            if not heartbeat_write_due(self._last_write_ms, now, self._heartbeat_ms):
+                return
+            self._last_write_ms = now
+        if (sink(self) if self._sink_takes_ctx else sink()) is True:
+            self._cancelled = True
+
+    # ------------------------------------------------------------------ worker side
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+
+    def _close(self) -> None:
+        self._active = False
+
+    def __repr__(self) -> str:
+        return (
+            f"JobContext(job_id={self.job_id!r}, attempt={self.attempt}, "
+            f"cancelled={self._cancelled})"
+        )

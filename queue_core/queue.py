@@ -1,0 +1,373 @@
+"""The ``Queue`` facade: declare tasks, enqueue, inspect jobs and dead letters, run workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import Any, Final, TypeVar, overload
+
+from queue_core.clock import Clock, SystemClock
+from queue_core.durations import parse_duration, to_ms
+from queue_core.errors import ConfigError, NotFound
+from queue_core.model import DeadJob, JobState, NewJob, QueueStats
+from queue_core.policy import RetryPolicy
+from queue_core.registry import mask_url, open_storage, resolve_url
+from queue_core.serializer import Serializer, get_serializer
+from queue_core.storage import Storage, SupportsMigrate
+from queue_core.task import (
+    UNSET,
+    JobHandle,
+    Task,
+    build_spec,
+    check_name,
+    check_timeout,
+)
+
+__all__ = ["Queue"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_RAISE_SKIPPED: Final = JobState.SKIPPED
+
+
+class Queue:
+    """A job queue bound to one storage.
+
+    Args:
+        url: storage URL (``memory://``, ``sqlite:///jobs.db``, ``redis://…``, …);
+            ``None``: env ``QUEUE_CORE_URL``, else ``sqlite:///queue_core.db``.
+        storage: a ready :class:`~queue_core.storage.Storage` instead of a URL.
+        retry: queue-wide :class:`~queue_core.policy.RetryPolicy` defaults (first in
+            the merge order queue -> task -> call).
+        default_timeout: per-attempt bound for tasks that set none (``None``: no limit).
+        lease: the lease workers take on a claimed job (a duration).
+        serializer: ``"json"`` (default), ``"pickle"`` or a Serializer object.
+        clock: the clock used for timestamps the facade computes (tests pass their own).
+
+    Raises:
+        ConfigError: a bad URL or scheme (naming the supported schemes), or a bad option.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        storage: Storage | None = None,
+        retry: RetryPolicy | None = None,
+        default_timeout: float | str | timedelta | None = 300,
+        lease: float | str | timedelta = 30,
+        serializer: str | Serializer = "json",
+        clock: Clock | None = None,
+    ) -> None:
+        if storage is not None and url is not None:
+            raise ConfigError(
+                "conflicting options: give 'url' or 'storage', not both",
+                code="conflicting_options",
+                field="storage",
+                value=mask_url(url),
+            )
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError(
+                f"invalid retry: {retry!r} — expected a RetryPolicy(...) or None",
+                code="invalid_option",
+                field="retry",
+                value=retry,
+            )
+        self.retry_policy: RetryPolicy = retry if retry is not None else RetryPolicy()
+        self.default_timeout: float | None = check_timeout(default_timeout)
+        self.lease: float = parse_duration(lease, field="lease")
+        self.serializer: Serializer = get_serializer(serializer)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._tasks: dict[str, Task[Any, Any]] = {}
+        self._lock = threading.Lock()
+        if storage is not None:
+            self.url = None
+            self._storage: Storage = storage
+        else:
+            self.url = resolve_url(url)
+            self._storage = open_storage(self.url)
+
+    def __repr__(self) -> str:
+        where = mask_url(self.url) if self.url else type(self._storage).__name__
+        return f"<Queue {where} tasks={len(self._tasks)}>"
+
+    # ------------------------------------------------------------------ storage
+
+    def storage(self) -> Storage:
+        """The storage this queue reads and writes."""
+        return self._storage
+
+    def close(self) -> None:
+        """Release the storage's connections. Idempotent."""
+        self._storage.close()
+
+    def migrate(self) -> None:
+        """Create or upgrade the storage schema (when the backend manages one)."""
+        if isinstance(self._storage, SupportsMigrate):
+            self._storage.migrate()
+
+    def stats(self) -> list[QueueStats]:
+        """Per-queue job counts, sorted by queue name."""
+        return self._storage.stats()
+
+    # ------------------------------------------------------------------ tasks
+
+    @overload
+    def task(self, func: F, /) -> Task[Any, Any]: ...
+
+    @overload
+    def task(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: Any = UNSET,
+        max_retries: Any = UNSET,
+        max_attempts: Any = UNSET,
+        retry_backoff: Any = UNSET,
+        retry_backoff_kind: Any = UNSET,
+        retry_coefficient: Any = UNSET,
+        retry_max_delay: Any = UNSET,
+        retry_jitter: Any = UNSET,
+        retry: Any = UNSET,
+        retry_on: Any = UNSET,
+        dont_retry_on: Any = UNSET,
+        non_retryable: Any = UNSET,
+        timeout: Any = UNSET,
+        heartbeat: Any = UNSET,
+        schedule_to_start: Any = UNSET,
+        concurrency: Any = UNSET,
+        isolation: Any = UNSET,
+        kill_grace: Any = UNSET,
+        dead_letter_replay: Any = UNSET,
+        priority: Any = UNSET,
+    ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+
+    def task(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: Any = UNSET,
+        max_retries: Any = UNSET,
+        max_attempts: Any = UNSET,
+        retry_backoff: Any = UNSET,
+        retry_backoff_kind: Any = UNSET,
+        retry_coefficient: Any = UNSET,
+        retry_max_delay: Any = UNSET,
+        retry_jitter: Any = UNSET,
+        retry: Any = UNSET,
+        retry_on: Any = UNSET,
+        dont_retry_on: Any = UNSET,
+        non_retryable: Any = UNSET,
+        timeout: Any = UNSET,
+        heartbeat: Any = UNSET,
+        schedule_to_start: Any = UNSET,
+        concurrency: Any = UNSET,
+        isolation: Any = UNSET,
+        kill_grace: Any = UNSET,
+        dead_letter_replay: Any = UNSET,
+        priority: Any = UNSET,
+    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
+        """Register a function as a task: ``@queue.task`` or ``@queue.task(...)``.
+
+        Every option of SPEC §2 is accepted and validated here; see
+        :meth:`Task.apply` for their meaning. ``name`` defaults to
+        ``module.qualname``.
+
+        Raises:
+            ConfigError: a bad option value, conflicting options, or a name already
+                registered on this queue.
+            TypeError: an unknown option.
+        """
+        if name is not None:
+            check_name(name, "name")
+
+        def decorate(fn: Callable[..., Any]) -> Task[Any, Any]:
+            if not callable(fn):
+                raise TypeError(f"@queue.task expects a function, got {fn!r}")
+            import inspect
+
+            spec = build_spec(
+                is_async=inspect.iscoroutinefunction(fn),
+                queue=queue,
+                max_retries=max_retries,
+                max_attempts=max_attempts,
+                retry_backoff=retry_backoff,
+                retry_backoff_kind=retry_backoff_kind,
+                retry_coefficient=retry_coefficient,
+                retry_max_delay=retry_max_delay,
+                retry_jitter=retry_jitter,
+                retry=retry,
+                retry_on=retry_on,
+                dont_retry_on=dont_retry_on,
+                non_retryable=non_retryable,
+                timeout=timeout,
+                heartbeat=heartbeat,
+                schedule_to_start=schedule_to_start,
+                concurrency=concurrency,
+                isolation=isolation,
+                kill_grace=kill_grace,
+                dead_letter_replay=dead_letter_replay,
+                priority=priority,
+            )
+            task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+            with self._lock:
+                if task_name in self._tasks:
+                    raise ConfigError(
+                        f"duplicate task name {task_name!r}: already registered on this "
+                        "queue — give one of them another name=",
+                        code="invalid_option",
+                        field="name",
+                        value=task_name,
+                    )
+                task: Task[Any, Any] = Task(self, fn, name=task_name, spec=spec)
+                self._tasks[task_name] = task
+            return task
+
+        if func is not None:
+            return decorate(func)
+        return decorate
+
+    @property
+    def tasks(self) -> dict[str, Task[Any, Any]]:
+        """Registered tasks by name (a copy)."""
+        return dict(self._tasks)
+
+    def get_task(self, name: str) -> Task[Any, Any] | None:
+        """The task registered under ``name``, or ``None``."""
+        return self._tasks.get(name)
+
+    # ------------------------------------------------------------------ enqueue
+
+    def _submit_one(self, job: NewJob) -> JobHandle:
+        self._storage.enqueue([job])
+        return JobHandle(self, job.id)
+
+    def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle]:
+        if jobs:
+            self._storage.enqueue(jobs)
+        return [JobHandle(self, j.id) for j in jobs]
+
+    def enqueue(
+        self,
+        task_name: str,
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> JobHandle:
+        """Enqueue a job by task name (as the CLI does).
+
+        A name not registered on this queue is allowed: the job gets the queue's
+        defaults (and any overrides), and a worker that knows the task runs it.
+        """
+        check_name(task_name, "task_name")
+        task = self._tasks.get(task_name)
+        if task is None:
+            task = Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
+        return task.apply(args, kwargs, **overrides)
+
+    def enqueue_many(
+        self, task: Task[Any, Any] | str, arg_tuples: Iterable[Any]
+    ) -> list[JobHandle]:
+        """Enqueue one job per element (a tuple of positional arguments), in one batch."""
+        if isinstance(task, str):
+            found = self._tasks.get(task)
+            if found is None:
+                found = Task(self, _unregistered, name=task, spec=build_spec(is_async=False))
+            task = found
+        return task.map(arg_tuples)
+
+    # ------------------------------------------------------------------ jobs
+
+    def job(self, job_id: str) -> JobHandle:
+        """A handle on an existing job (no storage access until used)."""
+        return JobHandle(self, job_id)
+
+    def cancel(self, job_id: str) -> JobState:
+        """Cancel a job; return its state afterwards (``NotFound`` for an unknown id)."""
+        return self._storage.cancel(job_id)
+
+    # ------------------------------------------------------------------ dead letters
+
+    def _decoded(self, entry: DeadJob) -> DeadJob:
+        if self.serializer.name == "json" or not entry.payload:
+            return entry
+        try:
+            args, kwargs = self.serializer.loads_payload(entry.payload)
+        except Exception:  # noqa: BLE001 - a corrupt payload keeps the entry listable
+            return entry
+        return dataclasses.replace(entry, args=tuple(args), kwargs=dict(kwargs))
+
+    def dead_letters(
+        self, limit: int = 20, offset: int = 0, task_name: str | None = None
+    ) -> list[DeadJob]:
+        """A page of dead-letter entries, newest first, optionally of one task."""
+        return [self._decoded(e) for e in self._storage.list_dead(limit, offset, task_name)]
+
+    def dead_letter(self, dead_id: str) -> DeadJob | None:
+        """One dead-letter entry, or ``None``."""
+        entry = self._storage.get_dead(dead_id)
+        return None if entry is None else self._decoded(entry)
+
+    def retry_dead(self, dead_id: str, queue: str | None = None) -> str:
+        """Replay a dead job with a fresh attempt budget; return the new job id.
+
+        Raises:
+            NotFound: no dead-letter entry with that id.
+        """
+        if queue is not None:
+            check_name(queue, "queue")
+        return self._storage.retry_dead(dead_id, queue)
+
+    def purge_dead(
+        self,
+        task_name: str | None = None,
+        older_than: float | str | timedelta | None = None,
+    ) -> int:
+        """Delete dead-letter entries (of one task; dead at least ``older_than`` ago).
+
+        Returns:
+            The number of entries removed.
+        """
+        before = None
+        if older_than is not None:
+            before = self.clock.now_ms() - to_ms(parse_duration(older_than, field="older_than"))
+        return self._storage.purge_dead(task_name, before)
+
+    # ------------------------------------------------------------------ worker
+
+    def run_worker(
+        self,
+        queues: Sequence[str] | str | None = None,
+        slots: int | None = None,
+        burst: bool = False,
+        reap_interval: float | str = 5.0,
+        **options: Any,
+    ) -> None:
+        """Run a worker in this process until stopped (blocking).
+
+        Args:
+            queues: queue names to take jobs from; default every queue of a
+                registered task plus ``"default"``.
+            slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else 8).
+            burst: return once the queues hold nothing running or ready (and nothing
+                due within 60 s).
+            reap_interval: seconds between reaper passes.
+            **options: extra worker settings (``lease``, ``shutdown_grace``,
+                ``max_replacement_slots``, ``install_signal_handlers``); see
+                :class:`queue_core.worker.Worker`.
+        """
+        from queue_core.worker import Worker
+
+        Worker(
+            self, queues=queues, slots=slots, burst=burst, reap_interval=reap_interval, **options
+        ).run()
+
+
+def _unregistered(*args: Any, **kwargs: Any) -> Any:
+    raise NotFound("this task is not registered in this process; run it on a worker")

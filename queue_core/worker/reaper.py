@@ -1,0 +1,79 @@
+"""The reaper service: storage ``reap`` every ``reap_interval``, ``prune`` now and then.
+
+Reaping is atomic in storage, so every worker runs a reaper and any number of them may
+reap at once; each stale attempt is recorded exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from anyio import to_thread
+
+from queue_core.errors import StorageError
+from queue_core.storage import Storage
+
+__all__ = ["Backoff", "reaper_loop"]
+
+log = logging.getLogger("queue_core.worker")
+
+REAP_BATCH = 100
+PRUNE_EVERY = 60.0
+"""Seconds between ``prune`` calls."""
+
+
+class Backoff:
+    """Exponential backoff for storage outages: 0.05 s doubling up to ``cap``."""
+
+    __slots__ = ("initial", "cap", "current")
+
+    def __init__(self, initial: float = 0.05, cap: float = 5.0) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.current = 0.0
+
+    def next(self) -> float:
+        self.current = self.initial if self.current == 0.0 else min(self.cap, self.current * 2)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+async def reaper_loop(
+    storage: Storage,
+    interval: float,
+    limiter: anyio.CapacityLimiter,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Reap stale and overdue attempts forever (until cancelled).
+
+    The first pass runs at once, so a restarted worker recovers its predecessor's jobs
+    without waiting an interval.
+    """
+    backoff = Backoff()
+    last_prune = anyio.current_time()
+    task_status.started()
+    while True:
+        try:
+            while True:
+                reaped = await to_thread.run_sync(
+                    lambda: storage.reap(limit=REAP_BATCH), limiter=limiter
+                )
+                for r in reaped:
+                    log.info(
+                        "reaped job %s attempt %d: %s -> %s", r.job_id, r.attempt, r.reason, r.state
+                    )
+                if len(reaped) < REAP_BATCH:
+                    break
+            if anyio.current_time() - last_prune >= PRUNE_EVERY:
+                last_prune = anyio.current_time()
+                await to_thread.run_sync(storage.prune, limiter=limiter)
+            backoff.reset()
+            await anyio.sleep(interval)
+        except StorageError as exc:
+            delay = backoff.next()
+            log.warning("reaper: storage error (%s); retrying in %.2f s", exc, delay)
+            await anyio.sleep(max(delay, min(interval, 1.0)))

@@ -1,0 +1,825 @@
+"""The worker: one anyio task group of claim loop, finisher, lease renewal, reaper, slots.
+
+Storage is synchronous, so every storage call runs in a worker thread and is batched:
+the claim loop claims up to the free-slot count in one call, the finisher writes every
+buffered attempt end in one ``finish`` call (at most one in flight, immediately when it
+has something), and lease renewal renews every held lease in one call.
+
+Async bodies run on the event loop under ``fail_after(timeout)``. Sync bodies run in
+threads (``isolation="thread"``; a timed-out thread cannot be stopped: its attempt is
+recorded ``timed_out`` at the deadline and retried on schedule while the thread keeps
+its slot -- it is reported *stuck* and a bounded number of replacement slots open) or
+in child processes (``isolation="process"``, see :mod:`queue_core.worker.process`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import anyio
+from anyio import to_thread
+
+from queue_core.context import JobContext
+from queue_core.durations import parse_duration, to_ms
+from queue_core.errors import ConfigError, LeaseLost, SerializationError, StorageError
+from queue_core.model import (
+    Action,
+    AttemptEnd,
+    ClaimedJob,
+    Decision,
+    ErrorInfo,
+    Outcome,
+    Reason,
+    dt_from_ms,
+)
+from queue_core.policy import RetryPolicy, classify, decide, error_names, renew_interval
+from queue_core.storage import SupportsWakeup
+from queue_core.task import DEFAULT_KILL_GRACE, Task, check_isolation
+from queue_core.worker.reaper import Backoff, reaper_loop
+from queue_core.worker.slots import Attempt, SlotTable
+
+if False:  # pragma: no cover - typing only, avoids an import cycle at runtime
+    from queue_core.queue import Queue
+
+__all__ = ["Worker", "worker_id"]
+
+log = logging.getLogger("queue_core.worker")
+
+ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
+TRACEBACK_LIMIT: Final = 8 * 1024
+MESSAGE_LIMIT: Final = 4 * 1024
+BURST_HORIZON_MS: Final = 60_000
+_COMPLETE: Final = Decision(action=Action.COMPLETE)
+_CANCEL: Final = Decision(action=Action.CANCEL)
+_POLL_MIN: Final = 0.001
+_POLL_MAX: Final = 0.008
+_WAKEUP_WAIT: Final = 1.0
+_WATCH_EVERY: Final = 0.05
+
+
+def worker_id() -> str:
+    """``hostname:pid:short-uuid``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _cap_tail(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return "…(truncated)\n" + text[-limit:]
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """The recorded form of an exception: names, message, size-capped traceback."""
+    error_class, error_type = error_names(exc)
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    msg = str(exc)
+    if len(msg) > MESSAGE_LIMIT:
+        msg = msg[:MESSAGE_LIMIT] + "…"
+    return ErrorInfo(
+        error_class=error_class,
+        error_type=error_type,
+        message=msg,
+        traceback=_cap_tail(tb, TRACEBACK_LIMIT),
+    )
+
+
+class _Never(Exception):
+    """Never raised: stands for a ``retry_on`` whitelist none of whose names matched."""
+
+
+def _matching(exc: BaseException, names: Sequence[str]) -> tuple[type[BaseException], ...]:
+    wanted = set(names)
+    return tuple(
+        c
+        for c in type(exc).__mro__
+        if isinstance(c, type)
+        and issubclass(c, BaseException)
+        and (f"{c.__module__}.{c.__qualname__}" in wanted)
+    )
+
+
+class _CallOptions:
+    """Per-call overrides of one job, parsed from ``ClaimedJob.options``."""
+
+    __slots__ = ("policy", "retry_on", "dont_retry_on", "isolation", "kill_grace")
+
+    def __init__(self, text: str) -> None:
+        data = json.loads(text)
+        raw = data.get("policy")
+        self.policy: RetryPolicy | None = RetryPolicy(**raw) if raw else None
+        self.retry_on: list[str] | None = data.get("retry_on")
+        self.dont_retry_on: list[str] | None = data.get("dont_retry_on")
+        iso = data.get("isolation")
+        self.isolation: str | None = check_isolation(iso) if iso is not None else None
+        kg = data.get("kill_grace")
+        self.kill_grace: float | None = float(kg) if kg is not None else None
+
+
+class Worker:
+    """A worker bound to one :class:`~queue_core.Queue`.
+
+    Args:
+        queue: the queue whose tasks and storage the worker uses.
+        queues: queue names to take jobs from (a list or a comma-separated string);
+            default: every queue of a registered task, plus ``"default"``.
+        slots: attempts run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else 8).
+        burst: return once nothing in ``queues`` is running or ready, and nothing is due
+            within 60 s.
+        reap_interval: seconds between reaper passes.
+        lease: lease per claimed attempt (default the queue's ``lease``).
+        shutdown_grace: on SIGTERM/SIGINT (or :meth:`stop`), how long running attempts
+            may take to finish before they are released for retry.
+        max_replacement_slots: bound on extra slots opened for stuck thread bodies
+            (default ``slots``).
+        install_signal_handlers: handle SIGTERM/SIGINT (only in the main thread).
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        queues: Sequence[str] | str | None = None,
+        slots: int | None = None,
+        burst: bool = False,
+        reap_interval: float | str = 5.0,
+        lease: float | str | None = None,
+        shutdown_grace: float | str = 30.0,
+        max_replacement_slots: int | None = None,
+        install_signal_handlers: bool = True,
+    ) -> None:
+        self.queue = queue
+        self.storage = queue.storage()
+        if slots is None:
+            env = os.environ.get(ENV_SLOTS)
+            try:
+                slots = int(env) if env else 8
+            except ValueError:
+                raise ConfigError(
+                    f"invalid {ENV_SLOTS}: {env!r} — expected a positive integer",
+                    code="invalid_option",
+                    field="slots",
+                    value=env,
+                ) from None
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
+            raise ConfigError(
+                f"invalid slots: {slots!r} — expected an integer from 1 to 10000",
+                code="invalid_option",
+                field="slots",
+                value=slots,
+            )
+        if isinstance(queues, str):
+            queues = [q.strip() for q in queues.split(",") if q.strip()]
+        self._explicit_queues = list(queues) if queues else None
+        self.slots = slots
+        self.burst = burst
+        self.reap_interval = parse_duration(reap_interval, field="reap_interval")
+        self.lease = parse_duration(lease, field="lease") if lease is not None else queue.lease
+        self.lease_ms = to_ms(self.lease)
+        self.shutdown_grace = parse_duration(shutdown_grace, field="shutdown_grace")
+        self.install_signal_handlers = install_signal_handlers
+        self.id = worker_id()
+        self._table = SlotTable(slots, slots if max_replacement_slots is None else max_replacement_slots)
+        self._serializer = queue.serializer
+        self._rng: Callable[[], float] = random.random
+        self._call_cache: dict[str, _CallOptions] = {}
+        self._ends: list[AttemptEnd] = []
+        self._heartbeats: dict[Any, Attempt] = {}
+        self._stop = threading.Event()
+        self._stopping = False
+        self._processed = 0
+        self._process_pool: Any = None
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def queues(self) -> list[str]:
+        """The queue names this worker takes jobs from."""
+        if self._explicit_queues:
+            return self._explicit_queues
+        names = {t.queue_name for t in self.queue.tasks.values()}
+        names.add("default")
+        return sorted(names)
+
+    def run(self) -> None:
+        """Run until stopped (or, with ``burst``, until the queues are drained)."""
+        anyio.run(self.run_async)
+
+    def stop(self) -> None:
+        """Ask the worker to shut down gracefully (thread-safe)."""
+        self._stop.set()
+
+    def stats(self) -> dict[str, Any]:
+        """Worker-local figures: slots, running and stuck attempts, processed count."""
+        return {
+            "worker_id": self.id,
+            "slots": self.slots,
+            "running": len(self._table.running),
+            "stuck": self._table.stuck,
+            "free": self._table.free(),
+            "processed": self._processed,
+            "buffered_ends": len(self._ends),
+        }
+
+    # ------------------------------------------------------------------ main
+
+    async def run_async(self) -> None:
+        """The worker's task group (use :meth:`run` from sync code)."""
+        self._queues = self.queues
+        self._tasks: dict[str, Task[Any, Any]] = self.queue.tasks
+        self._io = anyio.CapacityLimiter(8)
+        self._bodies = anyio.CapacityLimiter(self.slots + self._table.max_replacements)
+        self._flush_wake = anyio.Event()
+        self._slot_wake = anyio.Event()
+        self._hb_wake = anyio.Event()
+        self._flushing = False
+        self._wakeup = isinstance(self.storage, SupportsWakeup)
+        log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._finisher)
+            tg.start_soon(self._renewer)
+            tg.start_soon(self._heartbeater)
+            tg.start_soon(self._watchdog)
+            await tg.start(reaper_loop, self.storage, self.reap_interval, self._io)
+            if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+                await tg.start(self._signal_watcher)
+            await self._claim_loop()
+            await self._shutdown()
+            tg.cancel_scope.cancel()
+        if self._process_pool is not None:
+            await self._process_pool.aclose()
+        log.info("worker %s stopped after %d attempts", self.id, self._processed)
+
+    def _request_stop(self) -> None:
+        self._stopping = True
+        self._stop.set()
+        self._slot_wake.set()
+
+    async def _signal_watcher(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
+            async for signum in signals:
+                if self._stopping:
+                    log.warning("second signal %s: releasing running attempts now", signum)
+                    self.shutdown_grace = 0.0
+                else:
+                    log.info("signal %s: stopping (grace %.1f s)", signum, self.shutdown_grace)
+                self._request_stop()
+
+    # ------------------------------------------------------------------ claim loop
+
+    async def _claim_loop(self) -> None:
+        storage = self.storage
+        table = self._table
+        backoff = Backoff()
+        poll = _POLL_MIN
+        claim = storage.claim
+        wid, queues, lease_ms = self.id, self._queues, self.lease_ms
+        while True:
+            if self._stop.is_set():
+                self._stopping = True
+                return
+            free = table.free()
+            if free <= 0:
+                self._slot_wake = anyio.Event()
+                with anyio.move_on_after(0.2):
+                    await self._slot_wake.wait()
+                continue
+            try:
+                jobs = await to_thread.run_sync(claim, wid, queues, free, lease_ms, limiter=self._io)
+            except StorageError as exc:
+                delay = backoff.next()
+                log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
+                await anyio.sleep(delay)
+                continue
+            backoff.reset()
+            if jobs:
+                poll = _POLL_MIN
+                for job in jobs:
+                    self._start(job)
+                continue
+            if self.burst and not table.running and await self._burst_done():
+                return
+            poll = await self._idle(poll)
+
+    async def _burst_done(self) -> bool:
+        await self._flush_all()
+        try:
+            pending = await to_thread.run_sync(
+                self.storage.count_pending, self._queues, BURST_HORIZON_MS, limiter=self._io
+            )
+        except StorageError as exc:
+            log.warning("count_pending failed (%s)", exc)
+            return False
+        return pending == 0 and not self._table.running
+
+    async def _idle(self, poll: float) -> float:
+        if self._wakeup and not self._table.running:
+            wait = self.storage.wait_for_jobs  # type: ignore[attr-defined]
+            try:
+                with anyio.move_on_after(_WAKEUP_WAIT + 0.5):
+                    await to_thread.run_sync(
+                        wait, self._queues, _WAKEUP_WAIT, limiter=self._io, abandon_on_cancel=True
+                    )
+            except StorageError as exc:
+                log.warning("wait_for_jobs failed (%s)", exc)
+                await anyio.sleep(0.1)
+            return _POLL_MIN
+        await anyio.sleep(poll)
+        return min(poll * 2, _POLL_MAX)
+
+    # ------------------------------------------------------------------ attempts
+
+    def _start(self, job: ClaimedJob) -> None:
+        task = self._tasks.get(job.task_name)
+        att = Attempt(job, task)
+        self._table.add(att)
+        if task is None:
+            exc = ConfigError(
+                f"unknown task {job.task_name!r}: not registered on worker {self.id}",
+                code="unknown_task",
+                field="task_name",
+                value=job.task_name,
+            )
+            self._end(
+                att,
+                Outcome.FAILED,
+                Reason.UNKNOWN_TASK,
+                Decision(action=Action.DEAD, reason=Reason.UNKNOWN_TASK.value),
+                error=error_info(exc),
+            )
+            self._free(att)
+            return
+        self._tg.start_soon(self._run, att)
+
+    async def _run(self, att: Attempt) -> None:
+        job = att.job
+        task = att.task
+        assert task is not None
+        try:
+            try:
+                if job.options:
+                    att.call = self._call_options(job.options)
+                args, kwargs = self._serializer.loads_payload(job.payload)
+            except Exception as exc:  # noqa: BLE001 - any decode failure is a bad payload
+                att.mode = "async" if task.is_async else "thread"
+                self._end(
+                    att,
+                    Outcome.FAILED,
+                    Reason.BAD_PAYLOAD,
+                    Decision(action=Action.DEAD, reason=Reason.BAD_PAYLOAD.value),
+                    error=error_info(exc),
+                )
+                return
+            if task.is_async:
+                att.mode = "async"
+                if task.takes_ctx:
+                    kwargs["ctx"] = self._context(att, loop=True)
+                await self._run_async(att, task, args, kwargs)
+            else:
+                iso = att.call.isolation if att.call and att.call.isolation else task.isolation
+                if iso == "process":
+                    att.mode = "process"
+                    await self._run_process(att, task, args, kwargs)
+                else:
+                    att.mode = "thread"
+                    if task.takes_ctx:
+                        kwargs["ctx"] = self._context(att, loop=False)
+                    await self._run_thread(att, task, args, kwargs)
+        finally:
+            if att.ctx is not None:
+                att.ctx._close()
+            self._free(att)
+
+    def _free(self, att: Attempt) -> None:
+        self._table.remove(att)
+        self._heartbeats.pop(att.ref, None)
+        self._processed += 1
+        self._slot_wake.set()
+
+    def _context(self, att: Attempt, *, loop: bool) -> JobContext:
+        job = att.job
+        hb_ms = job.heartbeat_ms
+        sink: Callable[[], bool] | None = None
+        if hb_ms:
+            sink = self._queue_heartbeat(att) if loop else self._direct_heartbeat(att)
+        ctx = JobContext(
+            job_id=job.id,
+            attempt=job.attempt,
+            deadline=dt_from_ms(job.deadline),
+            heartbeat_interval=hb_ms / 1000.0 if hb_ms else None,
+            on_heartbeat=sink,
+        )
+        att.ctx = ctx
+        return ctx
+
+    def _direct_heartbeat(self, att: Attempt) -> Callable[[], bool]:
+        storage, ref = self.storage, att.ref
+
+        def beat() -> bool:
+            try:
+                return storage.heartbeat(ref)
+            except LeaseLost:
+                att.lease_lost = True
+                return True
+            except StorageError as exc:
+                log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
+                return att.stop_requested()
+
+        return beat
+
+    def _queue_heartbeat(self, att: Attempt) -> Callable[[], bool]:
+        def beat() -> bool:
+            self._heartbeats[att.ref] = att
+            self._hb_wake.set()
+            return att.stop_requested()
+
+        return beat
+
+    def _policy(self, att: Attempt) -> RetryPolicy:
+        task = att.task
+        assert task is not None
+        policy = task.policy
+        if att.call is not None and att.call.policy is not None:
+            policy = policy.merged(att.call.policy)
+        if policy.max_attempts != att.job.max_attempts:
+            policy = policy.merged(RetryPolicy(max_attempts=att.job.max_attempts))
+        return policy
+
+    def _call_options(self, text: str) -> _CallOptions:
+        found = self._call_cache.get(text)
+        if found is None:
+            found = _CallOptions(text)
+            if len(self._call_cache) > 256:
+                self._call_cache.clear()
+            self._call_cache[text] = found
+        return found
+
+    def _fail(self, att: Attempt, exc: BaseException) -> None:
+        """Record a body's exception, classified with the live exception."""
+        task = att.task
+        assert task is not None
+        policy = self._policy(att)
+        retry_on, dont_retry_on = task.retry_on, task.dont_retry_on
+        call = att.call
+        if call is not None:
+            if call.retry_on is not None:
+                retry_on = _matching(exc, call.retry_on) or (_Never,)
+                dont_retry_on = ()
+            if call.dont_retry_on is not None:
+                dont_retry_on = _matching(exc, call.dont_retry_on)
+                retry_on = ()
+        retryable = classify(
+            exc,
+            retry_on=retry_on,
+            dont_retry_on=dont_retry_on,
+            non_retryable=policy.non_retryable,
+        )
+        decision = decide(policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng)
+        self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=error_info(exc))
+
+    def _stopped_end(self, att: Attempt) -> None:
+        """The body ended after a stop request: record a cancel, or nothing."""
+        if att.cancel_requested and not att.lease_lost and not att.released:
+            self._end(att, Outcome.CANCELLED, Reason.CANCELLED, _CANCEL)
+        else:
+            att.ended = True
+
+    def _timed_out(self, att: Attempt, reason: Reason = Reason.TIMEOUT) -> None:
+        decision = decide(self._policy(att), att.job.attempt, Outcome.TIMED_OUT, rng=self._rng)
+        err = ErrorInfo(
+            error_class="TimeoutError",
+            error_type="builtins.TimeoutError",
+            message=f"attempt {att.job.attempt} ran past its timeout of "
+            f"{(att.job.timeout_ms or 0) / 1000:g} s",
+        )
+        self._end(att, Outcome.TIMED_OUT, reason, decision, error=err)
+
+    def _succeed(self, att: Attempt, data: bytes) -> None:
+        self._end(att, Outcome.SUCCEEDED, None, _COMPLETE, result=data)
+
+    def _end(
+        self,
+        att: Attempt,
+        outcome: Outcome,
+        reason: Reason | None,
+        decision: Decision,
+        *,
+        result: bytes | None = None,
+        error: ErrorInfo | None = None,
+    ) -> None:
+        if att.ended:
+            return
+        att.ended = True
+        self._ends.append(
+            AttemptEnd(
+                ref=att.ref,
+                outcome=outcome,
+                decision=decision,
+                reason=None if reason is None else reason.value,
+                result=result,
+                error=error,
+                mode=att.mode,
+            )
+        )
+        if not self._flushing:
+            self._flush_wake.set()
+
+    async def _run_async(
+        self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        timeout_ms = att.job.timeout_ms
+        timeout = None if timeout_ms is None else timeout_ms / 1000.0
+        with anyio.CancelScope() as scope:
+            att.scope = scope
+            if att.stop_requested():
+                scope.cancel()
+            try:
+                with anyio.fail_after(timeout) as deadline_scope:
+                    value = await task.func(*args, **kwargs)
+            except TimeoutError as exc:
+                if deadline_scope.cancelled_caught:
+                    self._timed_out(att)
+                else:
+                    self._fail(att, exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - every body error is recorded
+                self._fail(att, exc)
+                return
+            if att.stop_requested():
+                self._stopped_end(att)
+                return
+            try:
+                data = self._serializer.dumps_result(value)
+            except SerializationError as exc:
+                self._end(
+                    att,
+                    Outcome.FAILED,
+                    Reason.ERROR,
+                    Decision(action=Action.DEAD, reason=Reason.FATAL.value),
+                    error=error_info(exc),
+                )
+                return
+            self._succeed(att, data)
+        if scope.cancelled_caught:
+            self._stopped_end(att)
+
+    async def _run_thread(
+        self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        timeout_ms = att.job.timeout_ms
+        if timeout_ms is not None:
+            att.deadline = anyio.current_time() + timeout_ms / 1000.0
+        func = task.func
+        dumps = self._serializer.dumps_result
+
+        def call() -> tuple[bool, Any]:
+            try:
+                return True, dumps(func(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - carried back to the loop
+                return False, exc
+
+        ok, value = await to_thread.run_sync(call, limiter=self._bodies, abandon_on_cancel=True)
+        if att.ended:  # timed out (stuck), lease lost or released meanwhile
+            return
+        if att.stop_requested():
+            self._stopped_end(att)
+        elif ok:
+            self._succeed(att, value)
+        elif isinstance(value, SerializationError):
+            self._end(
+                att,
+                Outcome.FAILED,
+                Reason.ERROR,
+                Decision(action=Action.DEAD, reason=Reason.FATAL.value),
+                error=error_info(value),
+            )
+        elif isinstance(value, Exception):
+            self._fail(att, value)
+        else:
+            self._fail(att, value)
+
+    async def _run_process(
+        self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Hook for ``isolation="process"``: the attempt runs in a child process group."""
+        from queue_core.worker.process import ProcessOutcome, ProcessPool
+
+        if self._process_pool is None:
+            self._process_pool = ProcessPool(self.slots)
+        job = att.job
+        kill_grace = task.kill_grace
+        if att.call is not None and att.call.kill_grace is not None:
+            kill_grace = att.call.kill_grace
+        hb = self._queue_heartbeat(att) if job.heartbeat_ms else None
+        res = await self._process_pool.run(
+            task.func.__module__,
+            task.func.__qualname__,
+            args,
+            kwargs,
+            job_id=job.id,
+            attempt=job.attempt,
+            timeout=None if job.timeout_ms is None else job.timeout_ms / 1000.0,
+            kill_grace=kill_grace if kill_grace is not None else DEFAULT_KILL_GRACE,
+            heartbeat=hb,
+            heartbeat_every=(job.heartbeat_ms or 3000) / 3000.0,
+            cancelled=att.stop_requested,
+            wants_ctx=task.takes_ctx,
+        )
+        if att.ended:
+            return
+        outcome = res.outcome
+        if outcome is ProcessOutcome.RETURNED:
+            try:
+                data = self._serializer.dumps_result(res.value)
+            except SerializationError as exc:
+                self._end(
+                    att,
+                    Outcome.FAILED,
+                    Reason.ERROR,
+                    Decision(action=Action.DEAD, reason=Reason.FATAL.value),
+                    error=error_info(exc),
+                )
+                return
+            self._succeed(att, data)
+        elif outcome is ProcessOutcome.RAISED and res.error is not None:
+            exc = res.error.exception
+            policy = self._policy(att)
+            retryable = classify(
+                exc,
+                retry_on=task.retry_on,
+                dont_retry_on=task.dont_retry_on,
+                non_retryable=policy.non_retryable,
+            )
+            decision = decide(policy, job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng)
+            self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=res.error_info())
+        elif outcome is ProcessOutcome.TIMED_OUT:
+            self._timed_out(att)
+        elif outcome is ProcessOutcome.CANCELLED:
+            self._stopped_end(att)
+        else:
+            decision = decide(self._policy(att), job.attempt, Outcome.LOST, rng=self._rng)
+            self._end(att, Outcome.LOST, Reason.PROCESS_DIED, decision, error=res.error_info())
+
+    # ------------------------------------------------------------------ services
+
+    async def _finisher(self) -> None:
+        while True:
+            if not self._ends:
+                self._flush_wake = anyio.Event()
+                await self._flush_wake.wait()
+                continue
+            await self._flush_once()
+
+    async def _flush_once(self) -> None:
+        batch, self._ends = self._ends, []
+        self._flushing = True
+        try:
+            with anyio.CancelScope(shield=True):
+                took = await to_thread.run_sync(self.storage.finish, batch, limiter=self._io)
+        except StorageError as exc:
+            self._ends[:0] = batch
+            log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
+            await anyio.sleep(self._flush_backoff.next())
+            return
+        finally:
+            self._flushing = False
+        self._flush_backoff.reset()
+        for end, ok in zip(batch, took):
+            if not ok:
+                log.info(
+                    "attempt %d of job %s was no longer current; its %s end was refused",
+                    end.ref.attempt,
+                    end.ref.job_id,
+                    end.outcome,
+                )
+
+    _flush_backoff = Backoff()
+
+    async def _flush_all(self) -> None:
+        while self._ends or self._flushing:
+            if self._flushing:
+                await anyio.sleep(0.001)
+            else:
+                await self._flush_once()
+
+    async def _renewer(self) -> None:
+        interval = renew_interval(self.lease)
+        while True:
+            await anyio.sleep(interval)
+            live = self._table.live()
+            if not live:
+                continue
+            refs = [a.ref for a in live]
+            try:
+                res = await to_thread.run_sync(
+                    self.storage.renew, refs, self.lease_ms, limiter=self._io
+                )
+            except StorageError as exc:
+                log.warning("lease renewal failed (%s)", exc)
+                continue
+            running = self._table.running
+            for ref in res.lost:
+                att = running.get(ref)
+                if att is not None and not att.ended:
+                    log.warning("lease of job %s attempt %d lost", ref.job_id, ref.attempt)
+                    att.lease_lost = True
+                    att.ended = True
+                    self._stop_attempt(att)
+            for ref in res.cancel_requested:
+                att = running.get(ref)
+                if att is not None and not att.ended:
+                    att.cancel_requested = True
+                    self._stop_attempt(att)
+
+    def _stop_attempt(self, att: Attempt) -> None:
+        if att.ctx is not None:
+            att.ctx._cancel()
+        if att.scope is not None:
+            att.scope.cancel()
+
+    async def _heartbeater(self) -> None:
+        """Writes heartbeats that async bodies (and process children) queued."""
+        while True:
+            if not self._heartbeats:
+                self._hb_wake = anyio.Event()
+                await self._hb_wake.wait()
+                continue
+            pending, self._heartbeats = self._heartbeats, {}
+            for ref, att in pending.items():
+                if att.ended:
+                    continue
+                try:
+                    cancel = await to_thread.run_sync(self.storage.heartbeat, ref, limiter=self._io)
+                except LeaseLost:
+                    att.lease_lost = True
+                    att.ended = True
+                    self._stop_attempt(att)
+                    continue
+                except StorageError as exc:
+                    log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
+                    continue
+                if cancel and not att.cancel_requested:
+                    att.cancel_requested = True
+                    self._stop_attempt(att)
+
+    async def _watchdog(self) -> None:
+        """Records thread-mode attempts past their deadline; their threads go on (stuck)."""
+        table = self._table
+        while True:
+            await anyio.sleep(_WATCH_EVERY)
+            if self._stop.is_set() and not self._stopping:
+                self._request_stop()
+            now = anyio.current_time()
+            for att in list(table.running.values()):
+                if att.deadline is not None and now >= att.deadline and not att.stuck:
+                    if not att.ended:
+                        self._timed_out(att)
+                    table.mark_stuck(att)
+                    if att.ctx is not None:
+                        att.ctx._cancel()
+                    log.warning(
+                        "job %s attempt %d timed out in a thread that cannot be stopped; "
+                        "its slot is stuck until it returns (%d stuck)",
+                        att.ref.job_id,
+                        att.ref.attempt,
+                        table.stuck,
+                    )
+                    self._slot_wake.set()
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _shutdown(self) -> None:
+        table = self._table
+        with anyio.move_on_after(self.shutdown_grace):
+            while table.busy() > 0 and any(not a.ended for a in table.running.values()):
+                self._slot_wake = anyio.Event()
+                with anyio.move_on_after(0.05):
+                    await self._slot_wake.wait()
+        for att in list(table.running.values()):
+            if att.ended:
+                continue
+            task = att.task
+            decision = (
+                decide(self._policy(att), att.job.attempt, Outcome.LOST, rng=self._rng)
+                if task is not None
+                else Decision(action=Action.RETRY)
+            )
+            self._end(att, Outcome.LOST, Reason.WORKER_SHUTDOWN, decision)
+            att.released = True
+            self._stop_attempt(att)
+            log.info("released job %s attempt %d for retry", att.ref.job_id, att.ref.attempt)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.shutdown_grace + 10.0):
+            await self._flush_all()

@@ -1,0 +1,100 @@
+"""Slot accounting: which attempts this worker runs, and how many more it may take.
+
+A slot is held from claim until the body has really returned (or its process is gone).
+An attempt whose outcome is already recorded but whose thread has not returned (a
+timed-out ``isolation="thread"`` body) is *stuck*: it keeps its slot, and the worker may
+open a replacement slot for it, up to ``max_replacements``, so one hung call cannot
+starve the worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from queue_core.model import ClaimedJob, LeaseRef
+
+if TYPE_CHECKING:
+    import anyio
+
+    from queue_core.context import JobContext
+    from queue_core.task import Task
+
+__all__ = ["Attempt", "SlotTable"]
+
+
+class Attempt:
+    """One attempt held by this worker."""
+
+    __slots__ = (
+        "job",
+        "ref",
+        "task",
+        "ctx",
+        "mode",
+        "scope",
+        "ended",
+        "stuck",
+        "released",
+        "cancel_requested",
+        "lease_lost",
+        "deadline",
+        "call",
+    )
+
+    def __init__(self, job: ClaimedJob, task: Task[Any, Any] | None) -> None:
+        self.job = job
+        self.ref: LeaseRef = job.ref
+        self.task = task
+        self.ctx: JobContext | None = None
+        self.mode = "thread"
+        self.scope: anyio.CancelScope | None = None
+        self.ended = False
+        """The outcome is recorded (or must not be: lease lost)."""
+        self.stuck = False
+        self.released = False
+        """Released at shutdown: recorded lost, its own outcome is dropped."""
+        self.cancel_requested = False
+        self.lease_lost = False
+        self.deadline: float | None = None
+        """Monotonic deadline of a thread-mode attempt (watched by the worker)."""
+        self.call: Any = None
+        """Per-call overrides parsed from ``job.options``."""
+
+    def stop_requested(self) -> bool:
+        return self.cancel_requested or self.lease_lost or self.released
+
+
+class SlotTable:
+    """The attempts running in this worker and the free-slot count."""
+
+    __slots__ = ("slots", "max_replacements", "running", "stuck")
+
+    def __init__(self, slots: int, max_replacements: int) -> None:
+        self.slots = slots
+        self.max_replacements = max_replacements
+        self.running: dict[LeaseRef, Attempt] = {}
+        self.stuck = 0
+
+    def free(self) -> int:
+        """Slots free now: ``slots`` plus replacements for stuck ones, minus those held."""
+        return self.slots + min(self.stuck, self.max_replacements) - len(self.running)
+
+    def add(self, attempt: Attempt) -> None:
+        self.running[attempt.ref] = attempt
+
+    def mark_stuck(self, attempt: Attempt) -> None:
+        if not attempt.stuck:
+            attempt.stuck = True
+            self.stuck += 1
+
+    def remove(self, attempt: Attempt) -> None:
+        if self.running.pop(attempt.ref, None) is not None and attempt.stuck:
+            self.stuck -= 1
+
+    def live(self) -> list[Attempt]:
+        """Attempts whose outcome is not recorded yet (their leases need renewing)."""
+        return [a for a in self.running.values() if not a.ended]
+
+    def busy(self) -> int:
+        """Attempts still running that are not stuck."""
+        return len(self.running) - self.stuck
