@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import re
 import threading
 import time
 import uuid
@@ -29,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from typing_extensions import Self
 
+from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     Action,
@@ -48,6 +48,7 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
+from queue_core.policy.leases import expired_bound, schedule_to_start_expired
 from queue_core.storage import Storage
 
 __all__ = ["MemoryStorage"]
@@ -57,60 +58,6 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 def _system_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _expired_bound(
-    now: int,
-    *,
-    lease_expires_at: int,
-    deadline: int | None,
-    heartbeat_expires_at: int | None,
-) -> Reason | None:
-    # Inlined copy of the reap rule (queue_core.policy.leases did not exist yet):
-    # a bound has passed when bound <= now; timeout > heartbeat_timeout > lease_expired.
-    if deadline is not None and deadline <= now:
-        return Reason.TIMEOUT
-    if heartbeat_expires_at is not None and heartbeat_expires_at <= now:
-        return Reason.HEARTBEAT_TIMEOUT
-    if lease_expires_at <= now:
-        return Reason.LEASE_EXPIRED
-    return None
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-
-
-def _parse_duration_ms(text: str) -> int:
-    """``"90s"``, ``"1h30m"``, ``"250ms"`` or a number of seconds, to milliseconds."""
-    value = text.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pos, total = 0, 0.0
-        for m in _DURATION_PART.finditer(value):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNIT_MS[m.group(2)]
-            pos = m.end()
-        if pos != len(value) or not value:
-            raise ConfigError(
-                f"invalid duration {text!r} for retention: use seconds or e.g. '7d', '12h', '30m'",
-                code="invalid_duration",
-                field="retention",
-                value=text,
-            ) from None
-        ms = int(total)
-    else:
-        ms = int(seconds * 1000)
-    if ms <= 0:
-        raise ConfigError(
-            f"invalid duration {text!r} for retention: must be > 0",
-            code="invalid_duration",
-            field="retention",
-            value=text,
-        )
-    return ms
 
 
 @dataclass(slots=True)
@@ -288,7 +235,8 @@ class MemoryStorage(Storage):
                 value=unknown[0],
             )
         if "retention" in query:
-            return cls(retention_ms=_parse_duration_ms(query["retention"][-1]))
+            seconds = parse_duration(query["retention"][-1], field="retention")
+            return cls(retention_ms=max(1, to_ms(seconds)))
         return cls()
 
     def __repr__(self) -> str:
@@ -353,8 +301,7 @@ class MemoryStorage(Storage):
         return ready
 
     def _sts_expired(self, job: _Job, now: int) -> bool:
-        sts = job.spec.schedule_to_start_ms
-        return sts is not None and job.ready_at + sts <= now
+        return schedule_to_start_expired(now, job.ready_at, job.spec.schedule_to_start_ms)
 
     def _blocked(self, job: _Job, now: int) -> bool:
         """Queued but not claimable: schedule-to-start expired, or its slot is full."""
@@ -377,9 +324,7 @@ class MemoryStorage(Storage):
             return None
         return job
 
-    def _dead_letter(
-        self, job: _Job, reason: str, error: ErrorInfo | None, now: int
-    ) -> None:
+    def _dead_letter(self, job: _Job, reason: str, error: ErrorInfo | None, now: int) -> None:
         dead_id = uuid.uuid4().hex
         spec = job.spec
         template = NewJob(
@@ -600,7 +545,7 @@ class MemoryStorage(Storage):
             t = self._now(now)
             stale: list[tuple[int, int, _Job, Reason]] = []
             for job in self._running.values():
-                reason = _expired_bound(
+                reason = expired_bound(
                     t,
                     lease_expires_at=job.lease_expires_at,
                     deadline=job.deadline,
@@ -744,9 +689,7 @@ class MemoryStorage(Storage):
             entry = self._dead.get(dead_id)
             return entry.public() if entry is not None else None
 
-    def retry_dead(
-        self, dead_id: str, queue: str | None = None, *, now: int | None = None
-    ) -> str:
+    def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """See :meth:`queue_core.storage.Storage.retry_dead`."""
         with self._cond:
             t = self._now(now)

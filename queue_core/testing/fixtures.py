@@ -73,9 +73,7 @@ def new_job(
     **fields: Any,
 ) -> NewJob:
     """A :class:`NewJob` with a fresh id; any other field may be given by keyword."""
-    return NewJob(
-        id=id or new_id(), task_name=task_name, queue=queue, payload=payload, **fields
-    )
+    return NewJob(id=id or new_id(), task_name=task_name, queue=queue, payload=payload, **fields)
 
 
 def enqueue_one(storage: Storage, *, now: int = T0, **fields: Any) -> str:

@@ -6,19 +6,37 @@ protocol, pass explicit ``now`` times and never sleep.
 """
 
 from queue_core.testing.suite._base import ContractBase
+from queue_core.testing.suite.cancel import CancelContract
 from queue_core.testing.suite.claim import ClaimContract
+from queue_core.testing.suite.concurrency import ConcurrencyContract
+from queue_core.testing.suite.dead import DeadLetterContract
 from queue_core.testing.suite.enqueue import EnqueueContract
 from queue_core.testing.suite.finish import FinishContract
 from queue_core.testing.suite.lease import LeaseContract
+from queue_core.testing.suite.optional import OptionalAbilitiesContract
+from queue_core.testing.suite.payload import PayloadContract
+from queue_core.testing.suite.prune import PruneContract
+from queue_core.testing.suite.races import RaceContract
 from queue_core.testing.suite.reap import ReapContract
+from queue_core.testing.suite.schedule import ScheduleToStartContract
+from queue_core.testing.suite.stats import StatsContract
 
 __all__ = [
+    "CancelContract",
     "ClaimContract",
+    "ConcurrencyContract",
     "ContractBase",
+    "DeadLetterContract",
     "EnqueueContract",
     "FinishContract",
     "LeaseContract",
+    "OptionalAbilitiesContract",
+    "PayloadContract",
+    "PruneContract",
+    "RaceContract",
     "ReapContract",
+    "ScheduleToStartContract",
+    "StatsContract",
     "StorageContract",
 ]
 
@@ -29,6 +47,15 @@ class StorageContract(
     LeaseContract,
     FinishContract,
     ReapContract,
+    DeadLetterContract,
+    ConcurrencyContract,
+    CancelContract,
+    ScheduleToStartContract,
+    PruneContract,
+    StatsContract,
+    RaceContract,
+    PayloadContract,
+    OptionalAbilitiesContract,
 ):
     """Every contract test. Subclass it as ``TestMyStorage`` and provide ``storage``.
 

@@ -103,9 +103,7 @@ class FinishContract(ContractBase):
         job_id = enqueue_one(storage, max_attempts=3)
         got = claim_one(storage, now=T0)
         err = error_info("KeyError", "missing", traceback="tb")
-        assert storage.finish([retry_end(got.ref, 30 * SEC, error=err)], now=T0 + 2 * SEC) == [
-            True
-        ]
+        assert storage.finish([retry_end(got.ref, 30 * SEC, error=err)], now=T0 + 2 * SEC) == [True]
         rec = job_of(storage, job_id)
         assert rec.state is JobState.QUEUED
         assert rec.run_at == T0 + 32 * SEC

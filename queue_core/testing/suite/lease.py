@@ -96,9 +96,7 @@ class LeaseContract(ContractBase):
         enqueue_one(storage, max_attempts=2)
         got = claim_one(storage, now=T0, lease_ms=30 * SEC)
         assert storage.heartbeat(got.ref, now=T0 + 25 * SEC) is False
-        assert [r.reason for r in storage.reap(now=T0 + 30 * SEC)] == [
-            Reason.LEASE_EXPIRED.value
-        ]
+        assert [r.reason for r in storage.reap(now=T0 + 30 * SEC)] == [Reason.LEASE_EXPIRED.value]
 
     def test_heartbeat_with_a_wrong_token_raises_lease_lost(self, storage: Storage) -> None:
         enqueue_one(storage, heartbeat_ms=10 * SEC)

@@ -1,0 +1,186 @@
+"""Contract: the dead-letter store -- listing, paging, replay and purge."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_core.errors import NotFound
+from queue_core.model import DeadJob, JobState, Reason
+from queue_core.storage import Storage
+from queue_core.testing.fixtures import (
+    DEFAULT_PAYLOAD,
+    LEASE,
+    MIN,
+    SEC,
+    T0,
+    claim_one,
+    dead_end,
+    enqueue_one,
+    error_info,
+)
+from queue_core.testing.suite._base import ContractBase, job_of
+
+
+def kill(storage: Storage, *, at: int, task_name: str = "tests.task", **fields: object) -> str:
+    """Enqueue, claim and dead-letter (``fatal``) one job at ``at``; return its entry id."""
+    queue = str(fields.get("queue", "default"))
+    job_id = enqueue_one(storage, now=at, task_name=task_name, **fields)
+    got = claim_one(storage, now=at, queues=[queue])
+    assert got.id == job_id
+    assert storage.finish([dead_end(got.ref)], now=at) == [True]
+    dead_id = job_of(storage, job_id).dead_id
+    assert dead_id is not None
+    return dead_id
+
+
+class DeadLetterContract(ContractBase):
+    """``list_dead``, ``get_dead``, ``retry_dead`` and ``purge_dead``."""
+
+    def test_empty_store_lists_nothing(self, storage: Storage) -> None:
+        assert storage.list_dead() == []
+        assert storage.get_dead("0" * 32) is None
+
+    def test_list_dead_is_newest_first(self, storage: Storage) -> None:
+        ids = [kill(storage, at=T0 + i * SEC) for i in range(4)]
+        assert [e.id for e in storage.list_dead()] == list(reversed(ids))
+
+    def test_list_dead_pages_with_offset_and_limit(self, storage: Storage) -> None:
+        ids = [kill(storage, at=T0 + i * SEC) for i in range(5)]
+        newest_first = list(reversed(ids))
+        assert [e.id for e in storage.list_dead(2, 0)] == newest_first[0:2]
+        assert [e.id for e in storage.list_dead(2, 2)] == newest_first[2:4]
+        assert [e.id for e in storage.list_dead(2, 4)] == newest_first[4:5]
+        assert storage.list_dead(2, 6) == []
+
+    def test_list_dead_filters_by_task_name(self, storage: Storage) -> None:
+        a1 = kill(storage, at=T0, task_name="a")
+        kill(storage, at=T0 + SEC, task_name="b")
+        a2 = kill(storage, at=T0 + 2 * SEC, task_name="a")
+        assert [e.id for e in storage.list_dead(task_name="a")] == [a2, a1]
+        assert [e.id for e in storage.list_dead(1, 1, "a")] == [a1]
+        assert storage.list_dead(task_name="nope") == []
+
+    def test_get_dead_equals_the_listed_entry(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0, task_name="t.get", queue="q9", priority=4)
+        entry = storage.get_dead(dead_id)
+        assert entry is not None
+        assert storage.list_dead() == [entry]
+        assert (entry.task_name, entry.queue) == ("t.get", "q9")
+
+    def test_dead_entry_decodes_args_and_reads_like_a_mapping(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0, payload=b'{"args":[1,"x"],"kwargs":{"k":2}}')
+        entry = storage.get_dead(dead_id)
+        assert isinstance(entry, DeadJob)
+        assert entry.args == (1, "x")
+        assert entry.kwargs == {"k": 2}
+        assert entry["task_name"] == "tests.task"
+        assert entry["reason"] == "fatal"
+        assert entry["id"] == dead_id
+
+    def test_dead_entry_with_a_non_json_payload_keeps_the_bytes(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0, payload=b"\x80\x04opaque")
+        entry = storage.get_dead(dead_id)
+        assert entry is not None
+        assert entry.payload == b"\x80\x04opaque"
+        assert (entry.args, entry.kwargs) == ((), {})
+
+    def test_retry_dead_enqueues_a_fresh_job_and_removes_the_entry(self, storage: Storage) -> None:
+        job_id = enqueue_one(
+            storage, task_name="t.replay", priority=6, max_attempts=3, options='{"o":1}'
+        )
+        for i in range(3):
+            got = claim_one(storage, now=T0 + i * LEASE)
+            storage.reap(now=T0 + (i + 1) * LEASE)
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None and got.attempt == 3
+        now = T0 + 10 * LEASE
+        new_id = storage.retry_dead(dead_id, now=now)
+        assert new_id != job_id
+        assert storage.get_dead(dead_id) is None
+        assert storage.list_dead() == []
+        rec = job_of(storage, new_id)
+        assert rec.state is JobState.QUEUED
+        assert (rec.task_name, rec.queue, rec.priority) == ("t.replay", "default", 6)
+        assert (rec.attempts, rec.max_attempts) == (0, 3)
+        assert rec.payload == DEFAULT_PAYLOAD
+        assert rec.options == '{"o":1}'
+        assert rec.replay_of == dead_id
+        assert (rec.enqueued_at, rec.run_at) == (now, now)
+        again = claim_one(storage, now=now)
+        assert (again.id, again.attempt, again.replay_of) == (new_id, 1, dead_id)
+        assert job_of(storage, job_id).state is JobState.DEAD
+
+    def test_retry_dead_can_move_the_job_to_another_queue(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0, queue="original")
+        new_id = storage.retry_dead(dead_id, "elsewhere", now=T0 + SEC)
+        assert job_of(storage, new_id).queue == "elsewhere"
+        assert storage.claim("w", ["original"], 5, LEASE, now=T0 + SEC) == []
+        assert claim_one(storage, now=T0 + SEC, queues=["elsewhere"]).id == new_id
+
+    def test_replayed_job_that_dies_again_remembers_replay_of(self, storage: Storage) -> None:
+        first = kill(storage, at=T0)
+        new_id = storage.retry_dead(first, now=T0 + SEC)
+        got = claim_one(storage, now=T0 + SEC)
+        storage.finish([dead_end(got.ref)], now=T0 + 2 * SEC)
+        second = job_of(storage, new_id).dead_id
+        assert second is not None and second != first
+        entry = storage.get_dead(second)
+        assert entry is not None
+        assert (entry.job_id, entry.replay_of) == (new_id, first)
+
+    def test_retry_dead_of_an_unknown_id_raises_not_found(self, storage: Storage) -> None:
+        with pytest.raises(NotFound):
+            storage.retry_dead("0" * 32, now=T0)
+
+    def test_retry_dead_twice_raises_not_found_the_second_time(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0)
+        storage.retry_dead(dead_id, now=T0 + SEC)
+        with pytest.raises(NotFound):
+            storage.retry_dead(dead_id, now=T0 + 2 * SEC)
+        assert storage.stats(now=T0 + 2 * SEC)[0].ready == 1
+
+    def test_purge_dead_by_task_name(self, storage: Storage) -> None:
+        kill(storage, at=T0, task_name="a")
+        keep = kill(storage, at=T0 + SEC, task_name="b")
+        kill(storage, at=T0 + 2 * SEC, task_name="a")
+        assert storage.purge_dead("a") == 2
+        assert [e.id for e in storage.list_dead()] == [keep]
+        assert storage.purge_dead("a") == 0
+
+    def test_purge_dead_before_is_inclusive(self, storage: Storage) -> None:
+        old = kill(storage, at=T0)
+        edge = kill(storage, at=T0 + 10 * SEC)
+        new = kill(storage, at=T0 + 10 * SEC + 1)
+        assert storage.purge_dead(before=T0 + 10 * SEC) == 2
+        assert [e.id for e in storage.list_dead()] == [new]
+        assert storage.get_dead(old) is None and storage.get_dead(edge) is None
+
+    def test_purge_dead_by_task_and_before(self, storage: Storage) -> None:
+        kill(storage, at=T0, task_name="a")
+        b_old = kill(storage, at=T0, task_name="b")
+        a_new = kill(storage, at=T0 + MIN, task_name="a")
+        assert storage.purge_dead("a", T0 + SEC) == 1
+        assert sorted(e.id for e in storage.list_dead()) == sorted([b_old, a_new])
+
+    def test_purge_dead_everything(self, storage: Storage) -> None:
+        for i in range(3):
+            kill(storage, at=T0 + i)
+        assert storage.purge_dead() == 3
+        assert storage.list_dead() == []
+
+    def test_dead_entry_records_the_final_error(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0)
+        err = error_info("PermissionError", "denied: ünïcødé ✓")
+        storage.finish(
+            [dead_end(got.ref, dead_reason=Reason.UNKNOWN_TASK.value, error=err)], now=T0
+        )
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None
+        entry = storage.get_dead(dead_id)
+        assert entry is not None
+        assert (entry.error, entry.error_class, entry.reason) == (
+            "denied: ünïcødé ✓",
+            "PermissionError",
+            "unknown_task",
+        )

@@ -1,0 +1,102 @@
+"""Contract: payloads, results and text are carried exactly; close is idempotent."""
+
+from __future__ import annotations
+
+import os
+
+from queue_core.model import JobState
+from queue_core.storage import Storage
+from queue_core.testing.fixtures import (
+    SEC,
+    T0,
+    claim_one,
+    complete_end,
+    dead_end,
+    enqueue_one,
+    error_info,
+    retry_end,
+)
+from queue_core.testing.suite._base import ContractBase, job_of
+
+NOT_UTF8 = b"\xff\xfe\x00\x80\xc3(\xa0\xa1\xe2\x28\xa1\x00\x00\xf0\x28\x8c\xbc"
+"""Bytes that are not valid UTF-8, with NULs (catches text columns and C strings)."""
+
+
+class PayloadContract(ContractBase):
+    """Opaque bytes and unicode text round-trip exactly."""
+
+    def test_large_payload_round_trips(self, storage: Storage) -> None:
+        payload = os.urandom(512 * 1024) + b"\"'\\\n\r\t" + bytes(range(256))
+        job_id = enqueue_one(storage, payload=payload)
+        assert job_of(storage, job_id).payload == payload
+        assert claim_one(storage, now=T0).payload == payload
+
+    def test_payload_that_is_not_utf8_round_trips(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, payload=NOT_UTF8)
+        got = claim_one(storage, now=T0)
+        assert got.payload == NOT_UTF8
+        storage.finish([dead_end(got.ref)], now=T0)
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None
+        entry = storage.get_dead(dead_id)
+        assert entry is not None and entry.payload == NOT_UTF8
+        new_id = storage.retry_dead(dead_id, now=T0 + SEC)
+        assert claim_one(storage, now=T0 + SEC).payload == NOT_UTF8
+        assert job_of(storage, new_id).payload == NOT_UTF8
+
+    def test_empty_payload_and_empty_result_round_trip(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, payload=b"")
+        got = claim_one(storage, now=T0)
+        assert got.payload == b""
+        storage.finish([complete_end(got.ref, b"")], now=T0)
+        rec = job_of(storage, job_id)
+        assert (rec.payload, rec.result) == (b"", b"")
+
+    def test_result_bytes_round_trip_exactly(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0)
+        result = NOT_UTF8 + os.urandom(64 * 1024)
+        storage.finish([complete_end(got.ref, result)], now=T0)
+        assert job_of(storage, job_id).result == result
+
+    def test_complete_without_result_stores_none(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage)
+        got = claim_one(storage, now=T0)
+        storage.finish([complete_end(got.ref, None)], now=T0)  # type: ignore[arg-type]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.result) == (JobState.SUCCEEDED, None)
+
+    def test_unicode_names_and_json_payload_round_trip(self, storage: Storage) -> None:
+        payload = '{"args":["żółć ✓ 日本語 🎉"],"kwargs":{"ключ":"значение"}}'.encode()
+        job_id = enqueue_one(storage, task_name="tâche.envoyer_✉", queue="ёлка-🎄", payload=payload)
+        got = claim_one(storage, now=T0, queues=["ёлка-🎄"])
+        assert (got.id, got.task_name, got.payload) == (job_id, "tâche.envoyer_✉", payload)
+        storage.finish([dead_end(got.ref)], now=T0)
+        entry = storage.list_dead(task_name="tâche.envoyer_✉")[0]
+        assert entry.queue == "ёлка-🎄"
+        assert entry.args == ("żółć ✓ 日本語 🎉",)
+        assert entry.kwargs == {"ключ": "значение"}
+
+    def test_error_text_round_trips(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2)
+        got = claim_one(storage, now=T0, worker_id="wörker-✓")
+        tb = "Traceback (most recent call last):\n" + "  línea ✓\n" * 200 + "ValueError: ✗\n"
+        err = error_info("ValueError", "bad 'quote' \"double\" \\ ✗\n\ttab", traceback=tb)
+        storage.finish([retry_end(got.ref, 0, error=err)], now=T0)
+        attempt = storage.list_attempts(job_id)[0]
+        assert (attempt.message, attempt.traceback, attempt.worker_id) == (
+            err.message,
+            tb,
+            "wörker-✓",
+        )
+        assert job_of(storage, job_id).error == err
+
+    def test_options_text_round_trips(self, storage: Storage) -> None:
+        options = '{"timeout": 1.5, "note": "ünï ✓", "nested": {"a": [1, 2, null]}}'
+        job_id = enqueue_one(storage, options=options)
+        assert job_of(storage, job_id).options == options
+        assert claim_one(storage, now=T0).options == options
+
+    def test_close_is_idempotent(self, storage: Storage) -> None:
+        storage.close()
+        storage.close()
