@@ -114,7 +114,9 @@ class Replay:
     def __init__(self, after: float | str | timedelta, max_replays: int = 3) -> None:
         object.__setattr__(self, "after", parse_duration(after, field="dead_letter_replay.after"))
         if not _is_int(max_replays) or not 1 <= int(max_replays) <= 100:
-            raise _invalid("dead_letter_replay.max_replays", max_replays, "an integer from 1 to 100")
+            raise _invalid(
+                "dead_letter_replay.max_replays", max_replays, "an integer from 1 to 100"
+            )
         object.__setattr__(self, "max_replays", int(max_replays))
 
 

@@ -188,7 +188,8 @@ class Worker:
         self.shutdown_grace = parse_duration(shutdown_grace, field="shutdown_grace")
         self.install_signal_handlers = install_signal_handlers
         self.id = worker_id()
-        self._table = SlotTable(slots, slots if max_replacement_slots is None else max_replacement_slots)
+        replacements = slots if max_replacement_slots is None else max_replacement_slots
+        self._table = SlotTable(slots, replacements)
         self._serializer = queue.serializer
         self._rng: Callable[[], float] = random.random
         self._call_cache: dict[str, _CallOptions] = {}
@@ -251,7 +252,8 @@ class Worker:
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
             await tg.start(reaper_loop, self.storage, self.reap_interval, self._io)
-            if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            main = threading.current_thread() is threading.main_thread()
+            if self.install_signal_handlers and main:
                 await tg.start(self._signal_watcher)
             await self._claim_loop()
             await self._shutdown()
@@ -298,7 +300,9 @@ class Worker:
                     await self._slot_wake.wait()
                 continue
             try:
-                jobs = await to_thread.run_sync(claim, wid, queues, free, lease_ms, limiter=self._io)
+                jobs = await to_thread.run_sync(
+                    claim, wid, queues, free, lease_ms, limiter=self._io
+                )
             except StorageError as exc:
                 delay = backoff.next()
                 log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
@@ -487,7 +491,9 @@ class Worker:
             dont_retry_on=dont_retry_on,
             non_retryable=policy.non_retryable,
         )
-        decision = decide(policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng)
+        decision = decide(
+            policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
+        )
         self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=error_info(exc))
 
     def _stopped_end(self, att: Attempt) -> None:
@@ -655,15 +661,17 @@ class Worker:
                 return
             self._succeed(att, data)
         elif outcome is ProcessOutcome.RAISED and res.error is not None:
-            exc = res.error.exception
+            raised = res.error.exception
             policy = self._policy(att)
             retryable = classify(
-                exc,
+                raised,
                 retry_on=task.retry_on,
                 dont_retry_on=task.dont_retry_on,
                 non_retryable=policy.non_retryable,
             )
-            decision = decide(policy, job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng)
+            decision = decide(
+                policy, job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
+            )
             self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=res.error_info())
         elif outcome is ProcessOutcome.TIMED_OUT:
             self._timed_out(att)
@@ -697,7 +705,7 @@ class Worker:
         finally:
             self._flushing = False
         self._flush_backoff.reset()
-        for end, ok in zip(batch, took):
+        for end, ok in zip(batch, took, strict=False):
             if not ok:
                 log.info(
                     "attempt %d of job %s was no longer current; its %s end was refused",
@@ -762,7 +770,9 @@ class Worker:
                 if att.ended:
                     continue
                 try:
-                    cancel = await to_thread.run_sync(self.storage.heartbeat, ref, limiter=self._io)
+                    cancel = await to_thread.run_sync(
+                        self.storage.heartbeat, ref, limiter=self._io
+                    )
                 except LeaseLost:
                     att.lease_lost = True
                     att.ended = True
