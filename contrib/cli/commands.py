@@ -112,13 +112,14 @@ def _storage_options(f: F) -> F:
 
 
 def _queue(app: str | None, url: str | None) -> tuple[queue_core.Queue, str]:
-    """Open the queue for this command and close it when the command's context ends."""
+    """The queue for this command; one built from a URL is closed when the command ends."""
     ctx = click.get_current_context()
     root = ctx.find_root().obj or {}
     app = app if app is not None else root.get("app")
     url = url if url is not None else root.get("url")
     queue, where = open_queue(app, url)
-    ctx.call_on_close(queue.close)
+    if not app:  # close what the CLI opened; an --app Queue belongs to its module
+        ctx.call_on_close(queue.close)
     return queue, where
 
 
@@ -193,13 +194,8 @@ def worker(
         level=getattr(logging, log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    try:
-        options: dict[str, Any] = {} if lease is None else {"lease": lease}
-        queue.run_worker(
-            queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options
-        )
-    finally:
-        queue.close()
+    options: dict[str, Any] = {} if lease is None else {"lease": lease}
+    queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
 
 
 # --------------------------------------------------------------------------- enqueue
