@@ -53,6 +53,7 @@ _REAP_BOUND = 5.0
 """Seconds to wait for a SIGKILLed group to disappear before reporting it as lingering."""
 _POLL = 0.01
 _CANCEL_POLL = 0.05
+_GROUP_POLL = 0.05
 _BOOTSTRAP = (
     "import sys, json\n"
     "sys.path[:] = json.loads(sys.argv[3])\n"
@@ -239,13 +240,33 @@ def _child_error(info: dict[str, Any]) -> ChildError:
 
 
 def _group_exists(pgid: int) -> bool:
+    """Whether a live (not zombie) process is still in process group ``pgid``.
+
+    Grandchildren orphaned by the leader's death are reparented to init, which may take a
+    while to reap them; their zombies are dead and hold nothing, so they do not count.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # a member we may not signal still counts as present
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no procfs: only the kernel's answer above is known
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        # after "pid (comm)": state ppid pgrp ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -394,8 +415,10 @@ class _Child:
 
     async def _wait_group_gone(self) -> None:
         # Polls rather than waiting on the pidfd: a running attempt may be waiting on it.
-        while not self.exited() or _group_exists(self.pid):  # noqa: ASYNC110
+        while not self.exited():  # noqa: ASYNC110
             await anyio.sleep(_POLL)
+        while _group_exists(self.pid):  # noqa: ASYNC110 - only with surviving grandchildren
+            await anyio.sleep(_GROUP_POLL)
 
     async def terminate(self, grace: float) -> tuple[bool, bool]:
         """SIGTERM the group, SIGKILL after ``grace``; returns ``(sigkill_sent, group_gone)``.
@@ -408,7 +431,13 @@ class _Child:
         self._terminated = anyio.Event()
         self.stopping = True
         try:
-            if not self.exited():
+            if self.eof or self.exited():
+                # The child died on its own (its pipe closed when it exited): reap it
+                # before judging what is left of its group.
+                with anyio.move_on_after(_REAP_BOUND):
+                    while not self.exited():  # noqa: ASYNC110
+                        await anyio.sleep(_POLL)
+            else:
                 self.notify_cancel()
                 _signal_group(self.pid, signal.SIGTERM)
             with anyio.move_on_after(grace):

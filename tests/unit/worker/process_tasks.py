@@ -110,7 +110,7 @@ def return_unpicklable() -> Any:
     return lambda: None
 
 
-def beat(ctx: Any, times: int, pause: float) -> dict[str, Any]:
+def beat(times: int, pause: float, *, ctx: Any) -> dict[str, Any]:
     """Call ctx.heartbeat() ``times`` times, ``pause`` seconds apart."""
     for _ in range(times):
         ctx.heartbeat()
@@ -123,7 +123,7 @@ def beat(ctx: Any, times: int, pause: float) -> dict[str, Any]:
     }
 
 
-def wait_cancelled(ctx: Any, out: str) -> None:
+def wait_cancelled(out: str, *, ctx: Any) -> None:
     """Handle SIGTERM by recording whether ctx.cancelled was already true."""
 
     def on_term(signum: int, frame: object) -> None:
