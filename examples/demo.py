@@ -61,7 +61,8 @@ def describe(handle: JobHandle) -> None:
     """Print a job's final state and the record of every attempt."""
     info = handle.info()
     print(f"  {info.task_name:<20} {info.id[:8]}  state={info.state.value:<9}"
-          f" attempts={info.attempts}/{info.max_attempts}  result={info.result!r}")
+          f" reason={info.reason or '-':<17} attempts={info.attempts}/{info.max_attempts}"
+          f"  result={info.result!r}")
     for rec in handle.attempts():
         error = f"  {rec.error_class}: {rec.message}" if rec.error_class else ""
         outcome = rec.outcome.value if rec.outcome else "running"
