@@ -546,6 +546,7 @@ class SQLStorage(Storage):
                             continue
                         running[key] += 1
                     chosen.append(r)
+                    excluded.append(r.seq)  # our own row locks do not hide it next round
                 if not blocked or len(chosen) >= limit:
                     break
                 params["limit"] = limit - len(chosen)
