@@ -64,6 +64,7 @@ _SCRIPTS = (
     "stats",
     "count_pending",
     "next_ready",
+    "list_jobs",
 )
 _ACTION_CODE = {
     Action.COMPLETE: "c",
@@ -154,6 +155,39 @@ def _attempt_from_json(raw: bytes | str) -> AttemptRecord:
     )
 
 
+def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRecord:
+    error: ErrorInfo | None = None
+    for raw in reversed(recs):
+        rec = json.loads(raw)
+        if rec[6] is not None:
+            error = ErrorInfo(
+                error_class=rec[6], error_type=rec[7], message=rec[8], traceback=rec[9]
+            )
+            break
+    g = h.get
+    return JobRecord(
+        id=job_id,
+        task_name=h[b"tn"].decode(),
+        queue=h[b"q"].decode(),
+        state=_STATES[h[b"st"]],
+        reason=_str_or_none(g(b"rs")),
+        payload=h[b"pl"],
+        result=g(b"res"),
+        error=error,
+        attempts=int(h[b"att"]),
+        max_attempts=int(h[b"ma"]),
+        priority=int(h[b"pr"]),
+        enqueued_at=int(h[b"eq"]),
+        run_at=int(h[b"ra"]),
+        started_at=_int_or_none(g(b"sa")),
+        finished_at=_int_or_none(g(b"fa")),
+        options=_str_or_none(g(b"op")),
+        replay_of=_str_or_none(g(b"ro")),
+        dead_id=_str_or_none(g(b"did")),
+        cancel_requested=b"cr" in h,
+    )
+
+
 class RedisStorage(Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://`` and ``rediss://`` URLs).
 
@@ -170,8 +204,9 @@ class RedisStorage(Storage):
             have no socket timeout shorter than the waits. Default: a client on the same
             server with ``socket_timeout=None``.
 
-    Supports :class:`~queue_core.storage.SupportsWakeup`: enqueues and requeues push a
-    token to a bounded per-queue list that idle workers ``BLPOP``.
+    Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
+    token to a bounded per-queue list that idle workers ``BLPOP``) and
+    :class:`~queue_core.storage.SupportsJobScan`.
     """
 
     def __init__(
@@ -217,6 +252,7 @@ class RedisStorage(Storage):
         self._stats = s["stats"]
         self._count_pending = s["count_pending"]
         self._next_ready = s["next_ready"]
+        self._list_jobs = s["list_jobs"]
         self._info_cache: dict[tuple[str, str | None, str], str] = {}
 
     @classmethod
@@ -483,43 +519,22 @@ class RedisStorage(Storage):
     def get_job(self, job_id: str) -> JobRecord | None:
         """See :meth:`queue_core.storage.Storage.get_job`."""
         self._args(None)
+        found = self._read_jobs([job_id])
+        return found[0] if found else None
+
+    def _read_jobs(self, ids: Sequence[str]) -> list[JobRecord]:
         with translate_errors("get_job"):
             pipe = self._r.pipeline(transaction=True)
-            pipe.hgetall(self.keys.job(job_id))
-            pipe.lrange(self.keys.attempts(job_id), 0, -1)
-            h, recs = pipe.execute()
-        if not h:
-            return None
-        error: ErrorInfo | None = None
-        for raw in reversed(recs):
-            rec = json.loads(raw)
-            if rec[6] is not None:
-                error = ErrorInfo(
-                    error_class=rec[6], error_type=rec[7], message=rec[8], traceback=rec[9]
-                )
-                break
-        g = h.get
-        return JobRecord(
-            id=job_id,
-            task_name=h[b"tn"].decode(),
-            queue=h[b"q"].decode(),
-            state=_STATES[h[b"st"]],
-            reason=_str_or_none(g(b"rs")),
-            payload=h[b"pl"],
-            result=g(b"res"),
-            error=error,
-            attempts=int(h[b"att"]),
-            max_attempts=int(h[b"ma"]),
-            priority=int(h[b"pr"]),
-            enqueued_at=int(h[b"eq"]),
-            run_at=int(h[b"ra"]),
-            started_at=_int_or_none(g(b"sa")),
-            finished_at=_int_or_none(g(b"fa")),
-            options=_str_or_none(g(b"op")),
-            replay_of=_str_or_none(g(b"ro")),
-            dead_id=_str_or_none(g(b"did")),
-            cancel_requested=b"cr" in h,
-        )
+            for job_id in ids:
+                pipe.hgetall(self.keys.job(job_id))
+                pipe.lrange(self.keys.attempts(job_id), 0, -1)
+            res = pipe.execute()
+        out: list[JobRecord] = []
+        for k, job_id in enumerate(ids):
+            h, recs = res[2 * k], res[2 * k + 1]
+            if h:
+                out.append(_job_record(job_id, h, recs))
+        return out
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
         """See :meth:`queue_core.storage.Storage.list_attempts`."""
@@ -687,3 +702,22 @@ class RedisStorage(Storage):
                 return due_ms >= 0
             got = self._wake_client().blpop([self.keys.wake(q) for q in names], timeout=wait)
         return got is not None or (due_ms >= 0 and wait < timeout)
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        """A page of jobs, newest (latest enqueued) first, optionally filtered.
+
+        A filtered page scans jobs from the newest until the page is full: meant for
+        dashboards and the CLI, not for hot paths.
+        """
+        args = self._args(None)
+        args += ("" if state is None else state.value, _opt(queue), max(offset, 0), limit)
+        with translate_errors("list_jobs"):
+            ids = self._list_jobs(args=args)
+        return self._read_jobs([i.decode() for i in ids])

@@ -17,6 +17,7 @@ local STS = P .. ':sts'
 local FIN = P .. ':fin'
 local DZ = P .. ':dz'
 local QS = P .. ':queues'
+local ALL = P .. ':jobs'
 
 local function jk(id) return P .. ':j:' .. id end
 local function ak(id) return P .. ':a:' .. id end
@@ -46,6 +47,11 @@ local function wake(q)
   local k = wk(q)
   redis.call('LPUSH', k, '1')
   redis.call('LTRIM', k, 0, 7)
+end
+
+-- every stored job, by enqueue order (SupportsJobScan)
+local function index_job(id)
+  redis.call('ZADD', ALL, redis.call('INCR', P .. ':seq'), id)
 end
 
 local function nz(v) if v == false or v == '' then return nil end return v end
@@ -94,6 +100,7 @@ local function terminal(id, q, state, reason, ck)
   if ck then incr(P .. ':ca:' .. ck, -1) end
   if RET == 0 then
     redis.call('DEL', jk(id), ak(id))
+    redis.call('ZREM', ALL, id)
     return
   end
   local k = jk(id)

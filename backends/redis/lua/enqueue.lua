@@ -34,6 +34,7 @@ for i = 0, n - 1 do
   if ARGV[b + 16] ~= '' then h[#h + 1] = 'op'; h[#h + 1] = ARGV[b + 16] end
   if ARGV[b + 17] ~= '' then h[#h + 1] = 'ro'; h[#h + 1] = ARGV[b + 17] end
   local active_key = ck and (P .. ':ca:' .. ck)
+  if RET ~= 0 then index_job(id) end
   if skip and ck and cl and tonumber(redis.call('GET', active_key) or '0') >= tonumber(cl) then
     if RET ~= 0 then
       h[#h + 1] = 'st'; h[#h + 1] = 'skipped'
@@ -45,6 +46,7 @@ for i = 0, n - 1 do
   else
     h[#h + 1] = 'st'; h[#h + 1] = 'queued'
     redis.call('HSET', jk(id), unpack(h))
+    if RET == 0 then index_job(id) end
     if ck then redis.call('INCR', active_key) end
     count(q, 'queued', 1)
     make_ready(id, q, pr, ra, ss)

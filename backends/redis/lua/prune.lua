@@ -9,6 +9,7 @@ for _, m in ipairs(ms) do
   local state, id, q = string.match(m, '^([^|]*)|([^|]*)|(.*)$')
   redis.call('DEL', jk(id), ak(id))
   redis.call('ZREM', FIN, m)
+  redis.call('ZREM', ALL, id)
   count(q, state, -1)
 end
 return #ms

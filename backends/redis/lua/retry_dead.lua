@@ -17,6 +17,7 @@ for i, name in ipairs(names) do
   if f[i] and name ~= 'q' then h[#h + 1] = name; h[#h + 1] = f[i] end
 end
 redis.call('HSET', jk(id), unpack(h))
+index_job(id)
 local ck = f[10]
 if ck then redis.call('INCR', P .. ':ca:' .. ck) end
 count(q, 'queued', 1)

@@ -1,0 +1,31 @@
+-- list_jobs: ids of a page of jobs, newest (latest enqueued) first, optionally of one
+-- state and/or queue (read only). Scans P:jobs from the newest, so a filtered page
+-- costs the number of jobs scanned, not the page size (a dashboard read, not a hot path).
+-- KEYS: none (derived from the prefix)
+-- ARGV: prefix, now, retention, state ('' = any), queue ('' = any), offset, limit
+-- Returns: the job ids of the page
+local state, q = ARGV[4], ARGV[5]
+local skip, lim = tonumber(ARGV[6]), tonumber(ARGV[7])
+local out = {}
+if lim <= 0 then return out end
+local pos, chunk = 0, 500
+while true do
+  local ids = redis.call('ZREVRANGE', ALL, pos, pos + chunk - 1)
+  if #ids == 0 then return out end
+  for _, id in ipairs(ids) do
+    local ok = true
+    if state ~= '' or q ~= '' then
+      local f = redis.call('HMGET', jk(id), 'st', 'q')
+      ok = f[1] and (state == '' or f[1] == state) and (q == '' or f[2] == q)
+    end
+    if ok then
+      if skip > 0 then
+        skip = skip - 1
+      else
+        out[#out + 1] = id
+        if #out >= lim then return out end
+      end
+    end
+  end
+  pos = pos + chunk
+end
