@@ -36,6 +36,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any
 
@@ -101,8 +102,7 @@ class ChildContext:
     Attributes:
         job_id: the job's id.
         attempt: the attempt number, 1-based.
-        deadline: when the attempt times out, as epoch seconds (``time.time()``), or
-            ``None`` without a timeout.
+        deadline: when the attempt times out (aware UTC datetime), or ``None``.
     """
 
     def __init__(
@@ -116,7 +116,9 @@ class ChildContext:
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
-        self.deadline = deadline
+        self.deadline = (
+            None if deadline is None else datetime.fromtimestamp(deadline, tz=timezone.utc)
+        )
         self._pipe = pipe
         self._every = heartbeat_every
         self._last: float | None = None
@@ -215,6 +217,8 @@ def _error_info(exc: BaseException) -> dict[str, Any]:
     return {
         "error_class": cls.__name__,
         "error_type": f"{cls.__module__}.{cls.__qualname__}",
+        "module": cls.__module__,
+        "qualname": cls.__qualname__,
         "message": str(exc),
         "traceback": tb[-_TRACEBACK_LIMIT:],
         "is_task_error": isinstance(exc, TaskError),

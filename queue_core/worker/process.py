@@ -207,6 +207,25 @@ _STOP_ERROR_TYPES = {
 """``ErrorInfo.error_type`` recorded for attempts whose child did not answer."""
 
 
+_stand_ins: dict[tuple[type[Exception], str, str], type[Any]] = {}
+
+
+def _stand_in_class(base: type[Exception], info: dict[str, Any]) -> type[Any]:
+    """A subclass of ``base`` that carries the original class's name, qualname and module.
+
+    So ``type(exc).__name__`` (and so ``non_retryable`` name matching) sees the original
+    names, while ``isinstance(exc, RemoteError)`` still tells a stand-in apart.
+    """
+    module = info.get("module") or "builtins"
+    qualname = info.get("qualname") or info["error_class"]
+    key = (base, module, qualname)
+    cls = _stand_ins.get(key)
+    if cls is None:
+        cls = type(info["error_class"], (base,), {"__module__": module, "__qualname__": qualname})
+        _stand_ins[key] = cls
+    return cls
+
+
 def _child_error(info: dict[str, Any]) -> ChildError:
     exception: BaseException | None = None
     if info["exception"] is not None:
@@ -217,17 +236,12 @@ def _child_error(info: dict[str, Any]) -> ChildError:
         if isinstance(loaded, BaseException):
             exception = loaded
     if exception is None:
+        names = {"error_class": info["error_class"], "error_type": info["error_type"]}
         if info["is_task_error"]:
-            exception = RemoteTaskError(
-                info["message"],
-                error_class=info["error_class"],
-                error_type=info["error_type"],
-                non_retryable=info["non_retryable"],
-            )
+            cls = _stand_in_class(RemoteTaskError, info)
+            exception = cls(info["message"], non_retryable=info["non_retryable"], **names)
         else:
-            exception = RemoteError(
-                info["message"], error_class=info["error_class"], error_type=info["error_type"]
-            )
+            exception = _stand_in_class(RemoteError, info)(info["message"], **names)
     return ChildError(
         error_class=info["error_class"],
         error_type=info["error_type"],

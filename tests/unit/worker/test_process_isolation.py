@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from queue_core.errors import ConfigError, TaskError
+from queue_core.policy.classify import error_names
 from queue_core.worker._child import heartbeat_due
 from queue_core.worker.process import (
     ProcessOutcome,
@@ -165,6 +166,8 @@ async def test_unpicklable_task_error_gets_a_stand_in_that_stays_fatal(
     assert result.error.error_class == "PickyTaskError"
     assert result.error.error_type == f"{TASKS}.PickyTaskError"
     assert str(exc) == "7: unpicklable"
+    assert type(exc).__name__ == "PickyTaskError"  # so non_retryable names still match
+    assert error_names(exc) == ("PickyTaskError", f"{TASKS}.PickyTaskError")
 
 
 async def test_unreplayable_plain_error_gets_a_plain_stand_in(pool: ProcessPool) -> None:
@@ -175,6 +178,7 @@ async def test_unreplayable_plain_error_gets_a_plain_stand_in(pool: ProcessPool)
     # ConfigError's required ``code`` keyword cannot be replayed by pickle.
     assert isinstance(exc, RemoteError) and not isinstance(exc, (TaskError, ConfigError))
     assert exc.error_class == "ConfigError"
+    assert error_names(exc) == ("ConfigError", "queue_core.errors.ConfigError")
     assert result.error.error_type == "queue_core.errors.ConfigError"
 
 
@@ -355,7 +359,9 @@ async def test_context_carries_job_attempt_and_deadline(pool: ProcessPool) -> No
 
     ctx = result.value
     assert ctx["job_id"] == "job-9" and ctx["attempt"] == 2
-    assert before + 30 <= ctx["deadline"] <= time.time() + 30
+    deadline = ctx["deadline"]
+    assert deadline.tzinfo is not None  # aware UTC, like JobContext.deadline
+    assert before + 30 <= deadline.timestamp() <= time.time() + 30
     assert ctx["cancelled"] is False
 
 
