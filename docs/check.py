@@ -45,9 +45,9 @@ def main() -> int:
             commands.extend(f"{name} {sub}" for sub in command.commands)
         else:
             commands.append(name)
-    for command in commands:
-        if command not in cli_doc:
-            problems.append(f"CLI command `{command}` is not documented in docs/guides/cli.md")
+    for command_line in commands:
+        if command_line not in cli_doc:
+            problems.append(f"CLI command `{command_line}` is not documented in docs/guides/cli.md")
 
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -102,8 +102,8 @@ def main() -> None:
     queue.run_worker(burst=True, slots=4)
     replay = queue.job(new_id)
     describe(replay)
-    print(f"  replay_of={replay.info().replay_of[:8] if replay.info().replay_of else None}"
-          f"; dead-letter entries left: {len(queue.dead_letters())}")
+    replay_of = replay.info().replay_of or ""
+    print(f"  replay_of={replay_of[:8]}; dead-letter entries left: {len(queue.dead_letters())}")
     print("\nInspect the same data from the CLI:\n"
           f"  queue-core dlq list --url sqlite:///{DB}\n"
           f"  queue-core jobs show {new_id} --url sqlite:///{DB}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from queue_core import AttemptRecord, DeadJob, JobInfo, JobState, Queue
 from tests.contrib.conftest import App, Populated
@@ -97,7 +98,7 @@ def test_dlq_list_json_has_the_deadjob_fields(run, populated: Populated):
     entries = json.loads(result.stdout)
     assert len(entries) == 4
     assert all(set(e) >= DEAD_FIELDS - {"payload"} for e in entries)
-    by_task: dict[str, list[dict]] = {}
+    by_task: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         by_task.setdefault(e["task_name"], []).append(e)
     assert sorted(e["job_id"] for e in by_task["app.explode"]) == sorted(populated.explode_ids)
