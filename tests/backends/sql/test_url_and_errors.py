@@ -1,0 +1,95 @@
+"""URL handling, password masking and driver-error translation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.sql import SQLStorage
+from queue_core.errors import ConfigError, StorageError, StorageUnavailable
+from queue_core.registry import open_storage
+from queue_core.testing import DAY, T0, new_job
+
+
+def test_sqlite_url_resolves_through_the_registry(tmp_path: Path) -> None:
+    storage = open_storage(f"sqlite:///{tmp_path / 'q.db'}")
+    try:
+        assert isinstance(storage, SQLStorage)
+        assert storage.dialect == "sqlite"
+        assert storage.retention_ms == 7 * DAY
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected_ms"),
+    [("7d", 7 * 86_400_000), ("12h", 12 * 3_600_000), ("90", 90_000), ("1d12h", 129_600_000)],
+)
+def test_retention_in_the_url_is_parsed_and_stripped(
+    tmp_path: Path, query: str, expected_ms: int
+) -> None:
+    storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'q.db'}?retention={query}")
+    try:
+        assert storage.retention_ms == expected_ms
+        assert "retention=" not in repr(storage)
+        storage.enqueue([new_job()], now=T0)  # SQLAlchemy never saw the parameter
+    finally:
+        storage.close()
+
+
+def test_bad_retention_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        SQLStorage.from_url(f"sqlite:///{tmp_path / 'q.db'}?retention=soon")
+    assert info.value.code == "invalid_duration"
+
+
+def test_unsupported_sql_scheme_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        SQLStorage("mysql://u:pw@localhost/db")
+    assert info.value.code == "unknown_scheme"
+    assert "pw" not in str(info.value)
+
+
+def test_plain_postgresql_url_means_psycopg_and_repr_masks_the_password() -> None:
+    storage = SQLStorage("postgresql://alice:s3cret-pw@127.0.0.1:1/db")
+    try:
+        assert storage.dialect == "postgresql"
+        assert "s3cret-pw" not in repr(storage)
+        assert "postgresql+psycopg://alice:***@127.0.0.1:1/db" in repr(storage)
+    finally:
+        storage.close()
+
+
+def test_unreachable_postgres_is_storage_unavailable_without_the_password() -> None:
+    storage = SQLStorage("postgresql+psycopg://alice:s3cret-pw@127.0.0.1:1/db")
+    try:
+        with pytest.raises(StorageUnavailable) as info:
+            storage.enqueue([new_job()], now=T0)
+        assert "s3cret-pw" not in str(info.value)
+        assert "***" in str(info.value)
+    finally:
+        storage.close()
+
+
+def test_unopenable_sqlite_file_is_storage_unavailable(tmp_path: Path) -> None:
+    storage = SQLStorage(f"sqlite:///{tmp_path / 'missing-dir' / 'q.db'}")
+    try:
+        with pytest.raises(StorageUnavailable):
+            storage.get_job("x")
+    finally:
+        storage.close()
+
+
+def test_duplicate_id_is_a_storage_error_and_stores_nothing(tmp_path: Path) -> None:
+    storage = SQLStorage(f"sqlite:///{tmp_path / 'q.db'}")
+    try:
+        job = new_job()
+        storage.enqueue([job], now=T0)
+        other = new_job()
+        with pytest.raises(StorageError) as info:
+            storage.enqueue([other, job], now=T0)
+        assert not isinstance(info.value, StorageUnavailable)
+        assert storage.get_job(other.id) is None
+    finally:
+        storage.close()
