@@ -3,16 +3,16 @@
 ::
 
     QueueCoreError
-    ├── ConfigError            bad option, duration, URL or scheme (also a ValueError)
-    ├── SerializationError     arguments or a result the serializer cannot carry (also a ValueError)
-    ├── StorageError           anything a backend could not do; drivers are translated to these
+    ├── ConfigError            bad option, duration, URL or scheme (a ValueError)
+    ├── SerializationError     what the serializer cannot carry (a ValueError)
+    ├── StorageError           a backend failed; driver errors are translated to it
     │   ├── StorageUnavailable     the server cannot be reached (workers retry with backoff)
     │   ├── LeaseLost              fencing: the attempt named is no longer the current one
     │   ├── NotFound               no job / dead-letter entry with that id
     │   └── SchemaMismatch         the stored schema is newer than this code
     ├── TaskError              raised by task bodies to say how to classify a failure
     │   └── NonRetryableError      never retried: dead-lettered at once
-    └── JobError               what ``JobHandle.result()`` raises for a finished job that has no value
+    └── JobError               raised by ``JobHandle.result()`` for a job with no value
         ├── JobFailed              the job is dead; ``.dead`` carries the dead-letter entry
         ├── JobCancelled           the job was cancelled
         └── JobSkipped             the job was skipped at enqueue (concurrency limit)

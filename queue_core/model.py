@@ -279,7 +279,8 @@ class ReapedJob:
     outcome: Outcome | None
     """``lost`` / ``timed_out`` / ``cancelled``; ``None`` for schedule-to-start."""
     reason: str
-    """``lease_expired``, ``timeout``, ``heartbeat_timeout``, ``schedule_to_start``, ``cancelled``."""
+    """``lease_expired``, ``timeout``, ``heartbeat_timeout``, ``schedule_to_start``,
+    ``cancelled``."""
     state: JobState
     """The job's state after the reap (``queued`` to retry, ``dead``, ``cancelled``)."""
 
