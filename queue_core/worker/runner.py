@@ -24,9 +24,11 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
+from queue import SimpleQueue
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 from anyio import to_thread
 
 from queue_core.context import JobContext
@@ -123,6 +125,57 @@ class _CallOptions:
         self.isolation: str | None = check_isolation(iso) if iso is not None else None
         kg = data.get("kill_grace")
         self.kill_grace: float | None = float(kg) if kg is not None else None
+
+
+class _BodyThreads:
+    """Daemon threads that run sync bodies; each end is handed back to the event loop.
+
+    Daemon threads, so a body that never returns cannot keep the process alive after
+    the worker has shut down (it was recorded and released already). Completions are
+    scheduled on the loop without a round trip (``run_sync_soon``), and no task or
+    thread is created per job.
+    """
+
+    def __init__(self, on_done: Callable[[Attempt, bool, Any], None]) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._on_done = on_done
+        self._jobs: SimpleQueue[tuple[Attempt, Callable[[], Any]] | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, att: Attempt, call: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                t = threading.Thread(target=self._main, name="queue-core body", daemon=True)
+                self._threads.append(t)
+                t.start()
+        self._jobs.put((att, call))
+
+    def _main(self) -> None:
+        get, done, token = self._jobs.get, self._on_done, self._token
+        soon = token.backend_class.run_sync_soon
+        while True:
+            item = get()
+            if item is None:
+                return
+            att, call = item
+            try:
+                result: tuple[bool, Any] = (True, call())
+            except BaseException as exc:  # noqa: BLE001 - carried back to the loop
+                result = (False, exc)
+            with self._lock:
+                self._idle += 1
+            try:
+                soon(done, (att, *result), token.native_token)
+            except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
+                return
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
 
 
 class Worker:
@@ -244,6 +297,7 @@ class Worker:
         self._hb_wake = anyio.Event()
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
+        self._threads = _BodyThreads(self._thread_done)
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -258,6 +312,7 @@ class Worker:
             await self._claim_loop()
             await self._shutdown()
             tg.cancel_scope.cancel()
+        self._threads.close()
         if self._process_pool is not None:
             await self._process_pool.aclose()
         log.info("worker %s stopped after %d attempts", self.id, self._processed)
@@ -366,7 +421,10 @@ class Worker:
             )
             self._free(att)
             return
-        self._tg.start_soon(self._run, att)
+        if task.is_async or task.isolation == "process" or job.options:
+            self._tg.start_soon(self._run, att)
+        else:
+            self._start_thread(att, task)
 
     async def _run(self, att: Attempt) -> None:
         job = att.job
@@ -386,6 +444,7 @@ class Worker:
                     Decision(action=Action.DEAD, reason=Reason.BAD_PAYLOAD.value),
                     error=error_info(exc),
                 )
+                self._free(att)
                 return
             if task.is_async:
                 att.mode = "async"
@@ -398,10 +457,63 @@ class Worker:
                     att.mode = "process"
                     await self._run_process(att, task, args, kwargs)
                 else:
-                    att.mode = "thread"
-                    if task.takes_ctx:
-                        kwargs["ctx"] = self._context(att, loop=False)
-                    await self._run_thread(att, task, args, kwargs)
+                    self._start_thread(att, task, (args, kwargs))
+                    return  # the slot is freed when the thread reports back
+        except BaseException:
+            self._free(att)
+            raise
+        else:
+            if att.ctx is not None:
+                att.ctx._close()
+            self._free(att)
+
+    def _start_thread(
+        self,
+        att: Attempt,
+        task: Task[Any, Any],
+        decoded: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+    ) -> None:
+        job = att.job
+        if decoded is None:
+            try:
+                decoded = self._serializer.loads_payload(job.payload)
+            except Exception as exc:  # noqa: BLE001 - any decode failure is a bad payload
+                self._end(
+                    att,
+                    Outcome.FAILED,
+                    Reason.BAD_PAYLOAD,
+                    Decision(action=Action.DEAD, reason=Reason.BAD_PAYLOAD.value),
+                    error=error_info(exc),
+                )
+                self._free(att)
+                return
+        args, kwargs = decoded
+        if task.takes_ctx:
+            kwargs["ctx"] = self._context(att, loop=False)
+        if job.timeout_ms is not None:
+            att.deadline = anyio.current_time() + job.timeout_ms / 1000.0
+        func, dumps = task.func, self._serializer.dumps_result
+        self._threads.submit(att, lambda: dumps(func(*args, **kwargs)))
+
+    def _thread_done(self, att: Attempt, ok: bool, value: Any) -> None:
+        """On the loop: a sync body returned (``ok``) or raised (``value``)."""
+        try:
+            if att.ended:  # timed out (stuck), lease lost or released meanwhile
+                return
+            if att.stop_requested():
+                self._stopped_end(att)
+            elif ok:
+                self._succeed(att, value)
+            elif isinstance(value, SerializationError):
+                self._end(
+                    att,
+                    Outcome.FAILED,
+                    Reason.ERROR,
+                    Decision(action=Action.DEAD, reason=Reason.FATAL.value),
+                    error=error_info(value),
+                )
+            else:
+                self._fail(att, value)
         finally:
             if att.ctx is not None:
                 att.ctx._close()
@@ -581,41 +693,6 @@ class Worker:
             self._succeed(att, data)
         if scope.cancelled_caught:
             self._stopped_end(att)
-
-    async def _run_thread(
-        self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        timeout_ms = att.job.timeout_ms
-        if timeout_ms is not None:
-            att.deadline = anyio.current_time() + timeout_ms / 1000.0
-        func = task.func
-        dumps = self._serializer.dumps_result
-
-        def call() -> tuple[bool, Any]:
-            try:
-                return True, dumps(func(*args, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - carried back to the loop
-                return False, exc
-
-        ok, value = await to_thread.run_sync(call, limiter=self._bodies, abandon_on_cancel=True)
-        if att.ended:  # timed out (stuck), lease lost or released meanwhile
-            return
-        if att.stop_requested():
-            self._stopped_end(att)
-        elif ok:
-            self._succeed(att, value)
-        elif isinstance(value, SerializationError):
-            self._end(
-                att,
-                Outcome.FAILED,
-                Reason.ERROR,
-                Decision(action=Action.DEAD, reason=Reason.FATAL.value),
-                error=error_info(value),
-            )
-        elif isinstance(value, Exception):
-            self._fail(att, value)
-        else:
-            self._fail(att, value)
 
     async def _run_process(
         self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
