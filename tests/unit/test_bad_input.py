@@ -138,7 +138,11 @@ def test_unserializable_args_write_nothing(queue: Queue) -> None:
 
 @pytest.mark.parametrize(
     ("url", "code"),
-    [("bogus://x", "unknown_scheme"), ("not a url", "invalid_url"), ("redsi://h", "unknown_scheme")],
+    [
+        ("bogus://x", "unknown_scheme"),
+        ("not a url", "invalid_url"),
+        ("redsi://h", "unknown_scheme"),
+    ],
 )
 def test_bad_url(url: str, code: str) -> None:
     with pytest.raises(ConfigError) as err:
