@@ -8,6 +8,9 @@ serves SQLite and PostgreSQL; where the dialects differ it is spelled out here:
   are judged by one clock; SQLite always receives the local clock from Python.
 * ``FOR UPDATE [SKIP LOCKED]`` is rendered on PostgreSQL only; on SQLite every write
   transaction is ``BEGIN IMMEDIATE``, which already serialises writers.
+* Statements run with ``executemany`` on the hot path (:data:`MANY`) hold only
+  ``b_*`` parameters (constants are literals), so they can be compiled once and sent
+  straight to the driver, skipping SQLAlchemy's per-row parameter processing.
 * State filters are literals (``state = 'queued'``), never parameters, so that SQLite
   and PostgreSQL can prove that the partial indexes apply.
 """
@@ -26,6 +29,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     or_,
     select,
     text,
@@ -34,7 +38,10 @@ from sqlalchemy import (
 
 from backends.sql.schema import attempts, dead, jobs
 
-__all__ = ["PG_NOW_SQL", "Statements", "state_is"]
+__all__ = ["MANY", "PG_NOW_SQL", "Statements", "state_is"]
+
+MANY = ("start_jobs", "start_attempts", "renew_leases", "end_jobs", "end_attempts")
+"""Statements executed with many parameter rows; see :meth:`Statements.many`."""
 
 PG_NOW_SQL = "(extract(epoch from statement_timestamp()) * 1000)::bigint"
 """Epoch milliseconds by the PostgreSQL server's clock, stable within one statement."""
@@ -132,8 +139,8 @@ class Statements:
             update(jobs)
             .where(j.seq == _b("b_seq"))
             .values(
-                state="running",
-                reason=None,
+                state=literal_column("'running'"),
+                reason=null(),
                 attempt=_b("b_attempt"),
                 worker_id=_b("b_worker"),
                 lease_token=_b("b_token"),
@@ -141,10 +148,16 @@ class Statements:
                 deadline=_b("b_deadline"),
                 heartbeat_expires_at=_b("b_hb"),
                 started_at=_b("b_started"),
-                expires_at=None,
+                expires_at=null(),
             )
         )
         self.insert_attempts = insert(attempts)
+        self.start_attempts = insert(attempts).values(
+            job_id=_b("b_job_id"),
+            number=_b("b_number"),
+            worker_id=_b("b_worker"),
+            started_at=_b("b_started"),
+        )
 
         # ---------------------------------------------------------------- renew / heartbeat
         self.select_current = (
@@ -245,10 +258,10 @@ class Statements:
                 error_message=_b("b_error_message"),
                 error_traceback=_b("b_error_traceback"),
                 dead_id=_b("b_dead_id"),
-                lease_token=None,
-                lease_expires_at=None,
-                deadline=None,
-                heartbeat_expires_at=None,
+                lease_token=null(),
+                lease_expires_at=null(),
+                deadline=null(),
+                heartbeat_expires_at=null(),
             )
         )
         a = attempts.c

@@ -35,7 +35,7 @@ from typing_extensions import Self
 
 from backends.sql import schema
 from backends.sql.errors import translate_errors
-from backends.sql.queries import Statements
+from backends.sql.queries import MANY, Statements
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound
 from queue_core.model import (
@@ -280,6 +280,11 @@ class SQLStorage(Storage):
         self._memory = not self._postgres and sa_url.database in (None, "", ":memory:")
         with translate_errors(self._masked, secret=self._secret):
             self._engine = self._make_engine(pool_size, max_overflow, echo)
+        self._many_sql: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+        for name in MANY:
+            compiled = getattr(self._q, name).compile(dialect=self._engine.dialect)
+            order = compiled.positiontup
+            self._many_sql[name] = (str(compiled), tuple(order) if order else None)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -386,6 +391,14 @@ class SQLStorage(Storage):
         stmt = self._q.server_now_notify if notify else self._q.server_now
         value = int(conn.execute(stmt).scalar_one())
         return now if now is not None else value
+
+    def _many(self, conn: Connection, name: str, rows: list[dict[str, Any]]) -> None:
+        """Run a :data:`MANY` statement over ``rows`` straight through the driver."""
+        sql, order = self._many_sql[name]
+        if order is None:
+            conn.exec_driver_sql(sql, rows)
+        else:
+            conn.exec_driver_sql(sql, [tuple(r[k] for k in order) for r in rows])
 
     def _notify(self, conn: Connection) -> None:
         if self._postgres:
@@ -574,12 +587,7 @@ class SQLStorage(Storage):
                     }
                 )
                 records.append(
-                    {
-                        "job_id": r.id,
-                        "number": number,
-                        "worker_id": worker_id,
-                        "started_at": t,
-                    }
+                    {"b_job_id": r.id, "b_number": number, "b_worker": worker_id, "b_started": t}
                 )
                 claimed.append(
                     ClaimedJob(
@@ -601,8 +609,8 @@ class SQLStorage(Storage):
                         started_at=t,
                     )
                 )
-            conn.execute(self._q.start_jobs, starts)
-            conn.execute(self._q.insert_attempts, records)
+            self._many(conn, "start_jobs", starts)
+            self._many(conn, "start_attempts", records)
             return claimed
 
     def _count_running(
@@ -644,7 +652,7 @@ class SQLStorage(Storage):
                 if row.cancel_requested:
                     result.cancel_requested.append(ref)
             if updates:
-                conn.execute(self._q.renew_leases, updates)
+                self._many(conn, "renew_leases", updates)
         return result
 
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
@@ -818,8 +826,8 @@ class SQLStorage(Storage):
                 job_updates.append(params)
                 took.append(True)
             if job_updates:
-                conn.execute(self._q.end_attempts, attempt_updates)
-                conn.execute(self._q.end_jobs, job_updates)
+                self._many(conn, "end_attempts", attempt_updates)
+                self._many(conn, "end_jobs", job_updates)
                 self._bury(conn, graves, int(job_updates[0]["b_finished_at"] or 0) or t)
                 if wake:
                     self._notify(conn)
@@ -914,9 +922,9 @@ class SQLStorage(Storage):
                         )
                     )
             if attempt_updates:
-                conn.execute(self._q.end_attempts, attempt_updates)
+                self._many(conn, "end_attempts", attempt_updates)
             if job_updates:
-                conn.execute(self._q.end_jobs, job_updates)
+                self._many(conn, "end_jobs", job_updates)
                 self._bury(conn, graves, t)
             if wake:
                 self._notify(conn)
