@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -43,8 +43,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_redis_server(port: int | None = None, workdir: str | None = None) -> RedisServer:
+def start_redis_server(
+    port: int | None = None, workdir: str | None = None, extra_args: Sequence[str] = ()
+) -> RedisServer:
     """Start redis-server on loopback (no RDB, no AOF) and wait until it answers PING.
+
+    ``extra_args`` are appended to the command line and override the defaults (e.g.
+    ``["--appendonly", "yes"]`` for a server whose data survives a restart).
 
     Raises:
         RuntimeError: the server did not come up within 10 s (its log is in the message).
@@ -61,6 +66,7 @@ def start_redis_server(port: int | None = None, workdir: str | None = None) -> R
             "--dir", workdir,
             "--databases", "16",
             "--logfile", f"{workdir}/redis.log",
+            *extra_args,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
