@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from queue_core.errors import StorageError
@@ -95,6 +97,22 @@ class EnqueueContract(ContractBase):
         storage.enqueue([job], now=T0)
         assert storage.list_attempts(job.id) == []
         assert storage.list_attempts("0" * 32) == []
+
+    def test_now_none_reads_the_storage_clock(self, storage: Storage) -> None:
+        """With ``now=None`` the storage judges and stamps times by its own clock. The
+        servers under test run on this machine, so that clock is within a minute of
+        ours; the job is ready at once and its times are close to the local time."""
+        before = time.time_ns() // 1_000_000
+        job = new_job()
+        assert storage.enqueue([job], now=None) == [JobState.QUEUED]
+        claimed = storage.claim("w", ["default"], 5, 30 * SEC, now=None)
+        after = time.time_ns() // 1_000_000
+        assert [c.id for c in claimed] == [job.id]
+        got = claimed[0]
+        rec = job_of(storage, job.id)
+        for stamp in (rec.enqueued_at, rec.run_at, got.started_at):
+            assert before - 60 * SEC <= stamp <= after + 60 * SEC
+        assert got.lease_expires_at == got.started_at + 30 * SEC
 
     def test_replay_of_is_stored_verbatim(self, storage: Storage) -> None:
         job = new_job(replay_of="f" * 32)
