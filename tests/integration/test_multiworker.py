@@ -1,0 +1,154 @@
+"""Several real worker processes on one storage, specified once for every backend.
+
+Workers are the console script (``queue-core worker … --burst``) running
+:mod:`tests.integration.helpers.drain_app`; every execution of a body appends start and
+end lines to a log the test reads afterwards, so "exactly once" is checked from what
+actually ran, not from what storage says.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from queue_core import JobState, Outcome, Queue
+from tests.integration.helpers.drain_app import (
+    count_started,
+    read_log,
+    register,
+    spawn_workers,
+    stop_all,
+    wait_all,
+    wait_for,
+)
+
+BACKENDS = ["sqlite", "postgresql", "redis", "sqs"]
+
+
+@pytest.fixture
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty storage of the parametrized backend (real servers, a real file)."""
+    backend = request.param
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.db'}"
+    fixture = {"postgresql": "postgres_url", "redis": "redis_url", "sqs": "sqs_url"}[backend]
+    return str(request.getfixturevalue(fixture))
+
+
+def _producer(url: str) -> Queue:
+    q = Queue(url)
+    q.migrate()
+    return q
+
+
+def _assert_all_succeeded(q: Queue, n: int) -> None:
+    stats = {s.queue: s for s in q.stats()}
+    assert set(stats) == {"default"}
+    s = stats["default"]
+    counts = (s.ready, s.scheduled, s.running, s.dead, s.cancelled, s.skipped, s.timed_out)
+    assert (s.succeeded, counts) == (n, (0, 0, 0, 0, 0, 0, 0))
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("url", BACKENDS, indirect=True)
+def test_four_workers_drain_5000_jobs_each_exactly_once(url: str, tmp_path: Path) -> None:
+    n = 5000
+    log = tmp_path / "executions.log"
+    q = _producer(url)
+    try:
+        handles = register(q).map([(i,) for i in range(n)])
+        workers = spawn_workers(url, log, 4, "--burst")
+        try:
+            wait_all(workers, log, timeout=360)
+        finally:
+            stop_all(workers)
+        runs = read_log(log)
+        assert sorted(runs) == list(range(n)), "some job never ran"
+        twice = {i: execs for i, execs in runs.items() if len(execs) != 1}
+        assert not twice, f"{len(twice)} jobs ran more than once, e.g. {list(twice.items())[:3]}"
+        assert {execs[0].attempt for execs in runs.values()} == {1}
+        assert all(execs[0].ended is not None for execs in runs.values())
+        # the work was shared: every worker process ran some of it
+        assert {execs[0].pid for execs in runs.values()} == {w.pid for w in workers}
+        _assert_all_succeeded(q, n)
+        for h in random.Random(7).sample(handles, 25):
+            i = int(h.info().result)
+            assert h.status() is JobState.SUCCEEDED
+            assert [a.outcome for a in h.attempts()] == [Outcome.SUCCEEDED]
+            assert runs[i][0].attempt == 1
+    finally:
+        q.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("url", BACKENDS, indirect=True)
+def test_sigkilled_worker_mid_drain_loses_no_job_and_runs_none_twice_at_once(
+    url: str, tmp_path: Path
+) -> None:
+    n = 2000
+    log = tmp_path / "executions.log"
+    q = _producer(url)
+    try:
+        handles = register(q).map([(i,) for i in range(n)])
+        by_arg = dict(enumerate(handles))
+        workers = spawn_workers(
+            url, log, 4, "--burst", "--reap-interval", "0.5", sleep=0.005, lease=2.0
+        )
+        victim = workers[0]
+        try:
+            mark = f" {victim.pid} ".encode()
+
+            def victim_busy() -> bool:
+                if count_started(log) < n // 4:
+                    return False
+                with open(log, "rb") as f:
+                    return sum(1 for line in f if mark in line) >= 20
+
+            wait_for(victim_busy, 120, "the victim worker is draining")
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait(10)
+            wait_all(workers[1:], log, timeout=240)
+        finally:
+            stop_all(workers)
+        assert victim.returncode == -signal.SIGKILL
+
+        runs = read_log(log)
+        assert sorted(runs) == list(range(n)), "some job never ran"
+        _assert_all_succeeded(q, n)
+        lost = 0
+        for i, execs in runs.items():
+            attempts = [e.attempt for e in execs]
+            assert len(set(attempts)) == len(attempts), f"job {i}: one attempt ran twice {execs}"
+            # never two executions of one job at once: each ended before the next began,
+            # unless it died with the victim
+            for prev, nxt in zip(execs, execs[1:], strict=False):
+                if prev.ended is None:
+                    assert prev.pid == victim.pid, f"job {i}: {prev} never ended"
+                else:
+                    assert prev.ended <= nxt.started, f"job {i}: {prev} overlaps {nxt}"
+            unfinished = [e for e in execs if e.ended is None]
+            assert all(e.pid == victim.pid for e in unfinished), f"job {i}: {execs}"
+            if len(execs) == 1 and execs[0].attempt == 1 and execs[0].pid != victim.pid:
+                continue  # untouched by the kill
+            records = by_arg[i].attempts()
+            outcomes = [r.outcome for r in records]
+            if execs[-1].pid == victim.pid and len(records) == 1:
+                # the victim finished and recorded it before it died
+                assert outcomes == [Outcome.SUCCEEDED] and execs[-1].ended is not None
+                continue
+            assert [r.number for r in records] == list(range(1, len(records) + 1))
+            assert outcomes == [Outcome.LOST] * (len(records) - 1) + [Outcome.SUCCEEDED], (
+                f"job {i}: {records}"
+            )
+            assert set(attempts) <= {r.number for r in records}
+            assert execs[-1].attempt == records[-1].number and execs[-1].pid != victim.pid
+            for r in records[:-1]:
+                assert r.reason == "lease_expired"
+            lost += len(records) - 1
+        assert lost >= 1, "the kill hit no running attempt"
+    finally:
+        q.close()
