@@ -67,6 +67,22 @@ _POLL_MIN: Final = 0.001
 _POLL_MAX: Final = 0.008
 _WAKEUP_WAIT: Final = 1.0
 _WATCH_EVERY: Final = 0.05
+_DEADLINE_LEAD: Final = 0.2
+
+
+def _deadline(att: Attempt) -> float | None:
+    """When the worker ends ``att`` for its ``timeout`` (monotonic), or ``None``.
+
+    Counted from before the claim (storage counts from the claim), and acted on a little
+    early (``_DEADLINE_LEAD``, at most a tenth of the timeout): storage reaps the attempt
+    at its own deadline, and the worker's record -- with the mode and the error -- must
+    land first, or it is refused as no longer current.
+    """
+    timeout_ms = att.job.timeout_ms
+    if timeout_ms is None:
+        return None
+    timeout = timeout_ms / 1000.0
+    return att.claimed_at + timeout - min(_DEADLINE_LEAD, timeout / 10.0)
 
 
 def worker_id() -> str:
@@ -354,6 +370,7 @@ class Worker:
                 with anyio.move_on_after(0.2):
                     await self._slot_wake.wait()
                 continue
+            claimed_at = anyio.current_time()
             try:
                 jobs = await to_thread.run_sync(
                     claim, wid, queues, free, lease_ms, limiter=self._io
@@ -367,7 +384,7 @@ class Worker:
             if jobs:
                 poll = _POLL_MIN
                 for job in jobs:
-                    self._start(job)
+                    self._start(job, claimed_at)
                 continue
             if self.burst and not table.running and await self._burst_done():
                 return
@@ -401,9 +418,10 @@ class Worker:
 
     # ------------------------------------------------------------------ attempts
 
-    def _start(self, job: ClaimedJob) -> None:
+    def _start(self, job: ClaimedJob, claimed_at: float | None = None) -> None:
         task = self._tasks.get(job.task_name)
         att = Attempt(job, task)
+        att.claimed_at = anyio.current_time() if claimed_at is None else claimed_at
         self._table.add(att)
         if task is None:
             exc = ConfigError(
@@ -490,8 +508,7 @@ class Worker:
         args, kwargs = decoded
         if task.takes_ctx:
             kwargs["ctx"] = self._context(att, loop=False)
-        if job.timeout_ms is not None:
-            att.deadline = anyio.current_time() + job.timeout_ms / 1000.0
+        att.deadline = _deadline(att)
         func, dumps = task.func, self._serializer.dumps_result
         self._threads.submit(att, lambda: dumps(func(*args, **kwargs)))
 
@@ -658,8 +675,8 @@ class Worker:
     async def _run_async(
         self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        timeout_ms = att.job.timeout_ms
-        timeout = None if timeout_ms is None else timeout_ms / 1000.0
+        deadline = _deadline(att)
+        timeout = None if deadline is None else max(0.0, deadline - anyio.current_time())
         with anyio.CancelScope() as scope:
             att.scope = scope
             if att.stop_requested():
@@ -707,6 +724,7 @@ class Worker:
         if att.call is not None and att.call.kill_grace is not None:
             kill_grace = att.call.kill_grace
         hb = self._queue_heartbeat(att) if job.heartbeat_ms else None
+        att.deadline = deadline = _deadline(att)
         res = await self._process_pool.run(
             task.func.__module__,
             task.func.__qualname__,
@@ -714,7 +732,7 @@ class Worker:
             kwargs,
             job_id=job.id,
             attempt=job.attempt,
-            timeout=None if job.timeout_ms is None else job.timeout_ms / 1000.0,
+            timeout=None if deadline is None else max(0.0, deadline - anyio.current_time()),
             kill_grace=kill_grace if kill_grace is not None else DEFAULT_KILL_GRACE,
             heartbeat=hb,
             heartbeat_every=(job.heartbeat_ms or 3000) / 3000.0,
@@ -863,7 +881,7 @@ class Worker:
                     self._stop_attempt(att)
 
     async def _watchdog(self) -> None:
-        """Records thread-mode attempts past their deadline; their threads go on (stuck)."""
+        """Records attempts past their deadline (process groups get stopped; threads: stuck)."""
         table = self._table
         while True:
             await anyio.sleep(_WATCH_EVERY)
@@ -872,6 +890,10 @@ class Worker:
             now = anyio.current_time()
             for att in list(table.running.values()):
                 if att.deadline is not None and now >= att.deadline and not att.stuck:
+                    if att.mode == "process":
+                        if not att.ended:
+                            self._timed_out(att)
+                        continue
                     if not att.ended:
                         self._timed_out(att)
                     table.mark_stuck(att)

@@ -39,6 +39,7 @@ class Attempt:
         "lease_lost",
         "deadline",
         "call",
+        "claimed_at",
     )
 
     def __init__(self, job: ClaimedJob, task: Task[Any, Any] | None) -> None:
@@ -56,9 +57,11 @@ class Attempt:
         self.cancel_requested = False
         self.lease_lost = False
         self.deadline: float | None = None
-        """Monotonic deadline of a thread-mode attempt (watched by the worker)."""
+        """Monotonic deadline of a thread- or process-mode attempt (watched by the worker)."""
         self.call: Any = None
         """Per-call overrides parsed from ``job.options``."""
+        self.claimed_at = 0.0
+        """Monotonic time (``anyio.current_time()``) taken just before the claim."""
 
     def stop_requested(self) -> bool:
         return self.cancel_requested or self.lease_lost or self.released
