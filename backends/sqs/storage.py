@@ -60,6 +60,8 @@ _MAX_DELAY_S = 900  # SQS DelaySeconds ceiling
 _MAX_VISIBILITY_S = 43_200
 _TX_MAX = 100  # items per TransactWriteItems
 _PRIO_BIAS = 1 << 40
+_INLINE = 256 * 1024  # payloads above this live in chunk items (400 KB item limit)
+_CHUNK = 300 * 1024
 _FINISHED = frozenset(s for s in JobState if s.finished)
 
 Item = dict[str, Any]
@@ -532,6 +534,26 @@ class SQSStorage(Storage):
             ConsistentRead=True,
         )
 
+    def _chunk_puts(self, pk: str, payload: bytes) -> list[dict[str, Any]]:
+        """Put actions for the chunk items of a payload too large to sit inline."""
+        return [
+            {"Put": {"TableName": self.table, "Item": _encode_item(
+                {"pk": pk, "sk": f"P#{i:04d}", "d": payload[off : off + _CHUNK]}
+            )}}
+            for i, off in enumerate(range(0, len(payload), _CHUNK))
+        ]
+
+    def _payload(self, item: Item) -> bytes:
+        """An item's payload: inline, or joined from its chunk items."""
+        if not item.get("plc"):
+            return bytes(item.get("pl", b""))
+        parts = self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :c)",
+            ExpressionAttributeValues=_vals(pk=item["pk"], c="P#"),
+            ConsistentRead=True,
+        )
+        return b"".join(c["d"] for c in sorted(parts, key=lambda c: c["sk"]))
+
     # ------------------------------------------------------------------ records
 
     @staticmethod
@@ -551,8 +573,7 @@ class SQSStorage(Storage):
             mode=a.get("mode"),
         )
 
-    @staticmethod
-    def _job_record(item: Item) -> JobRecord:
+    def _job_record(self, item: Item) -> JobRecord:
         err = item.get("err")
         return JobRecord(
             id=item["id"],
@@ -560,7 +581,7 @@ class SQSStorage(Storage):
             queue=item["q"],
             state=JobState(item["st"]),
             reason=item.get("rsn"),
-            payload=item.get("pl", b""),
+            payload=self._payload(item),
             result=item.get("res"),
             error=ErrorInfo(
                 error_class=err.get("ec", ""),
@@ -589,7 +610,7 @@ class SQSStorage(Storage):
             job_id=d["job"],
             task_name=d["task"],
             queue=d["q"],
-            payload=d.get("pl", b""),
+            payload=self._payload(d),
             error=d.get("error"),
             error_class=d.get("ec"),
             reason=d["rsn"],
@@ -600,9 +621,11 @@ class SQSStorage(Storage):
 
     def _dead_entry(
         self, job: Item, reason: str, error: ErrorInfo | None, attempts: list[Item], now: int
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> tuple[str, list[dict[str, Any]]]:
         dead_id = uuid.uuid4().hex
         lx = f"{now:016d}#{dead_id}"
+        payload = self._payload(job)
+        chunked = len(payload) > _INLINE
         spec = {k: job.get(k) for k in ("pr", "ma", "ld", "to", "hbms", "s2s", "ck", "cl", "cs",
                                          "opt", "rof")}
         entry: Item = {
@@ -612,7 +635,8 @@ class SQSStorage(Storage):
             "job": job["id"],
             "task": job["task"],
             "q": job["q"],
-            "pl": job.get("pl", b""),
+            "pl": None if chunked else payload,
+            "plc": len(range(0, len(payload), _CHUNK)) if chunked else None,
             "error": error.message if error else None,
             "ec": error.error_class if error else None,
             "rsn": reason,
@@ -631,7 +655,8 @@ class SQSStorage(Storage):
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         }
-        return dead_id, put
+        chunks = self._chunk_puts(entry["pk"], payload) if chunked else []
+        return dead_id, [put, *chunks]
 
     # ------------------------------------------------------------------ enqueue
 
@@ -643,7 +668,10 @@ class SQSStorage(Storage):
             "id": spec.id,
             "task": spec.task_name,
             "q": spec.queue,
-            "pl": spec.payload,
+            "pl": spec.payload if len(spec.payload) <= _INLINE else None,
+            "plc": len(range(0, len(spec.payload), _CHUNK))
+            if len(spec.payload) > _INLINE
+            else None,
             "pr": spec.priority,
             "enq": t,
             "seq": seq,
@@ -693,7 +721,13 @@ class SQSStorage(Storage):
             plain: list[dict[str, Any]] = []
             keyed: dict[str, int] = {}
             for i, (spec, item) in enumerate(zip(jobs, items)):
-                if spec.concurrency_key is None:
+                if item.get("plc"):
+                    big = [self._put(item), *self._chunk_puts(item["pk"], spec.payload)]
+                    if spec.concurrency_key is not None and not spec.concurrency_skip:
+                        big.append({"Update": self._counter(spec.concurrency_key, act=1)})
+                    if spec.concurrency_key is None or not spec.concurrency_skip:
+                        self._tx_or_duplicate(big)
+                elif spec.concurrency_key is None:
                     plain.append(self._put(item))
                 elif not spec.concurrency_skip:
                     plain.append(self._put(item))
@@ -708,8 +742,9 @@ class SQSStorage(Storage):
                 counter = self._counter(
                     spec.concurrency_key, act=1, limit_on="act", limit=spec.concurrency_limit
                 )
+                chunks = self._chunk_puts(item["pk"], spec.payload) if item.get("plc") else []
                 try:
-                    self._transact([self._put(item), {"Update": counter}])
+                    self._transact([self._put(item), {"Update": counter}, *chunks])
                 except _TxCancelled as exc:
                     if exc.codes and exc.codes[0] == "ConditionalCheckFailed":
                         raise StorageError(f"job id {spec.id!r} already exists") from None
@@ -721,7 +756,7 @@ class SQSStorage(Storage):
                         skipped.update(fs)
                         skipped["rsn"] = Reason.CONCURRENCY_LIMIT.value
                         try:
-                            self._transact([self._put(skipped)])
+                            self._transact([self._put(skipped), *chunks])
                         except _TxCancelled:
                             raise StorageError(f"job id {spec.id!r} already exists") from None
                         states[i] = JobState.SKIPPED
@@ -786,117 +821,124 @@ class SQSStorage(Storage):
             return []
         with translate("claim"):
             self._promote(t)
-            cands: list[Item] = []
-            for q in dict.fromkeys(queues):
-                cands += self._query(
-                    IndexName="ready",
-                    KeyConditionExpression="rq = :rq",
-                    FilterExpression="ra <= :now AND (attribute_not_exists(dx) OR dx > :now)",
-                    ExpressionAttributeValues=_vals(rq=f"{self._p}Q#{q}", now=t),
-                    Limit=max(limit * 3, 10),
-                )
-            cands.sort(key=lambda it: it["rk"])
             claimed: list[ClaimedJob] = []
             full: set[str] = set()
-            conflicts = 0
-            while cands and len(claimed) < limit:
-                batch: list[Item] = []
-                keys_in_batch: set[str] = set()
-                rest: list[Item] = []
-                for it in cands:
-                    key = it.get("ck")
-                    if key is not None and key in full and not it.get("cs"):
-                        continue
-                    if (
-                        len(batch) < min(limit - len(claimed), _TX_MAX // 3)
-                        and (key is None or key not in keys_in_batch)
-                    ):
-                        batch.append(it)
-                        if key is not None:
-                            keys_in_batch.add(key)
-                    else:
-                        rest.append(it)
-                if not batch:
-                    break
-                actions: list[dict[str, Any]] = []
-                owners: list[int] = []
-                starts: list[tuple[Item, str, Item]] = []
-                for bi, it in enumerate(batch):
-                    tok = uuid.uuid4().hex
-                    n = it["att"] + 1
-                    sets: Item = {
-                        "st": "running",
-                        "att": n,
-                        "tok": tok,
-                        "wk": worker_id,
-                        "sa": t,
-                        "le": t + lease_ms,
-                        "dp": f"{self._p}R",
-                        "dx": t + lease_ms,
-                        "rsn": None,
-                    }
-                    if it.get("to") is not None:
-                        sets["tp"], sets["tx"], sets["dl"] = f"{self._p}T", t + it["to"], t + it["to"]
-                    else:
-                        sets["dl"] = None
-                    if it.get("hbms"):
-                        sets["hp"], sets["hx"] = f"{self._p}H", t + it["hbms"]
-                    actions.append({"Update": self._update(
-                        self._jk(it["id"]), self.table, sets, ["rq", "rk"],
-                        cond="st = :q AND v = :ver", cond_values={"q": "queued", "ver": it["v"]},
-                    )})
-                    owners.append(bi)
-                    att: Item = {"pk": f"{self._p}J#{it['id']}", "sk": f"A#{n:05d}", "n": n,
-                                 "wk": worker_id, "sa": t}
-                    actions.append({"Put": {"TableName": self.table, "Item": _encode_item(att)}})
-                    owners.append(bi)
-                    key = it.get("ck")
-                    if key is not None:
-                        if it.get("cs"):
-                            counter = self._counter(key, run=1)
-                        else:
-                            counter = self._counter(key, run=1, limit_on="run",
-                                                    limit=it.get("cl"))
-                        actions.append({"Update": counter})
-                        owners.append(bi)
-                    new = dict(it)
-                    new.update({k: v for k, v in sets.items() if v is not None})
-                    new["v"] = it["v"] + 1
-                    starts.append((it, tok, new))
-                try:
-                    self._transact(actions)
-                except _TxCancelled as exc:
-                    drop: set[int] = set()
-                    for action, owner, code in zip(actions, owners, exc.codes):
-                        if code in ("None", ""):
+            tried: set[str] = set()
+            for _round in range(6):  # re-query while races took our candidates
+                lost = False
+                cands: list[Item] = []
+                for q in dict.fromkeys(queues):
+                    cands += self._query(
+                        IndexName="ready",
+                        KeyConditionExpression="rq = :rq",
+                        FilterExpression="ra <= :now AND (attribute_not_exists(dx) OR dx > :now)",
+                        ExpressionAttributeValues=_vals(rq=f"{self._p}Q#{q}", now=t),
+                        Limit=max(limit * 4, 20),
+                    )
+                cands = [it for it in cands if it["id"] not in tried]
+                cands.sort(key=lambda it: it["rk"])
+                tried.update(it["id"] for it in cands)
+                conflicts = 0
+                while cands and len(claimed) < limit:
+                    batch: list[Item] = []
+                    keys_in_batch: set[str] = set()
+                    rest: list[Item] = []
+                    for it in cands:
+                        key = it.get("ck")
+                        if key is not None and key in full and not it.get("cs"):
                             continue
-                        drop.add(owner)
-                        if code == "ConditionalCheckFailed" and "Update" in action and (
-                            action["Update"]["Key"]["sk"]["S"] == "C"
+                        if (
+                            len(batch) < min(limit - len(claimed), _TX_MAX // 3)
+                            and (key is None or key not in keys_in_batch)
                         ):
-                            full.add(batch[owner].get("ck") or "")
-                    if not drop:  # conflict without a named item: retry the batch a few times
-                        conflicts += 1
-                        if conflicts > 5:
-                            break
-                        time.sleep(0.01)
-                    cands = [it for bi, it in enumerate(batch) if bi not in drop] + rest
-                    continue
-                for _, tok, new in starts:
-                    claimed.append(self._claimed_job(new, tok, t))
-                    with self._lock:
-                        self._claimed[(new["id"], new["att"], tok)] = new
-                cands = rest
+                            batch.append(it)
+                            if key is not None:
+                                keys_in_batch.add(key)
+                        else:
+                            rest.append(it)
+                    if not batch:
+                        break
+                    actions: list[dict[str, Any]] = []
+                    owners: list[int] = []
+                    starts: list[tuple[Item, str, Item]] = []
+                    for bi, it in enumerate(batch):
+                        tok = uuid.uuid4().hex
+                        n = it["att"] + 1
+                        sets: Item = {
+                            "st": "running",
+                            "att": n,
+                            "tok": tok,
+                            "wk": worker_id,
+                            "sa": t,
+                            "le": t + lease_ms,
+                            "dp": f"{self._p}R",
+                            "dx": t + lease_ms,
+                            "rsn": None,
+                        }
+                        if it.get("to") is not None:
+                            sets["tp"], sets["tx"], sets["dl"] = f"{self._p}T", t + it["to"], t + it["to"]
+                        else:
+                            sets["dl"] = None
+                        if it.get("hbms"):
+                            sets["hp"], sets["hx"] = f"{self._p}H", t + it["hbms"]
+                        actions.append({"Update": self._update(
+                            self._jk(it["id"]), self.table, sets, ["rq", "rk"],
+                            cond="st = :q AND v = :ver", cond_values={"q": "queued", "ver": it["v"]},
+                        )})
+                        owners.append(bi)
+                        att: Item = {"pk": f"{self._p}J#{it['id']}", "sk": f"A#{n:05d}", "n": n,
+                                     "wk": worker_id, "sa": t}
+                        actions.append({"Put": {"TableName": self.table, "Item": _encode_item(att)}})
+                        owners.append(bi)
+                        key = it.get("ck")
+                        if key is not None:
+                            if it.get("cs"):
+                                counter = self._counter(key, run=1)
+                            else:
+                                counter = self._counter(key, run=1, limit_on="run",
+                                                        limit=it.get("cl"))
+                            actions.append({"Update": counter})
+                            owners.append(bi)
+                        new = dict(it)
+                        new.update({k: v for k, v in sets.items() if v is not None})
+                        new["v"] = it["v"] + 1
+                        starts.append((it, tok, new))
+                    try:
+                        self._transact(actions)
+                    except _TxCancelled as exc:
+                        drop: set[int] = set()
+                        for action, owner, code in zip(actions, owners, exc.codes):
+                            if code in ("None", ""):
+                                continue
+                            drop.add(owner)
+                            if code == "ConditionalCheckFailed" and "Update" in action and (
+                                action["Update"]["Key"]["sk"]["S"] == "C"
+                            ):
+                                full.add(batch[owner].get("ck") or "")
+                        if not drop:  # conflict without a named item: retry the batch a few times
+                            conflicts += 1
+                            if conflicts > 5:
+                                break
+                            time.sleep(0.01)
+                        cands = [it for bi, it in enumerate(batch) if bi not in drop] + rest
+                        continue
+                    for _, tok, new in starts:
+                        claimed.append(self._claimed_job(new, tok, t))
+                        with self._lock:
+                            self._claimed[(new["id"], new["att"], tok)] = new
+                    cands = rest
+                if len(claimed) >= limit or not lost:
+                    break
             self._bind_claimed(claimed)
             return claimed
 
-    @staticmethod
-    def _claimed_job(it: Item, tok: str, t: int) -> ClaimedJob:
+    def _claimed_job(self, it: Item, tok: str, t: int) -> ClaimedJob:
+        payload = self._payload(it)
         return ClaimedJob(
             id=it["id"],
             task_name=it["task"],
             queue=it["q"],
-            payload=it.get("pl", b""),
+            payload=payload,
             attempt=it["att"],
             lease_token=tok,
             lease_expires_at=it["le"],
@@ -1042,9 +1084,9 @@ class SQSStorage(Storage):
                 current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
                 current = {k: v for k, v in current.items() if v is not None}
                 atts = sorted([*prior, current], key=lambda a: a["n"])
-                dead_id, put = self._dead_entry(job, rsn or "", error, atts, now)
+                dead_id, puts = self._dead_entry(job, rsn or "", error, atts, now)
                 sets["did"] = dead_id
-                actions.append(put)
+                actions += puts
         sets.update(err_sets)
         actions.insert(0, {"Update": self._update(
             self._jk(job["id"]), self.table, sets, removes, cond=cond, cond_values=cond_values,
@@ -1209,7 +1251,7 @@ class SQSStorage(Storage):
                         continue
                     sets, removes = self._finished_fields(JobState.DEAD, t)
                     sets["rsn"] = Reason.SCHEDULE_TO_START.value
-                    dead_id, put = self._dead_entry(
+                    dead_id, puts = self._dead_entry(
                         it, Reason.SCHEDULE_TO_START.value, None, self._attempt_items(it["id"]), t
                     )
                     sets["did"] = dead_id
@@ -1219,7 +1261,7 @@ class SQSStorage(Storage):
                             cond="st = :q AND v = :ver",
                             cond_values={"q": "queued", "ver": it["v"]},
                         )},
-                        put,
+                        *puts,
                     ]
                     if it.get("ck") is not None:
                         actions.append({"Update": self._counter(it["ck"], act=-1)})
@@ -1249,6 +1291,10 @@ class SQSStorage(Storage):
             for it in done:
                 keys.append(self._jk(it["id"]))
                 keys += [self._ak(it["id"], n) for n in range(1, it.get("att", 0) + 1)]
+                keys += [
+                    {"pk": {"S": it["pk"]}, "sk": {"S": f"P#{i:04d}"}}
+                    for i in range(it.get("plc") or 0)
+                ]
             self._batch_delete(keys)
         return len(done)
 
@@ -1402,7 +1448,7 @@ class SQSStorage(Storage):
                 id=new_id,
                 task_name=d["task"],
                 queue=queue if queue is not None else d["q"],
-                payload=d.get("pl", b""),
+                payload=self._payload(d),
                 priority=s.get("pr", 0),
                 run_at=t,
                 max_attempts=s.get("ma", 1),
@@ -1421,6 +1467,13 @@ class SQSStorage(Storage):
                 {"Delete": {"TableName": self.table, "Key": self._dk(dead_id),
                             "ConditionExpression": "attribute_exists(pk)"}},
                 self._put(item),
+            ]
+            if item.get("plc"):
+                actions += self._chunk_puts(item["pk"], spec.payload)
+            actions += [
+                {"Delete": {"TableName": self.table,
+                            "Key": {"pk": {"S": d["pk"]}, "sk": {"S": f"P#{i:04d}"}}}}
+                for i in range(d.get("plc") or 0)
             ]
             if spec.concurrency_key is not None:
                 actions.append({"Update": self._counter(spec.concurrency_key, act=1)})
@@ -1448,9 +1501,16 @@ class SQSStorage(Storage):
                 IndexName=index,
                 KeyConditionExpression=cond,
                 ExpressionAttributeValues=vals,
-                ProjectionExpression="id",
+                ProjectionExpression="id, pk, plc",
             )
-            self._batch_delete([self._dk(it["id"]) for it in items])
+            keys: list[dict[str, Any]] = []
+            for it in items:
+                keys.append(self._dk(it["id"]))
+                keys += [
+                    {"pk": {"S": it["pk"]}, "sk": {"S": f"P#{i:04d}"}}
+                    for i in range(it.get("plc") or 0)
+                ]
+            self._batch_delete(keys)
         return len(items)
 
     def close(self) -> None:
