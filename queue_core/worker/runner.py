@@ -841,6 +841,9 @@ class Worker:
                     att.lease_lost = True
                     att.ended = True
                     self._stop_attempt(att)
+                    if att.mode == "thread":  # reaped (e.g. heartbeat_timeout): body goes on
+                        self._table.mark_stuck(att)
+                        self._slot_wake.set()
             for ref in res.cancel_requested:
                 att = running.get(ref)
                 if att is not None and not att.ended:
