@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import threading
@@ -52,6 +53,8 @@ from queue_core.policy.leases import expired_bound, schedule_to_start_expired
 from queue_core.storage import Storage
 
 __all__ = ["MemoryStorage"]
+
+_ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -153,6 +156,10 @@ class _DeadEntry:
     attempts: list[AttemptRecord]
     dead_at: int
 
+    @property
+    def key(self) -> _DeadKey:
+        return (self.dead_at, self.seq, self.id)
+
     def public(self) -> DeadJob:
         s = self.spec
         return DeadJob.build(
@@ -171,7 +178,8 @@ class _DeadEntry:
 
 
 _ReadyEntry = tuple[int, int, int, int, str]  # (-priority, ready_at, seq, gen, job_id)
-_TimedEntry = tuple[int, int, str]  # (time, gen, job_id)
+_TimedEntry = tuple[int, int, str]  # (time, gen or seq, job_id)
+_DeadKey = tuple[int, int, str]  # (dead_at, seq, dead_id)
 
 
 class MemoryStorage(Storage):
@@ -209,9 +217,18 @@ class MemoryStorage(Storage):
         self._delayed: dict[str, list[_TimedEntry]] = {}
         self._sts: list[_TimedEntry] = []
         self._running: dict[str, _Job] = {}
+        self._queued: dict[str, set[str]] = {}
+        """Ids of the queued jobs of each queue."""
+        self._counts: dict[str, dict[JobState, int]] = {}
+        """Jobs per state of each queue (stats without a scan)."""
+        self._finished: list[_TimedEntry] = []
+        """``(finished_at, seq, job_id)`` of finished jobs, for prune."""
         self._running_by_key: dict[str, int] = {}
         self._active_by_key: dict[str, int] = {}
         self._dead: dict[str, _DeadEntry] = {}
+        self._dead_order: list[_DeadKey] = []
+        """Sorted ``(dead_at, seq, dead_id)`` of every entry (newest last)."""
+        self._dead_by_task: dict[str, list[_DeadKey]] = {}
         self._closed = False
 
     @classmethod
@@ -250,30 +267,41 @@ class MemoryStorage(Storage):
     def _key(self, job: _Job) -> str | None:
         return job.spec.concurrency_key
 
-    def _enter(self, job: _Job, state: JobState) -> None:
-        """Move ``job`` to ``state``, keeping the per-key counters and indexes right."""
-        old = job.state
+    def _enter(self, job: _Job, state: JobState, *, new: bool = False) -> None:
+        """Move ``job`` to ``state`` (``new``: store it first), keeping every counter and
+        index right. Callers that end a job go through :meth:`_end`."""
         key = self._key(job)
-        if old in (JobState.QUEUED, JobState.RUNNING) and key is not None:
-            self._active_by_key[key] -= 1
-        if old is JobState.RUNNING:
-            self._running.pop(job.id, None)
-            if key is not None:
-                self._running_by_key[key] -= 1
+        queue = job.spec.queue
+        counts = self._counts.setdefault(queue, {})
+        if new:
+            self._jobs[job.id] = job
+        else:
+            old = job.state
+            counts[old] -= 1
+            if old in _ACTIVE and key is not None:
+                self._active_by_key[key] -= 1
+            if old is JobState.QUEUED:
+                self._queued[queue].discard(job.id)
+            elif old is JobState.RUNNING:
+                self._running.pop(job.id, None)
+                if key is not None:
+                    self._running_by_key[key] -= 1
         job.gen += 1
         job.state = state
-        if state in (JobState.QUEUED, JobState.RUNNING) and key is not None:
+        counts[state] = counts.get(state, 0) + 1
+        if state in _ACTIVE and key is not None:
             self._active_by_key[key] = self._active_by_key.get(key, 0) + 1
         if state is JobState.RUNNING:
             self._running[job.id] = job
             if key is not None:
                 self._running_by_key[key] = self._running_by_key.get(key, 0) + 1
-        elif state is JobState.QUEUED:
-            self._index_queued(job)
-        if state is not JobState.RUNNING:
+        else:
             job.lease_token = None
             job.deadline = None
             job.heartbeat_expires_at = None
+            if state is JobState.QUEUED:
+                self._queued.setdefault(queue, set()).add(job.id)
+                self._index_queued(job)
 
     def _index_queued(self, job: _Job) -> None:
         q = job.spec.queue
@@ -344,7 +372,7 @@ class MemoryStorage(Storage):
             options=spec.options,
             replay_of=spec.replay_of,
         )
-        self._dead[dead_id] = _DeadEntry(
+        entry = _DeadEntry(
             id=dead_id,
             seq=next(self._seq),
             spec=template,
@@ -353,15 +381,27 @@ class MemoryStorage(Storage):
             attempts=[a.record() for a in job.attempts],
             dead_at=now,
         )
-        self._enter(job, JobState.DEAD)
-        job.reason = reason
+        self._dead[dead_id] = entry
+        bisect.insort(self._dead_order, entry.key)
+        bisect.insort(self._dead_by_task.setdefault(spec.task_name, []), entry.key)
         job.dead_id = dead_id
-        job.finished_at = now
+        self._end(job, JobState.DEAD, reason, now)
 
-    def _end(self, job: _Job, state: JobState, reason: str | None, now: int) -> None:
-        self._enter(job, state)
+    def _drop_dead(self, entry: _DeadEntry) -> None:
+        del self._dead[entry.id]
+        task_keys = self._dead_by_task[entry.spec.task_name]
+        for keys in (self._dead_order, task_keys):
+            del keys[bisect.bisect_left(keys, entry.key)]
+        if not task_keys:
+            del self._dead_by_task[entry.spec.task_name]
+
+    def _end(
+        self, job: _Job, state: JobState, reason: str | None, now: int, *, new: bool = False
+    ) -> None:
+        self._enter(job, state, new=new)
         job.reason = reason
         job.finished_at = now
+        heapq.heappush(self._finished, (now, job.seq, job.id))
 
     # ------------------------------------------------------------------ enqueue
 
@@ -379,12 +419,11 @@ class MemoryStorage(Storage):
                 job = _Job(
                     spec=spec,
                     seq=next(self._seq),
-                    state=JobState.SKIPPED,  # placeholder; _enter sets the real state
+                    state=JobState.QUEUED,
                     enqueued_at=t,
                     ready_at=ready_at,
                     lost_delay_ms=spec.lost_delay_ms,
                 )
-                self._jobs[spec.id] = job
                 key = spec.concurrency_key
                 if (
                     spec.concurrency_skip
@@ -392,10 +431,9 @@ class MemoryStorage(Storage):
                     and spec.concurrency_limit is not None
                     and self._active_by_key.get(key, 0) >= spec.concurrency_limit
                 ):
-                    job.reason = Reason.CONCURRENCY_LIMIT.value
-                    job.finished_at = t
+                    self._end(job, JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value, t, new=True)
                 else:
-                    self._enter(job, JobState.QUEUED)
+                    self._enter(job, JobState.QUEUED, new=True)
                 states.append(job.state)
             if JobState.QUEUED in states:
                 self._cond.notify_all()
@@ -602,14 +640,16 @@ class MemoryStorage(Storage):
         """See :meth:`queue_core.storage.Storage.prune`."""
         with self._cond:
             cutoff = self._now(now) - self.retention_ms
-            doomed = [
-                job_id
-                for job_id, job in self._jobs.items()
-                if job.state.finished and job.finished_at is not None and job.finished_at <= cutoff
-            ][:limit]
-            for job_id in doomed:
+            heap, deleted = self._finished, 0
+            while heap and heap[0][0] <= cutoff and deleted < limit:
+                finished_at, _, job_id = heapq.heappop(heap)
+                job = self._jobs.get(job_id)
+                if job is None or job.finished_at != finished_at or not job.state.finished:
+                    continue  # stale entry: the job is already gone
                 del self._jobs[job_id]
-            return len(doomed)
+                self._counts[job.spec.queue][job.state] -= 1
+                deleted += 1
+            return deleted
 
     # ------------------------------------------------------------------ control and reads
 
@@ -645,43 +685,48 @@ class MemoryStorage(Storage):
         """See :meth:`queue_core.storage.Storage.count_pending`."""
         with self._cond:
             by = self._now(now) + horizon_ms
-            wanted = set(queues)
-            return sum(
-                1
-                for job in self._jobs.values()
-                if job.spec.queue in wanted
-                and (
-                    job.state is JobState.RUNNING
-                    or (job.state is JobState.QUEUED and job.ready_at <= by)
-                )
-            )
+            total = 0
+            for q in dict.fromkeys(queues):
+                total += self._counts.get(q, {}).get(JobState.RUNNING, 0)
+                total += sum(1 for i in self._queued.get(q, ()) if self._jobs[i].ready_at <= by)
+            return total
 
     def stats(self, *, now: int | None = None) -> list[QueueStats]:
         """See :meth:`queue_core.storage.Storage.stats`."""
         with self._cond:
             t = self._now(now)
-            counts: dict[str, dict[str, int]] = {}
-            for job in self._jobs.values():
-                c = counts.setdefault(job.spec.queue, {})
-                if job.state is JobState.QUEUED:
-                    name = "ready" if job.ready_at <= t else "scheduled"
-                else:
-                    name = job.state.value
-                c[name] = c.get(name, 0) + 1
-            return [QueueStats(queue=q, **counts[q]) for q in sorted(counts)]
+            out: list[QueueStats] = []
+            for q in sorted(self._counts):
+                c = self._counts[q]
+                if not any(c.values()):
+                    continue
+                ready = sum(1 for i in self._queued.get(q, ()) if self._jobs[i].ready_at <= t)
+                out.append(
+                    QueueStats(
+                        queue=q,
+                        ready=ready,
+                        scheduled=c.get(JobState.QUEUED, 0) - ready,
+                        running=c.get(JobState.RUNNING, 0),
+                        succeeded=c.get(JobState.SUCCEEDED, 0),
+                        dead=c.get(JobState.DEAD, 0),
+                        cancelled=c.get(JobState.CANCELLED, 0),
+                        skipped=c.get(JobState.SKIPPED, 0),
+                        timed_out=c.get(JobState.TIMED_OUT, 0),
+                    )
+                )
+            return out
 
     # ------------------------------------------------------------------ dead letters
 
     def list_dead(
         self, limit: int = 20, offset: int = 0, task_name: str | None = None
     ) -> list[DeadJob]:
-        """See :meth:`queue_core.storage.Storage.list_dead`."""
+        """See :meth:`queue_core.storage.Storage.list_dead`. ``O(limit)`` per page."""
         with self._cond:
-            entries = [
-                e for e in self._dead.values() if task_name is None or e.spec.task_name == task_name
-            ]
-            entries.sort(key=lambda e: (e.dead_at, e.seq), reverse=True)
-            return [e.public() for e in entries[offset : offset + limit]]
+            keys = self._dead_order if task_name is None else self._dead_by_task.get(task_name, [])
+            end = max(len(keys) - max(offset, 0), 0)
+            page = keys[max(end - max(limit, 0), 0) : end]
+            return [self._dead[k[2]].public() for k in reversed(page)]
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
         """See :meth:`queue_core.storage.Storage.get_dead`."""
@@ -693,9 +738,10 @@ class MemoryStorage(Storage):
         """See :meth:`queue_core.storage.Storage.retry_dead`."""
         with self._cond:
             t = self._now(now)
-            entry = self._dead.pop(dead_id, None)
+            entry = self._dead.get(dead_id)
             if entry is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
+            self._drop_dead(entry)
             s = entry.spec
             new_id = uuid.uuid4().hex
             spec = NewJob(
@@ -719,27 +765,32 @@ class MemoryStorage(Storage):
             job = _Job(
                 spec=spec,
                 seq=next(self._seq),
-                state=JobState.SKIPPED,
+                state=JobState.QUEUED,
                 enqueued_at=t,
                 ready_at=t,
                 lost_delay_ms=s.lost_delay_ms,
             )
-            self._jobs[new_id] = job
-            self._enter(job, JobState.QUEUED)
+            self._enter(job, JobState.QUEUED, new=True)
             self._cond.notify_all()
             return new_id
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
         """See :meth:`queue_core.storage.Storage.purge_dead`."""
         with self._cond:
-            doomed = [
-                e.id
-                for e in self._dead.values()
-                if (task_name is None or e.spec.task_name == task_name)
-                and (before is None or e.dead_at <= before)
-            ]
-            for dead_id in doomed:
-                del self._dead[dead_id]
+            keys = self._dead_order if task_name is None else self._dead_by_task.get(task_name, [])
+            if before is not None:
+                keys = keys[: bisect.bisect_left(keys, (before + 1,))]
+            doomed = {k[2] for k in keys}
+            if not doomed:
+                return 0
+            tasks = {self._dead.pop(dead_id).spec.task_name for dead_id in doomed}
+            self._dead_order = [k for k in self._dead_order if k[2] not in doomed]
+            for task in tasks:
+                kept = [k for k in self._dead_by_task[task] if k[2] not in doomed]
+                if kept:
+                    self._dead_by_task[task] = kept
+                else:
+                    del self._dead_by_task[task]
             return len(doomed)
 
     def close(self) -> None:
@@ -796,12 +847,12 @@ class MemoryStorage(Storage):
         limit: int = 50,
         offset: int = 0,
     ) -> list[JobRecord]:
-        """A page of jobs, newest (latest enqueued) first, optionally filtered."""
+        """A page of jobs, newest (most recently enqueued) first, optionally filtered."""
         with self._cond:
-            jobs = [
+            matches = (
                 j
-                for j in self._jobs.values()
+                for j in reversed(self._jobs.values())
                 if (state is None or j.state is state) and (queue is None or j.spec.queue == queue)
-            ]
-            jobs.sort(key=lambda j: (j.enqueued_at, j.seq), reverse=True)
-            return [j.record() for j in jobs[offset : offset + limit]]
+            )
+            page = itertools.islice(matches, max(offset, 0), max(offset, 0) + max(limit, 0))
+            return [j.record() for j in page]

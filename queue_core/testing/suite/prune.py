@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queue_core.model import JobState
+from queue_core.model import JobState, QueueStats
 from queue_core.storage import Storage
 from queue_core.testing.fixtures import (
     SEC,
@@ -63,6 +63,17 @@ class PruneContract(ContractBase):
         assert len(entry.attempts) == 1
         new_id = storage.retry_dead(dead_id, now=T0 + self.retention_ms)
         assert job_of(storage, new_id).replay_of == dead_id
+
+    def test_pruned_jobs_leave_stats_and_count_pending(self, storage: Storage) -> None:
+        done = enqueue_one(storage, queue="gone")
+        got = claim_one(storage, now=T0, queues=["gone"])
+        storage.finish([complete_end(got.ref)], now=T0)
+        enqueue_one(storage, queue="kept", run_at=T0 + 10 * self.retention_ms)
+        later = T0 + self.retention_ms
+        assert storage.prune(now=later) == 1
+        assert storage.get_job(done) is None
+        assert storage.stats(now=later) == [QueueStats(queue="kept", scheduled=1)]
+        assert storage.count_pending(["gone", "kept"], 0, now=later) == 0
 
     def test_prune_respects_limit(self, storage: Storage) -> None:
         ids = [enqueue_one(storage) for _ in range(5)]
