@@ -715,12 +715,12 @@ class SQSStorage(Storage):
         if len(set(ids)) != len(ids):
             raise StorageError("sqs backend: duplicate job id within one enqueue batch")
         seqs = _SEQ.take(len(jobs))
-        items = [self._new_item(spec, t, seq) for spec, seq in zip(jobs, seqs)]
+        items = [self._new_item(spec, t, seq) for spec, seq in zip(jobs, seqs, strict=False)]
         states = [JobState.QUEUED] * len(jobs)
         with translate("enqueue"):
             plain: list[dict[str, Any]] = []
             keyed: dict[str, int] = {}
-            for i, (spec, item) in enumerate(zip(jobs, items)):
+            for spec, item in zip(jobs, items, strict=True):
                 if item.get("plc"):
                     big = [self._put(item), *self._chunk_puts(item["pk"], spec.payload)]
                     if spec.concurrency_key is not None and not spec.concurrency_skip:
@@ -736,7 +736,7 @@ class SQSStorage(Storage):
             plain += [{"Update": self._counter(k, act=n)} for k, n in keyed.items()]
             for i in range(0, len(plain), _TX_MAX):
                 self._tx_or_duplicate(plain[i : i + _TX_MAX])
-            for i, (spec, item) in enumerate(zip(jobs, items)):
+            for i, (spec, item) in enumerate(zip(jobs, items, strict=False)):
                 if spec.concurrency_key is None or not spec.concurrency_skip:
                     continue
                 counter = self._counter(
@@ -763,14 +763,15 @@ class SQSStorage(Storage):
                         items[i] = skipped
                         continue
                     raise StorageError("sqs backend: enqueue transaction conflicted") from None
-            self._hint([it for it, st in zip(items, states) if st is JobState.QUEUED], t)
+            queued = [it for it, st in zip(items, states, strict=True) if st is JobState.QUEUED]
+            self._hint(queued, t)
         return states
 
     def _tx_or_duplicate(self, actions: list[dict[str, Any]]) -> None:
         try:
             self._transact(actions)
         except _TxCancelled as exc:
-            for action, code in zip(actions, exc.codes):
+            for action, code in zip(actions, exc.codes, strict=False):
                 if code == "ConditionalCheckFailed" and "Put" in action:
                     job_id = _decode_item(action["Put"]["Item"])["id"]
                     raise StorageError(f"job id {job_id!r} already exists") from None
@@ -876,19 +877,22 @@ class SQSStorage(Storage):
                             "rsn": None,
                         }
                         if it.get("to") is not None:
-                            sets["tp"], sets["tx"], sets["dl"] = f"{self._p}T", t + it["to"], t + it["to"]
+                            sets["tp"] = f"{self._p}T"
+                            sets["tx"] = sets["dl"] = t + it["to"]
                         else:
                             sets["dl"] = None
                         if it.get("hbms"):
                             sets["hp"], sets["hx"] = f"{self._p}H", t + it["hbms"]
                         actions.append({"Update": self._update(
                             self._jk(it["id"]), self.table, sets, ["rq", "rk"],
-                            cond="st = :q AND v = :ver", cond_values={"q": "queued", "ver": it["v"]},
+                            cond="st = :q AND v = :ver",
+                            cond_values={"q": "queued", "ver": it["v"]},
                         )})
                         owners.append(bi)
                         att: Item = {"pk": f"{self._p}J#{it['id']}", "sk": f"A#{n:05d}", "n": n,
                                      "wk": worker_id, "sa": t}
-                        actions.append({"Put": {"TableName": self.table, "Item": _encode_item(att)}})
+                        put = {"TableName": self.table, "Item": _encode_item(att)}
+                        actions.append({"Put": put})
                         owners.append(bi)
                         key = it.get("ck")
                         if key is not None:
@@ -907,7 +911,7 @@ class SQSStorage(Storage):
                         self._transact(actions)
                     except _TxCancelled as exc:
                         drop: set[int] = set()
-                        for action, owner, code in zip(actions, owners, exc.codes):
+                        for action, owner, code in zip(actions, owners, exc.codes, strict=False):
                             if code in ("None", ""):
                                 continue
                             drop.add(owner)
@@ -1065,7 +1069,7 @@ class SQSStorage(Storage):
             sets["rsn"] = None
             if lost_delay_ms is not None:
                 sets["ld"] = lost_delay_ms
-            counter = {"run": -1}
+            dec_act = 0
         else:
             if action is Action.COMPLETE:
                 state, rsn = JobState.SUCCEEDED, None
@@ -1078,7 +1082,7 @@ class SQSStorage(Storage):
                 state, rsn = JobState.TIMED_OUT, dead_reason or attempt_reason
             sets, removes = self._finished_fields(state, now)
             sets["rsn"] = rsn
-            counter = {"run": -1, "act": -1}
+            dec_act = -1
             if state is JobState.DEAD:
                 prior = [a for a in self._attempt_items(job["id"]) if a["n"] != n]
                 current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
@@ -1092,7 +1096,7 @@ class SQSStorage(Storage):
             self._jk(job["id"]), self.table, sets, removes, cond=cond, cond_values=cond_values,
         )})
         if key is not None:
-            actions.append({"Update": self._counter(key, **counter)})
+            actions.append({"Update": self._counter(key, run=-1, act=dec_act)})
         return actions, state, sets
 
     def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
@@ -1157,7 +1161,9 @@ class SQSStorage(Storage):
                 try:
                     self._transact(actions)
                 except _TxCancelled as exc:
-                    failed = {o for o, c in zip(owners, exc.codes) if c not in ("None", "")}
+                    failed = {
+                        o for o, c in zip(owners, exc.codes, strict=False) if c not in ("None", "")
+                    }
                     if not failed:
                         conflicts += 1
                         if conflicts > 5:
@@ -1176,7 +1182,7 @@ class SQSStorage(Storage):
                 for end in ends:
                     r = end.ref
                     self._claimed.pop((r.job_id, r.attempt, r.lease_token), None)
-            self._release_messages([e.ref.job_id for e, ok in zip(ends, took) if ok])
+            self._release_messages([e.ref.job_id for e, ok in zip(ends, took, strict=False) if ok])
             self._hint(requeued, t)
         return took
 
@@ -1388,6 +1394,37 @@ class SQSStorage(Storage):
                     name = "ready" if it["ra"] <= t else "scheduled"
                 c[name] = c.get(name, 0) + 1
         return [QueueStats(queue=q, **counts[q]) for q in sorted(counts)]
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        """A page of jobs, newest (latest enqueued) first, optionally filtered
+        (:class:`~queue_core.storage.SupportsJobScan`). Pages the ``all`` index; meant
+        for dashboards and the CLI, not for hot paths."""
+        filters: list[str] = []
+        vals = _vals(ap=self._p)
+        if state is not None:
+            filters.append("st = :st")
+            vals.update(_vals(st=state.value))
+        if queue is not None:
+            filters.append("q = :q")
+            vals.update(_vals(q=queue))
+        kw: dict[str, Any] = {
+            "IndexName": "all",
+            "KeyConditionExpression": "ap = :ap",
+            "ExpressionAttributeValues": vals,
+        }
+        if filters:
+            kw["FilterExpression"] = " AND ".join(filters)
+        with translate("list_jobs"):
+            items = self._query(**kw)
+            items.sort(key=lambda it: (it["enq"], it["seq"]), reverse=True)
+            return [self._job_record(it) for it in items[offset : offset + max(0, limit)]]
 
     # ------------------------------------------------------------------ dead letters
 

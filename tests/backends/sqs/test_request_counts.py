@@ -1,0 +1,100 @@
+"""AWS requests per job for enqueue, claim and finish, counted through botocore events.
+
+On AWS, requests are the bill and the latency, so these figures are printed (``-s``)
+and held to upper bounds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from tests.backends.sqs.conftest import Factory
+
+
+class _Counts:
+    def __init__(self, storage: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        for client in (storage.ddb, storage.sqs):
+            service = client.meta.service_model.service_name
+            client.meta.events.register(
+                f"before-call.{service}", lambda model, s=service, **_: self._count(s, model)
+            )
+
+    def _count(self, service: str, model: Any) -> None:
+        self.calls[f"{service}.{model.name}"] += 1
+
+    def take(self) -> Counter[str]:
+        out = Counter(self.calls)
+        self.calls.clear()
+        return out
+
+
+def _by_service(c: Counter[str]) -> tuple[int, int]:
+    ddb = sum(n for k, n in c.items() if k.startswith("dynamodb."))
+    sqs = sum(n for k, n in c.items() if k.startswith("sqs."))
+    return ddb, sqs
+
+
+def _jobs(n: int, tag: str) -> list[NewJob]:
+    return [
+        NewJob(id=f"{tag}{i}", task_name="t", queue="default", payload=b"{}") for i in range(n)
+    ]
+
+
+def _ends(claimed: list[Any]) -> list[AttemptEnd]:
+    return [
+        AttemptEnd(
+            ref=c.ref, outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE)
+        )
+        for c in claimed
+    ]
+
+
+def test_requests_per_job(make_storage: Factory) -> None:
+    s = make_storage()
+    counts = _Counts(s)
+    s.enqueue(_jobs(1, "warm"))  # first use resolves the SQS queue URL
+    s.finish(_ends(s.claim("w", ["default"], 1, 30_000)))
+    counts.take()
+
+    report: dict[str, dict[str, tuple[int, int]]] = {}
+    for n in (1, 10):
+        assert s.enqueue(_jobs(n, f"b{n}-")) == [JobState.QUEUED] * n
+        enq = counts.take()
+        claimed = s.claim("w", ["default"], n, 30_000)
+        assert len(claimed) == n
+        clm = counts.take()
+        assert s.finish(_ends(claimed)) == [True] * n
+        fin = counts.take()
+        report[f"batch of {n}"] = {
+            "enqueue": _by_service(enq),
+            "claim": _by_service(clm),
+            "finish": _by_service(fin),
+        }
+        print(f"\nbatch of {n}: enqueue {dict(enq)}; claim {dict(clm)}; finish {dict(fin)}")
+    one = report["batch of 1"]
+    # (DynamoDB, SQS) requests for one job
+    assert one["enqueue"] <= (1, 1)  # TransactWriteItems; SendMessageBatch
+    assert one["claim"] <= (3, 0)  # Query parked + Query ready + TransactWriteItems
+    assert one["finish"] <= (1, 0)  # TransactWriteItems (job from the claim cache)
+    ten = report["batch of 10"]
+    assert ten["enqueue"] <= (1, 1)
+    assert ten["claim"] <= (3, 0)
+    assert ten["finish"] <= (1, 0)
+
+
+def test_finish_after_a_delivered_hint_deletes_it_in_one_request(make_storage: Factory) -> None:
+    s = make_storage()
+    counts = _Counts(s)
+    s.enqueue(_jobs(1, "h"))
+    assert s.wait_for_jobs(["default"], 5.0) is True
+    counts.take()
+    claimed = s.claim("w", ["default"], 1, 30_000)
+    clm = counts.take()
+    assert s.finish(_ends(claimed)) == [True]
+    fin = counts.take()
+    print(f"\nwith a delivered hint: claim {dict(clm)}; finish {dict(fin)}")
+    assert _by_service(clm) <= (3, 0)
+    assert fin["sqs.DeleteMessageBatch"] == 1 and _by_service(fin) == (1, 1)

@@ -1,0 +1,45 @@
+"""URL parsing, reprs without credentials, and driver-error translation."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from backends.sqs import SQSStorage
+from queue_core.errors import ConfigError, StorageUnavailable
+from queue_core.registry import open_storage
+
+
+def test_url_options_reach_the_storage(sqs_url: str) -> None:
+    s = open_storage(sqs_url + "&retention=2h&visibility=5&hop=60")
+    try:
+        assert isinstance(s, SQSStorage)
+        assert (s.retention_ms, s.visibility_s, s.hop_s) == (2 * 3_600_000, 5, 60)
+        assert "testing" not in repr(s) and "secret" not in repr(s).lower()
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("sqs://?colour=blue", "invalid_option"),
+        ("sqs://?retention=soon", "invalid_duration"),
+        ("sqs://AKIA:hunter2@host/?region=x", "invalid_url"),
+    ],
+)
+def test_bad_urls_are_config_errors_without_secrets(url: str, code: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        SQSStorage.from_url(url)
+    assert err.value.code == code
+    assert "hunter2" not in str(err.value) and "hunter2" not in repr(err.value.value)
+
+
+def test_unreachable_endpoint_is_storage_unavailable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(StorageUnavailable) as err:
+        SQSStorage(endpoint_url=f"http://127.0.0.1:{port}", table="nowhere")
+    assert "testing" not in str(err.value)
