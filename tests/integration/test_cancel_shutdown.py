@@ -1,0 +1,233 @@
+"""Issue 6 end to end: cancellation and graceful shutdown through the real worker.
+
+Real SQLite files; cancellation runs a worker in a thread of the test process (its
+process-isolated bodies in real child process groups); shutdown sends real SIGTERMs to
+worker subprocesses (``python -c`` and the ``queue-core worker`` console script).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from queue_core import JobCancelled, JobState, Outcome, Queue
+from tests.integration.helpers.timeout_app import (
+    build,
+    group_alive,
+    started,
+    wait_for,
+    worker_thread,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SLACK = 2.0
+LEASE = 3.0
+"""Seconds; the worker renews every LEASE / 3 and learns of cancel requests then."""
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.fixture
+def queue(url: str) -> Iterator[Queue]:
+    q = build(url, lease=LEASE)
+    yield q
+    q.close()
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> str:
+    path = tmp_path / "markers"
+    path.mkdir()
+    return str(path)
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+def test_cancel_queued_job_ends_it_at_once(queue: Queue, markers: str) -> None:
+    by_handle = queue.enqueue("sleep_thread", args=(markers, 0.0))
+    by_queue = queue.enqueue("sleep_thread", args=(markers, 0.0))
+    assert by_handle.cancel() is JobState.CANCELLED
+    assert queue.cancel(by_queue.id) is JobState.CANCELLED
+    for job in (by_handle, by_queue):
+        assert job.status() is JobState.CANCELLED
+        with pytest.raises(JobCancelled):
+            job.result(timeout=1)
+    # a worker never runs them
+    queue.run_worker(burst=True, reap_interval=0.2, install_signal_handlers=False)
+    assert by_handle.attempts() == []
+    assert by_queue.attempts() == []
+    assert not list(Path(markers).iterdir())
+    assert queue.dead_letters() == []
+
+
+@pytest.mark.parametrize(
+    ("task_name", "mode"),
+    [
+        ("sleep_async", "async"),
+        ("sleep_process", "process"),
+        ("poll_cancelled", "thread"),
+    ],
+)
+def test_cancel_running_job_stops_it_without_retry(
+    queue: Queue, markers: str, task_name: str, mode: str
+) -> None:
+    args: tuple[object, ...] = (markers,) if task_name == "poll_cancelled" else (markers, 60.0)
+    job = queue.enqueue(task_name, args=args)  # max_retries=3, backoff 0.5 s
+    with worker_thread(queue, slots=1) as worker:
+        _pid, pgid = wait_for(lambda: started(markers), 20, "the body started")
+        asked = time.monotonic()
+        assert job.cancel() is JobState.RUNNING  # a running job is asked to stop
+        wait_for(lambda: job.status() is JobState.CANCELLED, LEASE / 3 + 0.5 + SLACK + 3)
+        took = time.monotonic() - asked
+        assert took <= LEASE / 3 + 0.5 + SLACK, took
+        if mode == "process":
+            # killed: the child's whole process group is gone
+            wait_for(lambda: not group_alive(pgid), 0.5 + SLACK, "the process group gone")
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pgid, 0)
+        if mode == "thread":
+            assert Path(markers, "saw-cancel").read_text() == "yes"
+        wait_for(lambda: worker.stats()["running"] == 0, 5, "the slot freed")
+        time.sleep(0.8)  # past the retry backoff: nothing is retried
+        assert started(markers, 2) is None
+    with pytest.raises(JobCancelled):
+        job.result(timeout=1)
+    info = job.info()
+    assert info.state is JobState.CANCELLED
+    assert info.attempts == 1
+    (record,) = job.attempts()
+    assert record.outcome is Outcome.CANCELLED
+    assert record.mode == mode
+    assert queue.dead_letters() == []
+
+
+# --------------------------------------------------------------------------- shutdown
+
+
+def _env(url: str) -> dict[str, str]:
+    return dict(os.environ, QC_TEST_URL=url, QC_TEST_LEASE=str(LEASE), PYTHONPATH=str(ROOT))
+
+
+def _python_worker(url: str, grace: float) -> subprocess.Popen[bytes]:
+    code = (
+        "import os\n"
+        "from tests.integration.helpers.timeout_app import build\n"
+        "q = build(os.environ['QC_TEST_URL'], lease=3)\n"
+        f"q.run_worker(slots=1, reap_interval=0.2, shutdown_grace={grace})\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _console_worker(url: str) -> subprocess.Popen[bytes]:
+    script = Path(sys.executable).with_name("queue-core")
+    return subprocess.Popen(
+        [
+            str(script),
+            "worker",
+            "tests.integration.helpers.timeout_app:app",
+            "--slots",
+            "1",
+            "--reap-interval",
+            "0.2",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=_env(url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+def test_sigterm_releases_long_attempt_then_another_worker_finishes_it(
+    url: str, queue: Queue, markers: str
+) -> None:
+    job = queue.enqueue("sleep_first", args=(markers, 60.0))  # attempt 1 sleeps 60 s
+    worker = _python_worker(url, grace=0.5)
+    try:
+        wait_for(lambda: started(markers), 20, "attempt 1 started")
+        waiting = queue.enqueue("quick", args=("waiting",))  # the only slot is busy
+        time.sleep(0.3)
+        worker.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        assert worker.wait(15) == 0
+        # grace 0.5 s, then the release is written and the worker exits
+        assert time.monotonic() - t0 <= 0.5 + SLACK + 2
+    finally:
+        _stop(worker)
+    # it stopped claiming: the waiting job was never taken
+    assert waiting.status() is JobState.QUEUED
+    assert waiting.attempts() == []
+    (released,) = job.attempts()
+    assert released.outcome is Outcome.LOST
+    assert released.reason == "worker_shutdown"
+    assert released.mode == "thread"
+    assert job.status() is JobState.QUEUED
+    # another worker runs it (and the waiting one) to success
+    with worker_thread(queue, slots=2) as other:
+        assert job.result(timeout=15) == "done on attempt 2"
+        assert waiting.result(timeout=15) == "ok waiting"
+    first, second = job.attempts()
+    assert second.outcome is Outcome.SUCCEEDED
+    assert second.worker_id == other.id
+    assert first.worker_id != other.id
+
+
+def test_sigterm_stops_a_process_isolated_attempt_group(
+    url: str, queue: Queue, markers: str
+) -> None:
+    job = queue.enqueue("sleep_process", args=(markers, 60.0))
+    worker = _python_worker(url, grace=0.5)
+    try:
+        _pid, pgid = wait_for(lambda: started(markers), 30, "the child started")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        _stop(worker)
+    # no child outlives the worker
+    wait_for(lambda: not group_alive(pgid), 0.5 + SLACK, "the child's process group gone")
+    (released,) = job.attempts()
+    assert released.outcome is Outcome.LOST
+    assert released.reason == "worker_shutdown"
+    assert released.mode == "process"
+    assert job.status() is JobState.QUEUED
+
+
+def test_sigterm_lets_a_short_attempt_finish_within_the_grace(
+    url: str, queue: Queue, markers: str
+) -> None:
+    job = queue.enqueue("sleep_first", args=(markers, 1.0))  # attempt 1 sleeps 1 s
+    worker = _console_worker(url)  # default grace: 30 s
+    try:
+        wait_for(lambda: started(markers), 20, "attempt 1 started")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        _stop(worker)
+    assert job.result(timeout=1) == "done on attempt 1"
+    (record,) = job.attempts()
+    assert record.outcome is Outcome.SUCCEEDED
+    assert record.mode == "thread"
