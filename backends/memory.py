@@ -56,6 +56,14 @@ __all__ = ["MemoryStorage"]
 
 _ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 
+
+def _decrement(counter: dict[str, int], key: str) -> None:
+    if counter[key] <= 1:
+        del counter[key]
+    else:
+        counter[key] -= 1
+
+
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -225,6 +233,8 @@ class MemoryStorage(Storage):
         """``(finished_at, seq, job_id)`` of finished jobs, for prune."""
         self._running_by_key: dict[str, int] = {}
         self._active_by_key: dict[str, int] = {}
+        self._parked: dict[str, list[tuple[_ReadyEntry, str]]] = {}
+        """Ready entries set aside because their key's slots were full, per key."""
         self._dead: dict[str, _DeadEntry] = {}
         self._dead_order: list[_DeadKey] = []
         """Sorted ``(dead_at, seq, dead_id)`` of every entry (newest last)."""
@@ -278,14 +288,16 @@ class MemoryStorage(Storage):
         else:
             old = job.state
             counts[old] -= 1
-            if old in _ACTIVE and key is not None:
-                self._active_by_key[key] -= 1
             if old is JobState.QUEUED:
                 self._queued[queue].discard(job.id)
             elif old is JobState.RUNNING:
                 self._running.pop(job.id, None)
-                if key is not None:
-                    self._running_by_key[key] -= 1
+            if old in _ACTIVE and key is not None:
+                _decrement(self._active_by_key, key)
+                if old is JobState.RUNNING:
+                    _decrement(self._running_by_key, key)
+                if state is not JobState.RUNNING:
+                    self._unpark(key)
         job.gen += 1
         job.state = state
         counts[state] = counts.get(state, 0) + 1
@@ -331,15 +343,35 @@ class MemoryStorage(Storage):
     def _sts_expired(self, job: _Job, now: int) -> bool:
         return schedule_to_start_expired(now, job.ready_at, job.spec.schedule_to_start_ms)
 
-    def _blocked(self, job: _Job, now: int) -> bool:
-        """Queued but not claimable: schedule-to-start expired, or its slot is full."""
+    def _slot_full(self, job: _Job) -> bool:
+        """A ``queue``-behaviour job whose key already runs ``concurrency_limit`` jobs."""
         key, cap = job.spec.concurrency_key, job.spec.concurrency_limit
-        return self._sts_expired(job, now) or (
+        return (
             key is not None
             and cap is not None
             and not job.spec.concurrency_skip
             and self._running_by_key.get(key, 0) >= cap
         )
+
+    def _blocked(self, job: _Job, now: int) -> bool:
+        """Queued but not claimable: schedule-to-start expired, or its slot is full."""
+        return self._sts_expired(job, now) or self._slot_full(job)
+
+    def _unpark(self, key: str) -> None:
+        """Give the best job parked on ``key`` back to its ready heap.
+
+        Called whenever a job with ``key`` leaves the active set other than by being
+        claimed (a slot freed, or a candidate left the queue), so that there are never
+        free slots while every waiting candidate is parked.
+        """
+        parked = self._parked.get(key)
+        while parked:
+            entry, queue = heapq.heappop(parked)
+            if self._valid_queued(entry[4], entry[3]) is not None:
+                heapq.heappush(self._ready[queue], entry)
+                break
+        if not parked:
+            self._parked.pop(key, None)
 
     def _current(self, ref: LeaseRef) -> _Job | None:
         job = self._jobs.get(ref.job_id)
@@ -470,8 +502,13 @@ class MemoryStorage(Storage):
                 if job.ready_at > t:  # promoted by a later `now` than this one
                     heapq.heappush(self._delayed[best], (job.ready_at, job.gen, job.id))
                     continue
-                if self._blocked(job, t):
-                    aside.append((best, entry))
+                if self._sts_expired(job, t):
+                    aside.append((best, entry))  # left queued for reap to dead-letter
+                    continue
+                if self._slot_full(job):
+                    key = job.spec.concurrency_key
+                    assert key is not None
+                    heapq.heappush(self._parked.setdefault(key, []), (entry, best))
                     continue
                 claimed.append(self._start(job, worker_id, lease_ms, t))
             for q, entry in aside:

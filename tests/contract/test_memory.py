@@ -19,6 +19,7 @@ from queue_core.testing import (
     T0,
     ManualClock,
     StorageContract,
+    complete_end,
     new_job,
 )
 
@@ -100,6 +101,21 @@ def test_wait_for_jobs_does_not_spin_on_a_full_concurrency_slot() -> None:
     storage.enqueue([new_job(concurrency_key="k", concurrency_limit=1) for _ in range(2)])
     assert len(storage.claim("w", ["default"], 5, LEASE)) == 1
     assert storage.wait_for_jobs(["default"], 0.05) is False
+
+
+def test_claim_skips_jobs_waiting_for_a_full_slot_without_rescanning_them() -> None:
+    """Jobs whose key is full are parked until a slot frees, one per freed slot."""
+    storage = MemoryStorage()
+    waiting = [new_job(concurrency_key="k", concurrency_limit=1) for _ in range(50)]
+    storage.enqueue(waiting, now=T0)
+    first = storage.claim("w", ["default"], 5, LEASE, now=T0)
+    assert [c.id for c in first] == [waiting[0].id]
+    free = new_job()
+    storage.enqueue([free], now=T0)
+    assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0)] == [free.id]
+    assert sum(len(h) for h in storage._ready.values()) == 0
+    storage.finish([complete_end(first[0].ref)], now=T0 + 1)
+    assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + 2)] == [waiting[1].id]
 
 
 def test_claim_stays_correct_when_now_goes_backwards() -> None:

@@ -85,6 +85,24 @@ class ConcurrencyContract(ContractBase):
         assert [r.job_id for r in storage.reap(now=T0 + LEASE)] == [first]
         assert claim_one(storage, now=T0 + LEASE).id == second
 
+    def test_a_cancelled_waiting_job_does_not_hold_back_the_next(self, storage: Storage) -> None:
+        ids = [enqueue_one(storage, **limited()) for _ in range(3)]
+        first = claim_one(storage, now=T0)
+        assert first.id == ids[0]
+        storage.finish([complete_end(first.ref)], now=T0 + SEC)
+        assert storage.cancel(ids[1], now=T0 + 2 * SEC) is JobState.CANCELLED
+        assert claim_one(storage, now=T0 + 3 * SEC).id == ids[2]
+
+    def test_an_expired_waiting_job_does_not_hold_back_the_next(self, storage: Storage) -> None:
+        first_id = enqueue_one(storage, **limited())
+        expiring = enqueue_one(storage, **limited(schedule_to_start_ms=10 * SEC))
+        last = enqueue_one(storage, **limited())
+        first = claim_one(storage, now=T0)
+        assert first.id == first_id
+        storage.finish([complete_end(first.ref)], now=T0 + SEC)
+        assert [r.job_id for r in storage.reap(now=T0 + 10 * SEC)] == [expiring]
+        assert claim_one(storage, now=T0 + 10 * SEC).id == last
+
     def test_keys_are_independent(self, storage: Storage) -> None:
         a = enqueue_one(storage, **limited("a"))
         enqueue_one(storage, **limited("a"))
