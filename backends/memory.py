@@ -5,11 +5,14 @@ contract suite (:mod:`queue_core.testing`) like every other backend, and worker 
 facade unit tests run on it. Everything lives in plain dicts and heaps guarded by one
 lock, so every operation is atomic and concurrent callers behave as if serialised.
 
-Claiming is ``O(k log n)`` for ``k`` claimed jobs: each queue keeps a heap of ready jobs
-keyed by ``(-priority, ready_at, seq)`` and a heap of delayed jobs keyed by ``ready_at``;
-delayed jobs move to the ready heap when their time comes. Heap entries are invalidated
-lazily: each entry carries the job's generation number, which changes whenever the job
-leaves the ``queued`` state.
+No operation a worker calls scans every stored job. Claiming is ``O(k log n)`` for
+``k`` claimed jobs: each queue keeps a heap of ready jobs keyed by
+``(-priority, ready_at, seq)`` and a heap of delayed jobs keyed by ``ready_at``;
+delayed jobs move to the ready heap when their time comes, and a job whose concurrency
+key is full is parked on that key until a slot frees. Heap entries are invalidated
+lazily: each carries the job's generation number, which changes whenever the job
+changes state. Stats, ``count_pending``, ``prune`` and
+dead-letter pages read per-queue counters, a heap of finish times and sorted indexes.
 
 Example:
     >>> storage = MemoryStorage.from_url("memory://?retention=1h")
