@@ -21,6 +21,7 @@ import random
 import signal
 import socket
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
@@ -422,6 +423,8 @@ class Worker:
         task = self._tasks.get(job.task_name)
         att = Attempt(job, task)
         att.claimed_at = anyio.current_time() if claimed_at is None else claimed_at
+        if job.heartbeat_ms:  # storage counts silence from the claim
+            att.last_beat = time.monotonic() - (anyio.current_time() - att.claimed_at)
         self._table.add(att)
         if task is None:
             exc = ConfigError(
@@ -562,6 +565,7 @@ class Worker:
         storage, ref = self.storage, att.ref
 
         def beat() -> bool:
+            att.last_beat = time.monotonic()
             try:
                 return storage.heartbeat(ref)
             except LeaseLost:
@@ -575,6 +579,7 @@ class Worker:
 
     def _queue_heartbeat(self, att: Attempt) -> Callable[[], bool]:
         def beat() -> bool:
+            att.last_beat = time.monotonic()
             self._heartbeats[att.ref] = att
             self._hb_wake.set()
             return att.stop_requested()
@@ -634,11 +639,18 @@ class Worker:
 
     def _timed_out(self, att: Attempt, reason: Reason = Reason.TIMEOUT) -> None:
         decision = decide(self._policy(att), att.job.attempt, Outcome.TIMED_OUT, rng=self._rng)
+        if reason is Reason.HEARTBEAT_TIMEOUT:
+            message = (
+                f"attempt {att.job.attempt} sent no heartbeat for "
+                f"{(att.job.heartbeat_ms or 0) / 1000:g} s"
+            )
+        else:
+            message = (
+                f"attempt {att.job.attempt} ran past its timeout of "
+                f"{(att.job.timeout_ms or 0) / 1000:g} s"
+            )
         err = ErrorInfo(
-            error_class="TimeoutError",
-            error_type="builtins.TimeoutError",
-            message=f"attempt {att.job.attempt} ran past its timeout of "
-            f"{(att.job.timeout_ms or 0) / 1000:g} s",
+            error_class="TimeoutError", error_type="builtins.TimeoutError", message=message
         )
         self._end(att, Outcome.TIMED_OUT, reason, decision, error=err)
 
@@ -890,8 +902,14 @@ class Worker:
             await anyio.sleep(_WATCH_EVERY)
             if self._stop.is_set() and not self._stopping:
                 self._request_stop()
-            now = anyio.current_time()
+            now, mono = anyio.current_time(), time.monotonic()
             for att in list(table.running.values()):
+                hb_ms = att.job.heartbeat_ms
+                if hb_ms and not att.ended:
+                    hb = hb_ms / 1000.0  # acted on early, like a deadline (see _deadline)
+                    if mono >= att.last_beat + hb - min(_DEADLINE_LEAD, hb / 10.0):
+                        self._heartbeat_expired(att)
+                        continue
                 if att.deadline is not None and now >= att.deadline and not att.stuck:
                     if att.mode == "process":
                         if not att.ended:
@@ -910,6 +928,21 @@ class Worker:
                         table.stuck,
                     )
                     self._slot_wake.set()
+
+    def _heartbeat_expired(self, att: Attempt) -> None:
+        """``att`` sent no heartbeat in time: record it, stop what can be stopped."""
+        self._timed_out(att, Reason.HEARTBEAT_TIMEOUT)
+        att.expired = True  # a process group is stopped, an async body cancelled
+        self._stop_attempt(att)
+        if att.mode == "thread":
+            self._table.mark_stuck(att)
+            self._slot_wake.set()
+        log.warning(
+            "job %s attempt %d sent no heartbeat within %g s: timed out",
+            att.ref.job_id,
+            att.ref.attempt,
+            (att.job.heartbeat_ms or 0) / 1000,
+        )
 
     # ------------------------------------------------------------------ shutdown
 

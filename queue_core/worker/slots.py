@@ -40,6 +40,8 @@ class Attempt:
         "deadline",
         "call",
         "claimed_at",
+        "last_beat",
+        "expired",
     )
 
     def __init__(self, job: ClaimedJob, task: Task[Any, Any] | None) -> None:
@@ -62,9 +64,13 @@ class Attempt:
         """Per-call overrides parsed from ``job.options``."""
         self.claimed_at = 0.0
         """Monotonic time (``anyio.current_time()``) taken just before the claim."""
+        self.last_beat = 0.0
+        """``time.monotonic()`` of the last heartbeat sent to storage (or of the claim)."""
+        self.expired = False
+        """Timed out by the worker for heartbeat silence: the body is being stopped."""
 
     def stop_requested(self) -> bool:
-        return self.cancel_requested or self.lease_lost or self.released
+        return self.cancel_requested or self.lease_lost or self.released or self.expired
 
 
 class SlotTable:
