@@ -117,6 +117,7 @@ class Statements:
             j.concurrency_key,
             j.concurrency_limit,
             j.concurrency_skip,
+            j.run_at,
             now.label("now_ms"),
         ]
         ready = and_(

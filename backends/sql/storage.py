@@ -30,14 +30,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Row, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 from typing_extensions import Self
 
 from backends.sql import schema
-from backends.sql.errors import translate_errors
+from backends.sql.errors import _is_unavailable, translate_errors
+from backends.sql.hot import FINISH_ARRAYS, HotSQL, ThreadConnections
 from backends.sql.queries import MANY, Statements
 from queue_core.durations import parse_duration, to_ms
-from queue_core.errors import ConfigError, LeaseLost, NotFound
+from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     Action,
     AttemptEnd,
@@ -280,6 +281,13 @@ class SQLStorage(Storage):
         self._memory = not self._postgres and sa_url.database in (None, "", ":memory:")
         with translate_errors(self._masked, secret=self._secret):
             self._engine = self._make_engine(pool_size, max_overflow, echo)
+            # hot paths: one connection per thread, held until close() (not pooled)
+            self._hot_engine = (
+                self._engine if self._memory else self._make_engine(0, 0, echo, hot=True)
+            )
+        self._h = HotSQL(self._postgres)
+        self._conns = ThreadConnections(self._open_hot)
+        self._idle_since: float | None = None
         self._many_sql: dict[str, tuple[str, tuple[str, ...] | None]] = {}
         for name in MANY:
             compiled = getattr(self._q, name).compile(dialect=self._engine.dialect)
@@ -301,11 +309,16 @@ class SQLStorage(Storage):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Engine:
+    def _make_engine(
+        self, pool_size: int, max_overflow: int, echo: bool, hot: bool = False
+    ) -> Engine:
+        pooling: dict[str, Any] = (
+            {"poolclass": NullPool}
+            if hot
+            else {"pool_size": pool_size, "max_overflow": max_overflow}
+        )
         if self._postgres:
-            return create_engine(
-                self._url, pool_size=pool_size, max_overflow=max_overflow, echo=echo
-            )
+            return create_engine(self._url, echo=echo, **pooling)
         if self._memory:
             engine = create_engine(
                 self._url,
@@ -316,8 +329,7 @@ class SQLStorage(Storage):
         else:
             engine = create_engine(
                 self._url,
-                pool_size=pool_size,
-                max_overflow=max_overflow,
+                **pooling,
                 connect_args={
                     "check_same_thread": False,
                     "timeout": self._busy_timeout_ms / 1000.0,
@@ -404,6 +416,330 @@ class SQLStorage(Storage):
         if self._postgres:
             conn.execute(self._q.notify)
 
+    def _open_hot(self) -> Any:
+        """A new hot-path connection. PostgreSQL: the hot statements are prepared by
+        psycopg (after 5 uses) and planned once (generic plans: they are parameterised
+        lookups on fixed indexes, and re-planning the claim CTE costs more than running
+        it)."""
+        fairy = self._hot_engine.raw_connection()
+        if self._postgres:
+            conn: Any = fairy.driver_connection
+            conn.autocommit = True
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+        return fairy
+
+    @contextmanager
+    def _hot(self) -> Iterator[Any]:
+        """One transaction on this thread's own DBAPI connection (the hot paths).
+
+        SQLite: ``BEGIN IMMEDIATE`` ... ``COMMIT``. PostgreSQL: autocommit, because
+        every hot operation is a single statement (atomic on its own), so it costs one
+        round trip; wake-ups (``pg_notify``) ride in the same statement or follow it.
+        On an error the SQLite transaction is rolled back; a connection that failed (or
+        whose rollback failed) is closed and forgotten, so the thread's next call
+        reconnects.
+        """
+        if self._closed:
+            raise StorageError(f"{self!r} is closed")
+        self._ensure_schema()
+        conns = self._conns
+        with translate_errors(self._masked, secret=self._secret):
+            fairy = conns.get()
+            conn = fairy.driver_connection
+            try:
+                if self._postgres:
+                    yield conn  # autocommit: every hot operation is one statement
+                else:
+                    conn.execute("BEGIN IMMEDIATE")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException as exc:
+                if _is_unavailable(exc) or not self._rollback(conn):
+                    conns.discard(fairy)
+                raise
+
+    def _rollback(self, conn: Any) -> bool:
+        try:
+            if self._postgres:
+                return not conn.closed
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return True
+        except Exception:  # noqa: BLE001 - the connection is discarded instead
+            return False
+
+    def _t(self, now: int | None) -> int | None:
+        """``now`` for the hot statements: SQLite gets the local clock when ``None``."""
+        if now is None and not self._postgres:
+            return _local_ms()
+        return now
+
+    # ------------------------------------------------------------------ hot paths
+
+    def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
+        """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
+        if not jobs:
+            return []
+        if self._memory or any(
+            j.concurrency_skip and j.concurrency_key is not None and j.concurrency_limit is not None
+            for j in jobs
+        ):
+            return self._enqueue_slow(jobs, now)
+        if self._postgres:
+            arrays = {
+                "id": [j.id for j in jobs],
+                "task_name": [j.task_name for j in jobs],
+                "queue": [j.queue for j in jobs],
+                "payload": [j.payload for j in jobs],
+                "priority": [j.priority for j in jobs],
+                "run_at": [j.run_at for j in jobs],
+                "delay_ms": [j.delay_ms for j in jobs],
+                "sts": [j.schedule_to_start_ms for j in jobs],
+                "max_attempts": [j.max_attempts for j in jobs],
+                "lost_delay_ms": [j.lost_delay_ms for j in jobs],
+                "timeout_ms": [j.timeout_ms for j in jobs],
+                "heartbeat_ms": [j.heartbeat_ms for j in jobs],
+                "ckey": [j.concurrency_key for j in jobs],
+                "climit": [j.concurrency_limit for j in jobs],
+                "cskip": [j.concurrency_skip for j in jobs],
+                "options": [j.options for j in jobs],
+                "replay_of": [j.replay_of for j in jobs],
+                "now": now,
+            }
+            with self._hot() as conn:
+                conn.execute(self._h.insert_job, arrays)
+            return [JobState.QUEUED] * len(jobs)
+        t = now if now is not None else _local_ms()
+        rows = []
+        for j in jobs:
+            ready = (j.run_at if j.run_at is not None else t) + j.delay_ms
+            sts = j.schedule_to_start_ms
+            rows.append(
+                (
+                    j.id, j.task_name, j.queue, j.payload, j.priority, "queued", None, t,
+                    ready, ready + sts if sts is not None else None, j.max_attempts,
+                    j.lost_delay_ms, j.timeout_ms, j.heartbeat_ms, sts, j.concurrency_key,
+                    j.concurrency_limit, j.concurrency_skip, j.options, j.replay_of, 0, None,
+                    False,
+                )
+            )
+        with self._hot() as conn:
+            if len(rows) == 1:
+                conn.execute(self._h.insert_job, rows[0])
+            else:
+                conn.executemany(self._h.insert_job, rows)
+        return [JobState.QUEUED] * len(jobs)
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.Storage.claim`.
+
+        One statement picks the top ``limit`` ready jobs and starts those without a
+        ``queue`` concurrency limit (PostgreSQL: one CTE that also writes the attempt
+        rows; SQLite: one ``UPDATE ... RETURNING`` plus the attempt rows). Limited jobs
+        met among them (rare) are claimed afterwards by the general path, which counts
+        running jobs per key under a lock.
+        """
+        if limit <= 0 or not queues:
+            return []
+        qs = list(dict.fromkeys(queues))
+        if self._memory:
+            return [c for _, c in sorted(self._claim_slow(worker_id, qs, limit, lease_ms, now),
+                                         key=lambda p: p[0])]
+        h = self._h
+        if self._postgres:
+            with self._hot() as conn:
+                rows = conn.execute(
+                    h.claim_pg(len(qs)),
+                    {"now": now, "queues": qs, "q0": qs[0], "limit": limit,
+                     "worker": worker_id, "lease_ms": lease_ms},
+                ).fetchall()
+            started = [r for r in rows if not r[19]]
+            keyed = len(started) < len(rows)
+        else:
+            t = now if now is not None else _local_ms()
+            params: dict[str, Any] = {"worker": worker_id, "t": t, "lease_ms": lease_ms,
+                                      "limit": limit}
+            for i, q in enumerate(qs):
+                params[f"q{i}"] = q
+            with self._hot() as conn:
+                started = conn.execute(h.claim_sqlite(len(qs)), params).fetchall()
+                if started:
+                    conn.executemany(
+                        h.attempt_insert,
+                        [{"job_id": r[1], "number": r[6], "worker": worker_id, "t": t}
+                         for r in started],
+                    )
+                keyed = (
+                    len(started) < limit
+                    and conn.execute(h.keyed_ready_sqlite, {"t": t}).fetchone() is not None
+                )
+        pairs = [
+            (
+                (-r[5], r[17], r[0]),
+                ClaimedJob(
+                    id=r[1], task_name=r[2], queue=r[3], payload=bytes(r[4]), attempt=r[6],
+                    lease_token=r[13], lease_expires_at=r[14], deadline=r[15],
+                    max_attempts=r[7], priority=r[5], timeout_ms=r[8], heartbeat_ms=r[9],
+                    options=r[10], enqueued_at=r[11], replay_of=r[12], started_at=r[16],
+                ),
+            )
+            for r in started
+        ]
+        if keyed and len(pairs) < limit:
+            pairs.extend(self._claim_slow(worker_id, qs, limit - len(pairs), lease_ms, now))
+        if len(pairs) > 1:
+            pairs.sort(key=lambda p: p[0])
+        return [c for _, c in pairs]
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        """See :meth:`queue_core.storage.Storage.renew`. PostgreSQL: one statement for
+        the batch; SQLite: one fenced ``UPDATE`` per ref. Rows are taken in job id order."""
+        if not refs:
+            return RenewResult()
+        if self._memory:
+            return self._renew_slow(refs, lease_ms, now)
+        result = RenewResult()
+        if self._postgres:
+            with self._hot() as conn:
+                rows = conn.execute(
+                    self._h.renew_pg,
+                    {"ids": [r.job_id for r in refs], "attempts": [r.attempt for r in refs],
+                     "tokens": [r.lease_token for r in refs], "lease_ms": lease_ms,
+                     "now": now},
+                ).fetchall()
+            current = {(r[0], r[1], r[2]): r[3] for r in rows}
+            for ref in refs:
+                flag = current.get((ref.job_id, ref.attempt, ref.lease_token))
+                if flag is None:
+                    result.lost.append(ref)
+                elif flag:
+                    result.cancel_requested.append(ref)
+            return result
+        t = self._t(now)
+        order = sorted(range(len(refs)), key=lambda i: refs[i].job_id)
+        got = self._fenced(
+            self._h.renew,
+            [
+                {"id": refs[i].job_id, "attempt": refs[i].attempt,
+                 "token": refs[i].lease_token, "lease_ms": lease_ms, "now": t}
+                for i in order
+            ],
+        )
+        status: list[Any] = [None] * len(refs)
+        for i, row in zip(order, got, strict=True):
+            status[i] = row
+        for ref, row in zip(refs, status, strict=True):
+            if row is None:
+                result.lost.append(ref)
+            elif row[0]:
+                result.cancel_requested.append(ref)
+        return result
+
+    def _fenced(self, sql: str, params: list[dict[str, Any]]) -> list[Any]:
+        """Run a one-row ``UPDATE ... RETURNING`` per parameter set in one transaction;
+        the returned row (or ``None``) per set."""
+        with self._hot() as conn:
+            return [conn.execute(sql, p).fetchone() for p in params]
+
+    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
+        """See :meth:`queue_core.storage.Storage.heartbeat`."""
+        if self._memory:
+            return self._heartbeat_slow(ref, now)
+        (row,) = self._fenced(
+            self._h.heartbeat,
+            [{"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
+              "now": self._t(now)}],
+        )
+        if row is None:
+            raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
+        return bool(row[0])
+
+    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.Storage.finish`.
+
+        Per end one fenced ``UPDATE`` of the job that also ends its attempt record
+        (PostgreSQL: one CTE, pipelined over the batch; SQLite: two statements); a batch
+        holding a ``DEAD`` decision takes the general path, which writes the dead-letter
+        entries.
+        """
+        if not ends:
+            return []
+        if (
+            self._memory
+            or any(e.decision.action is Action.DEAD for e in ends)
+            or len({e.ref.job_id for e in ends}) < len(ends)
+        ):
+            return self._finish_slow(ends, now)
+        t = self._t(now)
+        order = sorted(range(len(ends)), key=lambda i: ends[i].ref.job_id)
+        params: list[dict[str, Any]] = []
+        for i in order:
+            e = ends[i]
+            d = e.decision
+            err = e.error
+            action = d.action
+            requeue = action is Action.RETRY
+            if action is Action.COMPLETE:
+                state, reason = "succeeded", None
+            elif requeue:
+                state, reason = "queued", None
+            elif action is Action.CANCEL:
+                state, reason = "cancelled", Reason.CANCELLED.value
+            else:
+                state, reason = "timed_out", d.reason or e.reason
+            ref = e.ref
+            params.append(
+                {
+                    "now": t, "id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
+                    "state": state, "reason": reason, "requeue": requeue,
+                    "delay_ms": d.delay_ms if requeue else None,
+                    "lost_delay_ms": d.lost_delay_ms if requeue else None,
+                    "result": e.result if action is Action.COMPLETE else None,
+                    "has_error": err is not None,
+                    "error_class": err.error_class if err else None,
+                    "error_type": err.error_type if err else None,
+                    "message": err.message if err else None,
+                    "traceback": err.traceback if err else None,
+                    "outcome": e.outcome.value, "a_reason": e.reason, "mode": e.mode,
+                }
+            )
+        took = [False] * len(ends)
+        h = self._h
+        with self._hot() as conn:
+            if self._postgres:
+                arrays: dict[str, Any] = {n: [p[n] for p in params] for n, _ in FINISH_ARRAYS}
+                arrays["now"] = now
+                rows = conn.execute(h.finish_pg, arrays).fetchall()
+                wake = False
+                took_ids = {}
+                for job_id, key in rows:
+                    took_ids[job_id] = key
+                for i, p in zip(order, params, strict=True):
+                    if p["id"] in took_ids:
+                        took[i] = True
+                        wake = wake or p["requeue"] or took_ids[p["id"]] is not None
+                if wake:
+                    conn.execute(h.notify)
+            else:
+                done = []
+                for i, p in zip(order, params, strict=True):
+                    if conn.execute(h.finish_job_sqlite, p).fetchone() is not None:
+                        took[i] = True
+                        done.append(p)
+                if done:
+                    conn.executemany(h.finish_attempt_sqlite, done)
+        return took
+
     # ------------------------------------------------------------------ schema
 
     def migrate(self) -> None:
@@ -428,10 +764,8 @@ class SQLStorage(Storage):
 
     # ------------------------------------------------------------------ enqueue
 
-    def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
-        """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
-        if not jobs:
-            return []
+    def _enqueue_slow(self, jobs: Sequence[NewJob], now: int | None) -> list[JobState]:
+        """Enqueue through SQLAlchemy: batches holding concurrency ``skip`` jobs."""
         with self._tx() as conn:
             t = self._resolve_now(conn, now, notify=True)
             skip_keys = sorted(
@@ -508,19 +842,11 @@ class SQLStorage(Storage):
 
     # ------------------------------------------------------------------ claim / lease
 
-    def claim(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_ms: int,
-        *,
-        now: int | None = None,
-    ) -> list[ClaimedJob]:
-        """See :meth:`queue_core.storage.Storage.claim`."""
-        if limit <= 0 or not queues:
-            return []
-        qs = list(dict.fromkeys(queues))
+    def _claim_slow(
+        self, worker_id: str, qs: list[str], limit: int, lease_ms: int, now: int | None
+    ) -> list[tuple[tuple[int, int, int], ClaimedJob]]:
+        """Claim through SQLAlchemy, honouring ``queue`` concurrency limits; returns
+        ``(order key, job)`` pairs."""
         with self._tx() as conn:
             params: dict[str, Any] = {"queues": qs, "now": self._now(now), "limit": limit}
             chosen: list[Row[Any]] = []
@@ -568,7 +894,7 @@ class SQLStorage(Storage):
             t = int(chosen[0].now_ms)
             starts: list[dict[str, Any]] = []
             records: list[dict[str, Any]] = []
-            claimed: list[ClaimedJob] = []
+            claimed: list[tuple[tuple[int, int, int], ClaimedJob]] = []
             for r in chosen:
                 token = os.urandom(12).hex()
                 number = r.attempt + 1
@@ -589,7 +915,8 @@ class SQLStorage(Storage):
                 records.append(
                     {"b_job_id": r.id, "b_number": number, "b_worker": worker_id, "b_started": t}
                 )
-                claimed.append(
+                claimed.append((
+                    (-r.priority, r.run_at, r.seq),
                     ClaimedJob(
                         id=r.id,
                         task_name=r.task_name,
@@ -607,8 +934,8 @@ class SQLStorage(Storage):
                         enqueued_at=r.enqueued_at,
                         replay_of=r.replay_of,
                         started_at=t,
-                    )
-                )
+                    ),
+                ))
             self._many(conn, "start_jobs", starts)
             self._many(conn, "start_attempts", records)
             return claimed
@@ -627,13 +954,10 @@ class SQLStorage(Storage):
             for key, n in conn.execute(self._q.count_running, {"keys": sorted(locked)}):
                 running[key] = int(n)
 
-    def renew(
-        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    def _renew_slow(
+        self, refs: Sequence[LeaseRef], lease_ms: int, now: int | None
     ) -> RenewResult:
-        """See :meth:`queue_core.storage.Storage.renew`."""
         result = RenewResult()
-        if not refs:
-            return result
         with self._tx() as conn:
             ids = sorted({r.job_id for r in refs})
             rows = {
@@ -655,8 +979,7 @@ class SQLStorage(Storage):
                 self._many(conn, "renew_leases", updates)
         return result
 
-    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
-        """See :meth:`queue_core.storage.Storage.heartbeat`."""
+    def _heartbeat_slow(self, ref: LeaseRef, now: int | None) -> bool:
         with self._tx() as conn:
             row = conn.execute(
                 self._q.heartbeat,
@@ -751,10 +1074,9 @@ class SQLStorage(Storage):
             )
         conn.execute(self._q.insert_dead, entries)
 
-    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
-        """See :meth:`queue_core.storage.Storage.finish`."""
-        if not ends:
-            return []
+    def _finish_slow(self, ends: Sequence[AttemptEnd], now: int | None) -> list[bool]:
+        """Finish through SQLAlchemy: batches holding a ``DEAD`` decision (dead-letter
+        entries need the whole row and every attempt record)."""
         with self._tx() as conn:
             ids = sorted({e.ref.job_id for e in ends})
             rows = {
@@ -1174,10 +1496,13 @@ class SQLStorage(Storage):
                         return True
 
     def close(self) -> None:
-        """Release connections (pool, listener). Idempotent."""
+        """Release connections (pool, per-thread connections, listener). Idempotent."""
         if self._closed:
             return
         self._closed = True
+        self._conns.close_all()
+        if self._hot_engine is not self._engine:
+            self._hot_engine.dispose()
         with self._wait_lock:
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
