@@ -50,9 +50,12 @@ def test_process_timeout_kills_the_group_and_frees_the_slot(
     queue: Queue, markers: str, task_name: str, needs_sigkill: bool
 ) -> None:
     # timeout=1, isolation="process", kill_grace=0.5; `while True: pass`
-    spinning = queue.enqueue(task_name, args=(markers,))
-    after = queue.enqueue("quick", args=("after",))
     with worker_thread(queue, slots=1) as worker:
+        # the timeout counts from the claim, a cold child's start-up included: warm it first
+        warm = queue.enqueue("quick", args=("warm",), isolation="process")
+        assert warm.result(timeout=30) == "ok warm"
+        spinning = queue.enqueue(task_name, args=(markers,))
+        after = queue.enqueue("quick", args=("after",), isolation="process")
         _pid, pgid = wait_for(lambda: started(markers), 20, "the spinning body started")
         began = time.monotonic()
         assert group_alive(pgid)
@@ -75,6 +78,7 @@ def test_process_timeout_kills_the_group_and_frees_the_slot(
     assert 0.85 <= (first.finished_at - first.started_at).total_seconds() <= 1 + 0.5 + SLACK
     (done,) = after.attempts()
     assert done.outcome is Outcome.SUCCEEDED
+    assert done.mode == "process"  # in a new child: the killed one is not reused
     assert done.worker_id == first.worker_id
     assert done.started_at is not None and done.started_at >= first.finished_at
     # max_retries=0: a timed-out attempt that used the budget dead-letters the job
