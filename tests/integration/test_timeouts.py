@@ -89,6 +89,22 @@ def test_process_timeout_kills_the_group_and_frees_the_slot(
         assert gone_after >= 1 + 0.5 - 0.2  # SIGTERM was ignored: it took the grace
 
 
+def test_crashed_child_is_recorded_with_its_exit_code_and_retried(
+    queue: Queue, markers: str
+) -> None:
+    job = queue.enqueue("crash_first", args=(markers,))  # attempt 1: os._exit(3)
+    with worker_thread(queue, slots=1):
+        assert job.result(timeout=30) == "survived on attempt 2"
+    first, second = job.attempts()
+    assert first.outcome is Outcome.LOST  # SPEC §5: a crash is an attempt, outcome lost
+    assert first.reason == "process_died"
+    assert first.mode == "process"
+    assert first.message is not None and "exited with code 3" in first.message
+    assert second.outcome is Outcome.SUCCEEDED
+    pid1, pid2 = started(markers, 1), started(markers, 2)
+    assert pid1 is not None and pid2 is not None and pid1[0] != pid2[0]  # a new child
+
+
 # --------------------------------------------------------------------------- heartbeats
 
 

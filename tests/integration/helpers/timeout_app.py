@@ -109,6 +109,14 @@ def sleep_sync(marker_dir: str, seconds: float, ctx: JobContext) -> str:
     return "slept"
 
 
+def crash_first(marker_dir: str, ctx: JobContext) -> str:
+    """Attempt 1 ends its process with ``os._exit(3)``; later attempts return."""
+    mark(marker_dir, ctx.attempt)
+    if ctx.attempt == 1:
+        os._exit(3)
+    return f"survived on attempt {ctx.attempt}"
+
+
 def poll_cancelled(marker_dir: str, ctx: JobContext) -> str:
     """Loop until ``ctx.cancelled`` turns true, then return (a cooperative thread body)."""
     mark(marker_dir, ctx.attempt)
@@ -143,6 +151,7 @@ _BODIES: dict[str, tuple[Any, dict[str, Any]]] = {
         {"max_retries": 3, "isolation": "process", "kill_grace": 0.5},
     ),
     "poll_cancelled": (poll_cancelled, {"max_retries": 3}),
+    "crash_first": (crash_first, {"max_retries": 1, "isolation": "process"}),
 }
 
 
