@@ -66,23 +66,10 @@ local function make_ready(id, q, pr, ra, ss)
   if ra <= NOW then wake(q) end
 end
 
--- take a queued job out of every ready structure
-local function unready(id, q, pr, mem, ck)
-  if mem then
-    local r = rk(q, pr)
-    if redis.call('ZREM', r, mem) == 1 and redis.call('EXISTS', r) == 0 then
-      redis.call('ZREM', pk(q), pr)
-    end
-    if ck then redis.call('ZREM', P .. ':cw:' .. ck, mem) end
-  end
-  redis.call('ZREM', STS, id)
-end
-
--- a running job with concurrency key ck gives back its slot; one parked job returns
-local function release_slot(ck)
-  incr(P .. ':cr:' .. ck, -1)
-  local cw = P .. ':cw:' .. ck
-  local top = redis.call('ZPOPMIN', cw)
+-- move the oldest job parked on concurrency key ck back to its ready set (claim parks
+-- it again if the key is still at its limit, so an extra move is harmless)
+local function unpark_one(ck)
+  local top = redis.call('ZPOPMIN', P .. ':cw:' .. ck)
   if top[1] then
     local m, score = top[1], tonumber(top[2])
     local id = string.sub(m, 17)
@@ -93,6 +80,29 @@ local function release_slot(ck)
       wake(f[2])
     end
   end
+end
+
+-- take a queued job out of every ready structure; a concurrency job that was in its
+-- ready set may have been the one a freed slot woke, so it passes that wake-up on
+local function unready(id, q, pr, mem, ck)
+  if mem then
+    local r = rk(q, pr)
+    local was_ready = redis.call('ZREM', r, mem) == 1
+    if was_ready and redis.call('EXISTS', r) == 0 then
+      redis.call('ZREM', pk(q), pr)
+    end
+    if ck then
+      redis.call('ZREM', P .. ':cw:' .. ck, mem)
+      if was_ready then unpark_one(ck) end
+    end
+  end
+  redis.call('ZREM', STS, id)
+end
+
+-- a running job with concurrency key ck gives back its slot; one parked job returns
+local function release_slot(ck)
+  incr(P .. ':cr:' .. ck, -1)
+  unpark_one(ck)
 end
 
 -- the job reaches a final state; it is deleted now (retention 0) or indexed for prune
