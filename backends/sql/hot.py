@@ -80,26 +80,48 @@ ENQUEUE_ARRAYS = (
 )
 """The per-job arrays of the PostgreSQL enqueue, in ``unnest`` order."""
 
-FINISH_ARRAYS = (
-    ("id", "text"),
-    ("attempt", "int"),
-    ("token", "text"),
-    ("state", "text"),
-    ("reason", "text"),
-    ("requeue", "boolean"),
-    ("delay_ms", "bigint"),
-    ("lost_delay_ms", "bigint"),
-    ("result", "bytea"),
-    ("has_error", "boolean"),
-    ("error_class", "text"),
-    ("error_type", "text"),
-    ("message", "text"),
-    ("traceback", "text"),
-    ("outcome", "text"),
-    ("a_reason", "text"),
-    ("mode", "text"),
+FINISH_ROW = (
+    "now",
+    "id",
+    "attempt",
+    "token",
+    "state",
+    "reason",
+    "requeue",
+    "delay_ms",
+    "lost_delay_ms",
+    "result",
+    "has_error",
+    "error_class",
+    "error_type",
+    "message",
+    "traceback",
+    "outcome",
+    "a_reason",
+    "mode",
 )
-"""The per-end arrays of the PostgreSQL batch finish, in ``unnest`` order."""
+"""The values of one end in a batch finish, in ``VALUES`` (SQLite) / ``unnest``
+(PostgreSQL, without ``now``) order."""
+
+_PG_TYPES = {
+    "id": "text",
+    "attempt": "int",
+    "token": "text",
+    "state": "text",
+    "reason": "text",
+    "requeue": "boolean",
+    "delay_ms": "bigint",
+    "lost_delay_ms": "bigint",
+    "result": "bytea",
+    "has_error": "boolean",
+    "error_class": "text",
+    "error_type": "text",
+    "message": "text",
+    "traceback": "text",
+    "outcome": "text",
+    "a_reason": "text",
+    "mode": "text",
+}
 
 
 def render(sql: str, postgres: bool) -> str:
@@ -252,8 +274,8 @@ class HotSQL:
         if postgres:
             # the whole batch in one statement: the ends as arrays, the rows locked in
             # id order (as renew does), the jobs and their attempts updated together
-            fields = ", ".join(f"CAST(:{n} AS {t}[])" for n, t in FINISH_ARRAYS)
-            names = ", ".join(f"e_{n}" for n, _ in FINISH_ARRAYS)
+            fields = ", ".join(f"CAST(:{n} AS {_PG_TYPES[n]}[])" for n in FINISH_ROW[1:])
+            names = ", ".join(f"e_{n}" for n in FINISH_ROW[1:])
             set_from_l = _NAMED.sub(r"l.e_\1", job_set.split(" WHERE ")[0])
             self.finish_pg = render(
                 f"WITH e AS (SELECT * FROM unnest({fields}) AS e({names})), "
@@ -270,16 +292,46 @@ class HotSQL:
                 True,
             )
         else:
-            self.finish_job_sqlite = render(
-                f"UPDATE qc_jobs SET {job_set} RETURNING concurrency_key", False
+            # the batch as one VALUES table shared by two statements: the attempt
+            # records first (fenced by EXISTS on the job row), then the jobs
+            names = ", ".join(f"e_{n}" for n in FINISH_ROW)
+            fence = (
+                "qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt "
+                "AND qc_jobs.lease_token = e.e_token AND qc_jobs.state = 'running'"
             )
-            self.finish_attempt_sqlite = render(
+            self._finish_attempts_sqlite = (
+                f"WITH e({names}) AS (VALUES {{rows}}) "
                 "UPDATE qc_attempts SET "
-                + attempt_set.replace("{t}", ":now")
-                + " WHERE job_id = :id AND number = :attempt",
-                False,
+                + _NAMED.sub(r"e.e_\1", attempt_set).replace("{t}", "e.e_now")
+                + " FROM e WHERE qc_attempts.job_id = e.e_id "
+                "AND qc_attempts.number = e.e_attempt "
+                f"AND EXISTS (SELECT 1 FROM qc_jobs WHERE {fence})"
+            )
+            self._finish_jobs_sqlite = (
+                f"WITH e({names}) AS (VALUES {{rows}}) "
+                "UPDATE qc_jobs SET "
+                + _NAMED.sub(r"e.e_\1", job_set.split(" WHERE ")[0]).replace(
+                    "{now}", "e.e_now"
+                )
+                + f" FROM e WHERE {fence} RETURNING qc_jobs.id, qc_jobs.concurrency_key"
             )
         self._claim_cache: dict[int, str] = {}
+        self._finish_cache: dict[int, tuple[str, str]] = {}
+
+    def finish_sqlite(self, n: int) -> tuple[str, str]:
+        """The SQLite finish statements (attempts, jobs) for ``n`` ends of
+        :data:`FINISH_ROW` values each."""
+        pair = self._finish_cache.get(n)
+        if pair is None:
+            row = "(" + ", ".join("?" * len(FINISH_ROW)) + ")"
+            rows = ", ".join([row] * n)
+            pair = (
+                self._finish_attempts_sqlite.replace("{rows}", rows),
+                self._finish_jobs_sqlite.replace("{rows}", rows),
+            )
+            if n <= 64:
+                self._finish_cache[n] = pair
+        return pair
 
     def claim_pg(self, nqueues: int) -> str:
         """The PostgreSQL claim CTE: ``queue = :q0`` for one queue (so the ready index

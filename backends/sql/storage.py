@@ -35,7 +35,7 @@ from typing_extensions import Self
 
 from backends.sql import schema
 from backends.sql.errors import _is_unavailable, translate_errors
-from backends.sql.hot import FINISH_ARRAYS, HotSQL, ThreadConnections
+from backends.sql.hot import FINISH_ROW, HotSQL, ThreadConnections
 from backends.sql.queries import MANY, Statements
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
@@ -66,6 +66,8 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 """Finished jobs are kept this long (7 days) unless configured otherwise."""
 
 _DAYS = re.compile(r"^\s*(\d+(?:\.\d+)?)d(.*)$")
+_SQLITE_ROWS = 500
+"""Ends per SQLite finish statement (18 values each; SQLite allows 32,766)."""
 _PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 
@@ -458,6 +460,24 @@ class SQLStorage(Storage):
                     conns.discard(fairy)
                 raise
 
+    def _one(self, sql: str, params: Any) -> Any:
+        """Run one statement in autocommit mode on this thread's connection and return
+        its first row. A single statement is a transaction of its own on both
+        databases (SQLite takes the write lock for it as ``BEGIN IMMEDIATE`` would,
+        waiting up to the busy timeout), so this skips ``BEGIN``/``COMMIT`` round trips
+        and the context managers of :meth:`_hot`."""
+        if self._closed or not self._schema_ready:
+            with self._hot() as conn:
+                return conn.execute(sql, params).fetchone()
+        fairy = self._conns.get()
+        try:
+            return fairy.driver_connection.execute(sql, params).fetchone()
+        except BaseException as exc:
+            if _is_unavailable(exc) or not self._rollback(fairy.driver_connection):
+                self._conns.discard(fairy)
+            with translate_errors(self._masked, secret=self._secret):
+                raise
+
     def _rollback(self, conn: Any) -> bool:
         try:
             if self._postgres:
@@ -523,11 +543,11 @@ class SQLStorage(Storage):
                     False,
                 )
             )
+        if len(rows) == 1:
+            self._one(self._h.insert_job, rows[0])  # one statement: atomic on its own
+            return [JobState.QUEUED]
         with self._hot() as conn:
-            if len(rows) == 1:
-                conn.execute(self._h.insert_job, rows[0])
-            else:
-                conn.executemany(self._h.insert_job, rows)
+            conn.executemany(self._h.insert_job, rows)
         return [JobState.QUEUED] * len(jobs)
 
     def claim(
@@ -655,10 +675,14 @@ class SQLStorage(Storage):
         """See :meth:`queue_core.storage.Storage.heartbeat`."""
         if self._memory:
             return self._heartbeat_slow(ref, now)
-        (row,) = self._fenced(
+        row = self._one(
             self._h.heartbeat,
-            [{"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
-              "now": self._t(now)}],
+            {
+                "id": ref.job_id,
+                "attempt": ref.attempt,
+                "token": ref.lease_token,
+                "now": self._t(now),
+            },
         )
         if row is None:
             raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
@@ -667,10 +691,11 @@ class SQLStorage(Storage):
     def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
         """See :meth:`queue_core.storage.Storage.finish`.
 
-        Per end one fenced ``UPDATE`` of the job that also ends its attempt record
-        (PostgreSQL: one CTE, pipelined over the batch; SQLite: two statements); a batch
-        holding a ``DEAD`` decision takes the general path, which writes the dead-letter
-        entries.
+        The batch's fenced updates of jobs and attempt records run as one statement
+        (PostgreSQL: a CTE over ``unnest`` arrays) or two (SQLite: ``UPDATE ... FROM
+        (VALUES ...)`` for the attempt records, then for the jobs). A batch holding a
+        ``DEAD`` decision, or one job twice, takes the general path, which writes the
+        dead-letter entries.
         """
         if not ends:
             return []
@@ -681,10 +706,9 @@ class SQLStorage(Storage):
         ):
             return self._finish_slow(ends, now)
         t = self._t(now)
-        order = sorted(range(len(ends)), key=lambda i: ends[i].ref.job_id)
-        params: list[dict[str, Any]] = []
-        for i in order:
-            e = ends[i]
+        rows: list[tuple[Any, ...]] = []
+        wake = False
+        for e in sorted(ends, key=lambda e: e.ref.job_id):  # lock order, as renew
             d = e.decision
             err = e.error
             action = d.action
@@ -693,52 +717,52 @@ class SQLStorage(Storage):
                 state, reason = "succeeded", None
             elif requeue:
                 state, reason = "queued", None
+                wake = True
             elif action is Action.CANCEL:
                 state, reason = "cancelled", Reason.CANCELLED.value
             else:
                 state, reason = "timed_out", d.reason or e.reason
             ref = e.ref
-            params.append(
-                {
-                    "now": t, "id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
-                    "state": state, "reason": reason, "requeue": requeue,
-                    "delay_ms": d.delay_ms if requeue else None,
-                    "lost_delay_ms": d.lost_delay_ms if requeue else None,
-                    "result": e.result if action is Action.COMPLETE else None,
-                    "has_error": err is not None,
-                    "error_class": err.error_class if err else None,
-                    "error_type": err.error_type if err else None,
-                    "message": err.message if err else None,
-                    "traceback": err.traceback if err else None,
-                    "outcome": e.outcome.value, "a_reason": e.reason, "mode": e.mode,
-                }
-            )
-        took = [False] * len(ends)
+            if err is None:
+                rows.append(
+                    (
+                        t, ref.job_id, ref.attempt, ref.lease_token, state, reason, requeue,
+                        d.delay_ms if requeue else None, d.lost_delay_ms if requeue else None,
+                        e.result if action is Action.COMPLETE else None, False, None, None,
+                        None, None, e.outcome.value, e.reason, e.mode,
+                    )
+                )  # fmt: skip
+            else:
+                rows.append(
+                    (
+                        t, ref.job_id, ref.attempt, ref.lease_token, state, reason, requeue,
+                        d.delay_ms if requeue else None, d.lost_delay_ms if requeue else None,
+                        e.result if action is Action.COMPLETE else None, True,
+                        err.error_class, err.error_type, err.message, err.traceback,
+                        e.outcome.value, e.reason, e.mode,
+                    )
+                )  # fmt: skip
         h = self._h
         with self._hot() as conn:
             if self._postgres:
-                arrays: dict[str, Any] = {n: [p[n] for p in params] for n, _ in FINISH_ARRAYS}
+                arrays: dict[str, Any] = {
+                    name: [r[k] for r in rows] for k, name in enumerate(FINISH_ROW) if k
+                }
                 arrays["now"] = now
-                rows = conn.execute(h.finish_pg, arrays).fetchall()
-                wake = False
-                took_ids = {}
-                for job_id, key in rows:
-                    took_ids[job_id] = key
-                for i, p in zip(order, params, strict=True):
-                    if p["id"] in took_ids:
-                        took[i] = True
-                        wake = wake or p["requeue"] or took_ids[p["id"]] is not None
-                if wake:
-                    conn.execute(h.notify)
+                done = dict(conn.execute(h.finish_pg, arrays).fetchall())
             else:
-                done = []
-                for i, p in zip(order, params, strict=True):
-                    if conn.execute(h.finish_job_sqlite, p).fetchone() is not None:
-                        took[i] = True
-                        done.append(p)
-                if done:
-                    conn.executemany(h.finish_attempt_sqlite, done)
-        return took
+                done = {}
+                for k in range(0, len(rows), _SQLITE_ROWS):
+                    chunk = rows[k : k + _SQLITE_ROWS]
+                    attempts_sql, jobs_sql = h.finish_sqlite(len(chunk))
+                    flat = [v for r in chunk for v in r]
+                    conn.execute(attempts_sql, flat)
+                    done.update(conn.execute(jobs_sql, flat).fetchall())
+            if self._postgres and (wake or any(k is not None for k in done.values())):
+                conn.execute(h.notify)
+        if len(done) == len(ends):
+            return [True] * len(ends)
+        return [e.ref.job_id in done for e in ends]
 
     # ------------------------------------------------------------------ schema
 
