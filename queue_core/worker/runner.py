@@ -149,8 +149,9 @@ class _BodyThreads:
 
     Daemon threads, so a body that never returns cannot keep the process alive after
     the worker has shut down (it was recorded and released already). Completions are
-    scheduled on the loop without a round trip (``run_sync_soon``), and no task or
-    thread is created per job.
+    scheduled on the loop without a round trip (``run_sync_soon``), coalesced: ends that
+    arrive while a delivery is pending ride along with it, so a burst of short bodies
+    wakes the loop once. No task or thread is created per job.
     """
 
     def __init__(self, on_done: Callable[[Attempt, bool, Any], None]) -> None:
@@ -160,6 +161,8 @@ class _BodyThreads:
         self._lock = threading.Lock()
         self._idle = 0
         self._threads: list[threading.Thread] = []
+        self._done: list[tuple[Attempt, bool, Any]] = []
+        self._delivery_pending = False
 
     def submit(self, att: Attempt, call: Callable[[], Any]) -> None:
         with self._lock:
@@ -172,27 +175,98 @@ class _BodyThreads:
         self._jobs.put((att, call))
 
     def _main(self) -> None:
-        get, done, token = self._jobs.get, self._on_done, self._token
-        soon = token.backend_class.run_sync_soon
+        get, lock, token = self._jobs.get, self._lock, self._token
+        soon, deliver = token.backend_class.run_sync_soon, self._deliver
         while True:
             item = get()
             if item is None:
                 return
             att, call = item
             try:
-                result: tuple[bool, Any] = (True, call())
+                result: tuple[Attempt, bool, Any] = (att, True, call())
             except BaseException as exc:  # noqa: BLE001 - carried back to the loop
-                result = (False, exc)
-            with self._lock:
+                result = (att, False, exc)
+            with lock:
                 self._idle += 1
+                self._done.append(result)
+                if self._delivery_pending:
+                    continue  # the scheduled delivery will take this end too
+                self._delivery_pending = True
             try:
-                soon(done, (att, *result), token.native_token)
+                soon(deliver, (), token.native_token)
             except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
                 return
+
+    def _deliver(self) -> None:
+        """On the loop: hand every end reported so far over (one loop wake-up for many)."""
+        with self._lock:
+            ends, self._done = self._done, []
+            self._delivery_pending = False
+        for att, ok, value in ends:
+            try:
+                self._on_done(att, ok, value)
+            except Exception:  # noqa: BLE001 - one bad end must not drop the others
+                log.exception("recording the end of job %s failed", att.ref.job_id)
 
     def close(self) -> None:
         for _ in self._threads:
             self._jobs.put(None)
+
+
+class _StorageThread:
+    """A dedicated daemon thread for one kind of hot storage call (claim, finish).
+
+    A call costs a queue put and one loop wake-up, about a third of a ``to_thread``
+    hop (no pool, limiter or cancel scope per call), and with one thread per kind of
+    call a claim and a finish run at the same time. Like ``to_thread.run_sync``, the
+    caller waits for the call to return even when cancelled meanwhile, so claimed jobs
+    or written ends are never abandoned halfway.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._calls: SimpleQueue[
+            tuple[Callable[..., Any], tuple[Any, ...], list[Any], anyio.Event] | None
+        ] = SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    async def call(self, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` on this thread and return (or raise) what it did."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        done = anyio.Event()
+        box: list[Any] = []
+        self._calls.put((func, args, box, done))
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+            raise
+        ok, value = box
+        if ok:
+            return value
+        raise value
+
+    def _main(self) -> None:
+        get, token = self._calls.get, self._token
+        soon, native = token.backend_class.run_sync_soon, token.native_token
+        while True:
+            item = get()
+            if item is None:
+                return
+            func, args, box, done = item
+            try:
+                box[:] = (True, func(*args))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                box[:] = (False, exc)
+            try:
+                soon(done.set, (), native)
+            except Exception:  # noqa: BLE001 - the loop is gone: nobody is waiting
+                return
+
+    def close(self) -> None:
+        self._calls.put(None)
 
 
 class Worker:
@@ -315,6 +389,8 @@ class Worker:
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
         self._threads = _BodyThreads(self._thread_done)
+        self._claim_io = _StorageThread("queue-core claim")
+        self._finish_io = _StorageThread("queue-core finish")
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -330,6 +406,8 @@ class Worker:
             await self._shutdown()
             tg.cancel_scope.cancel()
         self._threads.close()
+        self._claim_io.close()
+        self._finish_io.close()
         if self._process_pool is not None:
             await self._process_pool.aclose()
         log.info("worker %s stopped after %d attempts", self.id, self._processed)
@@ -359,7 +437,7 @@ class Worker:
         table = self._table
         backoff = Backoff()
         poll = _POLL_MIN
-        claim = storage.claim
+        claim, claim_io = storage.claim, self._claim_io.call
         wid, queues, lease_ms = self.id, self._queues, self.lease_ms
         while True:
             if self._stop.is_set():
@@ -373,9 +451,7 @@ class Worker:
                 continue
             claimed_at = anyio.current_time()
             try:
-                jobs = await to_thread.run_sync(
-                    claim, wid, queues, free, lease_ms, limiter=self._io
-                )
+                jobs = await claim_io(claim, wid, queues, free, lease_ms)
             except StorageError as exc:
                 delay = backoff.next()
                 log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
@@ -803,7 +879,7 @@ class Worker:
         self._flushing = True
         try:
             with anyio.CancelScope(shield=True):
-                took = await to_thread.run_sync(self.storage.finish, batch, limiter=self._io)
+                took = await self._finish_io.call(self.storage.finish, batch)
         except StorageError as exc:
             self._ends[:0] = batch
             log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
