@@ -22,6 +22,7 @@ from tests.integration.helpers.drain_app import (
     read_log,
     register,
     spawn_workers,
+    started_by,
     stop_all,
     wait_all,
     wait_for,
@@ -110,19 +111,18 @@ def test_sigkilled_worker_mid_drain_loses_no_job_and_runs_none_twice_at_once(
         handles = register(q).map([(i,) for i in range(n)])
         by_arg = dict(enumerate(handles))
         workers = spawn_workers(
-            url, log, 4, "--burst", "--reap-interval", "0.5", sleep=0.005, lease=2.0
+            url, log, 4, "--burst", "--reap-interval", "0.5", sleep=0.01, lease=2.0
         )
         victim = workers[0]
         try:
-            mark = f" {victim.pid} ".encode()
 
             def victim_busy() -> bool:
-                if count_started(log) < n // 4:
-                    return False
-                with open(log, "rb") as f:
-                    return sum(1 for line in f if mark in line) >= 20
+                counts = started_by(log)
+                # the victim is well into its share and the others are draining too
+                return counts.get(victim.pid, 0) >= 20 and len(counts) >= 3
 
-            wait_for(victim_busy, 120, "the victim worker is draining")
+            wait_for(victim_busy, 120, "the victim and two others draining", workers, log)
+            assert count_started(log) < n, "the drain ended before the kill"
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
             wait_all(workers[1:], log, timeout=240)

@@ -46,7 +46,7 @@ def _drain_through_restart(
         handles = register(q).map([(i,) for i in range(N)])
         workers = spawn_workers(url, log, 2, "--burst", "--reap-interval", "0.5", sleep=0.01)
         try:
-            wait_for(lambda: count_started(log) >= N // 5, 120, "a fifth of the jobs started")
+            wait_for(lambda: count_started(log) >= N // 5, 120, "a fifth started", workers, log)
             stop()
             started_before = count_started(log)
             time.sleep(DOWN)

@@ -134,14 +134,40 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
         p.wait(10)
 
 
-def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``pred`` every 20 ms until true; fail naming ``what`` after ``timeout``."""
+def wait_for(
+    pred: Callable[[], bool],
+    timeout: float,
+    what: str,
+    workers: Sequence[subprocess.Popen[bytes]] = (),
+    log: Path | None = None,
+) -> None:
+    """Poll ``pred`` every 20 ms until true; fail naming ``what`` after ``timeout``, or at
+    once (with its stderr) when one of ``workers`` has exited meanwhile."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
             return
+        for k, p in enumerate(workers):
+            if p.poll() is not None:
+                err = worker_errors(log, k) if log is not None else ""
+                raise AssertionError(
+                    f"worker {k} exited {p.returncode} while waiting: {what}\n{err}"
+                )
         time.sleep(0.02)
     raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def started_by(log: Path) -> dict[int, int]:
+    """How many executions each worker pid has started so far."""
+    counts: dict[int, int] = defaultdict(int)
+    try:
+        with open(log, "rb") as f:
+            for line in f:
+                if line.startswith(b"S "):
+                    counts[int(line.split()[3])] += 1
+    except FileNotFoundError:
+        pass
+    return dict(counts)
 
 
 @dataclass
