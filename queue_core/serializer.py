@@ -64,6 +64,33 @@ class Serializer(Protocol):
 # --------------------------------------------------------------------------- JSON
 
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _make_encode() -> Callable[[Any], str]:
+    """``_ENCODER.encode`` without building a new C encoder on every call.
+
+    ``JSONEncoder.encode`` constructs the C iterencoder per call; building it once
+    halves the cost of a small payload. No circular-reference markers: a circular value
+    ends in ``RecursionError``, which the callers report like the encoder's
+    ``ValueError`` (naming the circular argument). Falls back to ``_ENCODER.encode``
+    where the C accelerator is missing.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return _ENCODER.encode
+    c_encode = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
+        False, False, True,
+    )
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(c_encode(value, 0))
+
+    return encode
+
+
+_ENCODE: Final = _make_encode()
 _DECODE: Final = json.loads
 _JSON_SCALARS: Final = (str, int, float, bool, type(None))
 _JSON_HINT: Final = (
@@ -121,7 +148,7 @@ class JsonSerializer:
                 its type.
         """
         try:
-            return _ENCODER.encode({"args": args, "kwargs": kwargs}).encode("utf-8")
+            return _ENCODE({"args": args, "kwargs": kwargs}).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             try:
                 error = self._payload_error(args, kwargs, exc)
@@ -170,7 +197,7 @@ class JsonSerializer:
                 cannot encode.
         """
         try:
-            return _ENCODER.encode(value).encode("utf-8")
+            return _ENCODE(value).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             try:
                 error = _json_error("value", value, exc, what="result")
