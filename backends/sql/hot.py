@@ -154,6 +154,16 @@ class HotSQL:
                 "RETURNING 1) SELECT pg_notify('qc_jobs', '')",
                 True,
             )
+            # one job: plain VALUES (measured ~2.5x cheaper than unnest for one row)
+            ready1 = "coalesce(CAST(:run_at AS bigint), {now}) + :delay_ms"
+            self.insert_one_pg = render(
+                f"WITH ins AS (INSERT INTO qc_jobs ({cols}) VALUES ("
+                ":id, :task_name, :queue, :payload, :priority, 'queued', NULL, {now}, "
+                f"{ready1}, {ready1} + CAST(:sts AS bigint), :max_attempts, :lost_delay_ms, "
+                ":timeout_ms, :heartbeat_ms, :sts, :ckey, :climit, :cskip, :options, "
+                ":replay_of, 0, NULL, false) RETURNING 1) SELECT pg_notify('qc_jobs', '')",
+                True,
+            )
         else:
             marks = ", ".join("?" * len(_INSERT_COLS))
             self.insert_job = f"INSERT INTO qc_jobs ({cols}) VALUES ({marks})"

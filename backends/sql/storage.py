@@ -516,6 +516,32 @@ class SQLStorage(Storage):
             for j in jobs
         ):
             return self._enqueue_slow(jobs, now)
+        if self._postgres and len(jobs) == 1:
+            j = jobs[0]
+            self._one(
+                self._h.insert_one_pg,
+                {
+                    "id": j.id,
+                    "task_name": j.task_name,
+                    "queue": j.queue,
+                    "payload": j.payload,
+                    "priority": j.priority,
+                    "run_at": j.run_at,
+                    "delay_ms": j.delay_ms,
+                    "sts": j.schedule_to_start_ms,
+                    "max_attempts": j.max_attempts,
+                    "lost_delay_ms": j.lost_delay_ms,
+                    "timeout_ms": j.timeout_ms,
+                    "heartbeat_ms": j.heartbeat_ms,
+                    "ckey": j.concurrency_key,
+                    "climit": j.concurrency_limit,
+                    "cskip": j.concurrency_skip,
+                    "options": j.options,
+                    "replay_of": j.replay_of,
+                    "now": now,
+                },
+            )
+            return [JobState.QUEUED]
         if self._postgres:
             arrays = {
                 "id": [j.id for j in jobs],
