@@ -12,9 +12,9 @@ import inspect
 import json
 import math
 import numbers
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -343,8 +343,14 @@ def body_takes_ctx(func: Callable[..., Any]) -> bool:
     )
 
 
+_UUID4_CLEAR: Final = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
+
+
 def new_job_id() -> str:
-    return uuid.uuid4().hex
+    """A random version-4 UUID as 32 hex digits, like ``uuid.uuid4().hex`` (~5x cheaper)."""
+    n = int.from_bytes(os.urandom(16), "big")
+    return "%032x" % ((n & _UUID4_CLEAR) | _UUID4_SET)
 
 
 # --------------------------------------------------------------------------- Task
@@ -388,6 +394,9 @@ class Task(Generic[P, R]):
         self._fixed_lost_delay = (
             lost_delay_ms(self.policy, 1, random.random) if self.policy.jitter == 0 else None
         )
+        # lost_delay_ms(self.policy, 1, rng) without re-deriving the base delay per job
+        self._lost_base_s = self.policy.base_delay(1)
+        self._lost_jitter = self.policy.jitter
         self.__name__ = getattr(func, "__name__", name)
         self.__qualname__ = getattr(func, "__qualname__", name)
         self.__doc__ = getattr(func, "__doc__", None)
@@ -438,10 +447,16 @@ class Task(Generic[P, R]):
         run_at: int | None = None,
     ) -> NewJob:
         payload = self._owner.serializer.dumps_payload(args, kwargs)
+        if lost is None:
+            lost = (
+                int(round(self._lost_base_s * (1.0 - self._lost_jitter * random.random()) * 1000.0))
+                if policy is self.policy
+                else lost_delay_ms(policy, 1, random.random)
+            )
         return NewJob(
-            id=uuid.uuid4().hex,
+            id=new_job_id(),
             payload=payload,
-            lost_delay_ms=lost if lost is not None else lost_delay_ms(policy, 1, random.random),
+            lost_delay_ms=lost,
             options=options,
             delay_ms=delay_ms,
             run_at=run_at,
