@@ -74,10 +74,11 @@ _DEADLINE_LEAD: Final = 0.2
 def _deadline(att: Attempt) -> float | None:
     """When the worker ends ``att`` for its ``timeout`` (monotonic), or ``None``.
 
-    Counted from before the claim (storage counts from the claim), and acted on a little
-    early (``_DEADLINE_LEAD``, at most a tenth of the timeout): storage reaps the attempt
-    at its own deadline, and the worker's record -- with the mode and the error -- must
-    land first, or it is refused as no longer current.
+    Counted from the claim's return (storage counts from its claim stamp, a moment
+    earlier), and acted on a little early (``_DEADLINE_LEAD``, at most a tenth of the
+    timeout): storage reaps the attempt at its own deadline, and the worker's record --
+    with the mode and the error -- must land first, or it is refused as no longer
+    current. So the worker is early by at most the lead, never by a slow claim.
     """
     timeout_ms = att.job.timeout_ms
     if timeout_ms is None:
@@ -449,7 +450,6 @@ class Worker:
                 with anyio.move_on_after(0.2):
                     await self._slot_wake.wait()
                 continue
-            claimed_at = anyio.current_time()
             try:
                 jobs = await claim_io(claim, wid, queues, free, lease_ms)
             except StorageError as exc:
@@ -460,6 +460,7 @@ class Worker:
             backoff.reset()
             if jobs:
                 poll = _POLL_MIN
+                claimed_at = anyio.current_time()
                 for job in jobs:
                     self._start(job, claimed_at)
                 continue
@@ -500,7 +501,7 @@ class Worker:
         att = Attempt(job, task)
         att.claimed_at = anyio.current_time() if claimed_at is None else claimed_at
         if job.heartbeat_ms:  # storage counts silence from the claim
-            att.last_beat = time.monotonic() - (anyio.current_time() - att.claimed_at)
+            att.last_beat = time.monotonic()
         self._table.add(att)
         if task is None:
             exc = ConfigError(

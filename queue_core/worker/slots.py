@@ -63,7 +63,7 @@ class Attempt:
         self.call: Any = None
         """Per-call overrides parsed from ``job.options``."""
         self.claimed_at = 0.0
-        """Monotonic time (``anyio.current_time()``) taken just before the claim."""
+        """Monotonic time (``anyio.current_time()``) when the claim returned."""
         self.last_beat = 0.0
         """``time.monotonic()`` of the last heartbeat sent to storage (or of the claim)."""
         self.expired = False
