@@ -119,6 +119,16 @@ def _env(url: str) -> dict[str, str]:
     return dict(os.environ, QC_TEST_URL=url, QC_TEST_LEASE=str(LEASE), PYTHONPATH=str(ROOT))
 
 
+def _log(url: str) -> Path:
+    return Path(url.removeprefix("sqlite:///")).with_name("worker.log")
+
+
+def _exited(proc: subprocess.Popen[bytes], url: str) -> None:
+    """Wait for a clean exit; show the worker's stderr if it was not clean."""
+    code = proc.wait(15)
+    assert code == 0, f"worker exited with {code}:\n{_log(url).read_text()[-4000:]}"
+
+
 def _python_worker(url: str, grace: float) -> subprocess.Popen[bytes]:
     code = (
         "import os\n"
@@ -126,18 +136,12 @@ def _python_worker(url: str, grace: float) -> subprocess.Popen[bytes]:
         "q = build(os.environ['QC_TEST_URL'], lease=3)\n"
         f"q.run_worker(slots=1, reap_interval=0.2, shutdown_grace={grace})\n"
     )
-    return subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=_env(url),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    return _spawn([sys.executable, "-c", code], url)
 
 
 def _console_worker(url: str) -> subprocess.Popen[bytes]:
     script = Path(sys.executable).with_name("queue-core")
-    return subprocess.Popen(
+    return _spawn(
         [
             str(script),
             "worker",
@@ -149,11 +153,15 @@ def _console_worker(url: str) -> subprocess.Popen[bytes]:
             "--log-level",
             "WARNING",
         ],
-        cwd=ROOT,
-        env=_env(url),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        url,
     )
+
+
+def _spawn(argv: list[str], url: str) -> subprocess.Popen[bytes]:
+    with _log(url).open("ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            argv, cwd=ROOT, env=_env(url), stdout=subprocess.DEVNULL, stderr=log
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -173,7 +181,7 @@ def test_sigterm_releases_long_attempt_then_another_worker_finishes_it(
         time.sleep(0.3)
         worker.send_signal(signal.SIGTERM)
         t0 = time.monotonic()
-        assert worker.wait(15) == 0
+        _exited(worker, url)
         # grace 0.5 s, then the release is written and the worker exits
         assert time.monotonic() - t0 <= 0.5 + SLACK + 2
     finally:
@@ -204,7 +212,7 @@ def test_sigterm_stops_a_process_isolated_attempt_group(
     try:
         _pid, pgid = wait_for(lambda: started(markers), 30, "the child started")
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(15) == 0
+        _exited(worker, url)
     finally:
         _stop(worker)
     # no child outlives the worker
@@ -224,7 +232,7 @@ def test_sigterm_lets_a_short_attempt_finish_within_the_grace(
     try:
         wait_for(lambda: started(markers), 20, "attempt 1 started")
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(15) == 0
+        _exited(worker, url)
     finally:
         _stop(worker)
     assert job.result(timeout=1) == "done on attempt 1"
