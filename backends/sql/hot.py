@@ -15,8 +15,10 @@ clock, stable within one statement.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -368,7 +370,8 @@ class ThreadConnections:
 
     ``connect`` opens a new DBAPI connection (through the engine, so its ``connect``
     event runs). A connection is forgotten and closed by :meth:`discard` (after an
-    error) or when its thread has ended (checked whenever a thread opens one).
+    error) or when its thread has ended (checked whenever a thread opens one). A forked
+    child forgets the parent's connections without touching them and opens its own.
     """
 
     def __init__(self, connect: Callable[[], Any]) -> None:
@@ -376,6 +379,14 @@ class ThreadConnections:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: dict[int, tuple[threading.Thread, Any]] = {}
+        forget = weakref.WeakMethod(self._forget_after_fork)
+        os.register_at_fork(after_in_child=lambda: _call(forget))
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop (never use, never close) the parent's connections."""
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open = {}
 
     def get(self) -> Any:
         """This thread's connection (opened on first use)."""
@@ -411,6 +422,12 @@ class ThreadConnections:
             self._open.clear()
         for conn in conns:
             _close_quietly(conn)
+
+
+def _call(ref: weakref.WeakMethod[Callable[[], None]]) -> None:
+    method = ref()
+    if method is not None:
+        method()
 
 
 def _close_quietly(conn: Any) -> None:

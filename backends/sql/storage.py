@@ -10,8 +10,9 @@ One class serves both dialects. Each protocol operation is one transaction:
   (fencing re-checked on the locked row), advisory transaction locks per concurrency
   key. ``LISTEN/NOTIFY`` on channel ``qc_jobs`` wakes idle workers.
 
-Batches (enqueue, claim, renew, finish) use one multi-row ``INSERT`` or an
-``executemany`` per statement kind, so a batch costs a fixed number of round trips.
+Batches (enqueue, claim, renew, finish) cost a fixed number of statements. The hot
+operations run pre-built SQL on a DBAPI connection held per thread (see
+:mod:`backends.sql.hot`); on PostgreSQL each is a single autocommit statement.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ class SQLStorage(Storage):
     Also implements :class:`~queue_core.storage.SupportsMigrate`,
     :class:`~queue_core.storage.SupportsJobScan` and
     :class:`~queue_core.storage.SupportsWakeup` (PostgreSQL ``LISTEN/NOTIFY``; on SQLite
-    a 1 ms poll of ``PRAGMA data_version`` that sees commits from any process).
+    a 1-4 ms poll of ``PRAGMA data_version`` that sees commits from any process).
 
     The schema is created (or upgraded) on first use; :meth:`migrate` does it explicitly.
 
