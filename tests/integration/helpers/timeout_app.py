@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -189,7 +191,10 @@ def worker_thread(queue: Queue, **options: Any) -> Iterator[Worker]:
     finally:
         worker.stop()
         thread.join(30)
-        assert not thread.is_alive(), "the worker did not stop within 30 s"
+        if thread.is_alive():
+            frame = sys._current_frames().get(thread.ident or 0)
+            stack = "".join(traceback.format_stack(frame)) if frame else "?"
+            raise AssertionError(f"the worker did not stop within 30 s; it is at:\n{stack}")
         if errors:
             raise errors[0]
 
