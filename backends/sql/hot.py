@@ -102,10 +102,10 @@ FINISH_ROW = (
     "a_reason",
     "mode",
 )
-"""The values of one end in a batch finish, in ``VALUES`` (SQLite) / ``unnest``
-(PostgreSQL, without ``now``) order."""
+"""The values of one end in a batch finish, in ``VALUES`` order."""
 
 _PG_TYPES = {
+    "now": "bigint",
     "id": "text",
     "attempt": "int",
     "token": "text",
@@ -284,25 +284,25 @@ class HotSQL:
             "traceback = :traceback, mode = :mode"
         )
         if postgres:
-            # the whole batch in one statement: the ends as arrays, the rows locked in
-            # id order (as renew does), the jobs and their attempts updated together
-            fields = ", ".join(f"CAST(:{n} AS {_PG_TYPES[n]}[])" for n in FINISH_ROW[1:])
-            names = ", ".join(f"e_{n}" for n in FINISH_ROW[1:])
-            set_from_l = _NAMED.sub(r"l.e_\1", job_set.split(" WHERE ")[0])
-            self.finish_pg = render(
-                f"WITH e AS (SELECT * FROM unnest({fields}) AS e({names})), "
+            # the whole batch in one statement: the ends as a VALUES table, the rows
+            # locked in id order (as renew does), the jobs and their attempts updated
+            now_l = f"coalesce(l.e_now, {_PG_NOW})"
+            set_from_l = _NAMED.sub(r"l.e_\1", job_set.split(" WHERE ")[0]).replace(
+                "{now}", now_l
+            )
+            self._finish_pg = (
+                "WITH e({names}) AS (VALUES {rows}), "
                 "l AS (SELECT qc_jobs.seq, e.* FROM qc_jobs JOIN e ON qc_jobs.id = e.e_id "
                 "AND qc_jobs.attempt = e.e_attempt AND qc_jobs.lease_token = e.e_token "
                 "WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs), "
                 f"u AS (UPDATE qc_jobs SET {set_from_l} FROM l WHERE qc_jobs.seq = l.seq "
-                "RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key, {now} AS t), "
+                f"RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key, {now_l} AS t), "
                 "a AS (UPDATE qc_attempts SET "
                 + _NAMED.sub(r"l.e_\1", attempt_set).replace("{t}", "u.t")
                 + " FROM u JOIN l ON l.seq = u.seq "
                 "WHERE qc_attempts.job_id = u.id AND qc_attempts.number = l.e_attempt) "
-                "SELECT id, concurrency_key FROM u",
-                True,
-            )
+                "SELECT id, concurrency_key FROM u"
+            ).replace("{names}", ", ".join(f"e_{n}" for n in FINISH_ROW))
         else:
             # the batch as one VALUES table shared by two statements: the attempt
             # records first (fenced by EXISTS on the job row), then the jobs
@@ -329,6 +329,29 @@ class HotSQL:
             )
         self._claim_cache: dict[int, str] = {}
         self._finish_cache: dict[int, tuple[str, str]] = {}
+        self._finish_pg_cache: dict[int, str] = {}
+
+    def finish_pg(self, n: int) -> str:
+        """The PostgreSQL finish statement for ``n`` ends of :data:`FINISH_ROW` values
+        each, with native ``$n`` placeholders for :class:`psycopg.RawCursor` (psycopg
+        re-parses ``%s`` queries over 4 kB or 50 parameters on every call); ``now``
+        may be ``None``: the server clock."""
+        sql = self._finish_pg_cache.get(n)
+        if sql is None:
+            width = len(FINISH_ROW)
+            rows = ", ".join(
+                "("
+                + ", ".join(
+                    f"CAST(${i * width + k + 1} AS {_PG_TYPES[c]})"
+                    for k, c in enumerate(FINISH_ROW)
+                )
+                + ")"
+                for i in range(n)
+            )
+            sql = self._finish_pg.replace("{rows}", rows)
+            if n <= 64:
+                self._finish_pg_cache[n] = sql
+        return sql
 
     def finish_sqlite(self, n: int) -> tuple[str, str]:
         """The SQLite finish statements (attempts, jobs) for ``n`` ends of

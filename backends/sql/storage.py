@@ -36,7 +36,7 @@ from typing_extensions import Self
 
 from backends.sql import schema
 from backends.sql.errors import _is_unavailable, translate_errors
-from backends.sql.hot import FINISH_ROW, HotSQL, ThreadConnections
+from backends.sql.hot import HotSQL, ThreadConnections
 from backends.sql.queries import MANY, Statements
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
@@ -67,8 +67,9 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 """Finished jobs are kept this long (7 days) unless configured otherwise."""
 
 _DAYS = re.compile(r"^\s*(\d+(?:\.\d+)?)d(.*)$")
-_SQLITE_ROWS = 500
-"""Ends per SQLite finish statement (18 values each; SQLite allows 32,766)."""
+_CHUNK = 500
+"""Ends per finish statement (18 values each; SQLite allows 32,766 parameters,
+PostgreSQL 65,535)."""
 _PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 
@@ -781,19 +782,19 @@ class SQLStorage(Storage):
                     )
                 )  # fmt: skip
         h = self._h
+        if self._postgres:
+            from psycopg import RawCursor
         with self._hot() as conn:
-            if self._postgres:
-                arrays: dict[str, Any] = {
-                    name: [r[k] for r in rows] for k, name in enumerate(FINISH_ROW) if k
-                }
-                arrays["now"] = now
-                done = dict(conn.execute(h.finish_pg, arrays).fetchall())
-            else:
-                done = {}
-                for k in range(0, len(rows), _SQLITE_ROWS):
-                    chunk = rows[k : k + _SQLITE_ROWS]
+            done: dict[str, Any] = {}
+            for k in range(0, len(rows), _CHUNK):
+                chunk = rows[k : k + _CHUNK]
+                flat = [v for r in chunk for v in r]
+                if self._postgres:
+                    cur = RawCursor(conn)
+                    cur.execute(h.finish_pg(len(chunk)), flat)
+                    done.update(cur.fetchall())
+                else:
                     attempts_sql, jobs_sql = h.finish_sqlite(len(chunk))
-                    flat = [v for r in chunk for v in r]
                     conn.execute(attempts_sql, flat)
                     done.update(conn.execute(jobs_sql, flat).fetchall())
             if self._postgres and (wake or any(k is not None for k in done.values())):
