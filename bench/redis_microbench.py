@@ -57,7 +57,7 @@ def main() -> None:
         print(f"claim(8)+finish(8) {drain:10,.0f} jobs/s  (empty store)")
 
         # claim cost with many finished jobs kept (retention 7 d)
-        for start in range(0, a.finished, 1000):
+        for _start in range(0, a.finished, 1000):
             s.enqueue(
                 [
                     NewJob(id=uuid.uuid4().hex, task_name="noop", queue="default", payload=payload)
@@ -70,11 +70,12 @@ def main() -> None:
         t = time.perf_counter()
         assert _drain(s, 8) == a.jobs
         full = a.jobs / (time.perf_counter() - t)
-        print(f"claim(8)+finish(8) {full:10,.0f} jobs/s  (with {a.finished + 2 * a.jobs:,} finished jobs kept)")
+        kept = a.finished + 2 * a.jobs
+        print(f"claim(8)+finish(8) {full:10,.0f} jobs/s  (with {kept:,} finished jobs kept)")
 
         # list_dead page of 50 out of N
         fatal = Decision(action=Action.DEAD, reason="fatal")
-        for start in range(0, a.dead, 1000):
+        for _start in range(0, a.dead, 1000):
             s.enqueue(
                 [
                     NewJob(id=uuid.uuid4().hex, task_name="noop", queue="dq", payload=payload)
@@ -82,7 +83,9 @@ def main() -> None:
                 ]
             )
             claimed = s.claim("w", ["dq"], 1000, 30_000)
-            s.finish([AttemptEnd(ref=c.ref, outcome=Outcome.FAILED, decision=fatal) for c in claimed])
+            s.finish(
+                [AttemptEnd(ref=c.ref, outcome=Outcome.FAILED, decision=fatal) for c in claimed]
+            )
         times = []
         for off in (0, a.dead // 2, a.dead - 50):
             t = time.perf_counter()
