@@ -3,16 +3,17 @@
 In-repo backends are listed here as ``"module:Class"`` strings and imported on first
 use, so ``import queue_core`` never imports a backend or its driver. Third parties add
 schemes through the ``queue_core.backends`` entry-point group (the entry point names the
-scheme and points at the class). A backend class provides ``from_url(url: str)``.
+scheme and points at the class); a built-in scheme cannot be overridden. A backend class
+provides ``from_url(url: str)``.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import os
 import re
-from importlib.metadata import entry_points
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -54,7 +55,12 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+@functools.lru_cache(maxsize=1)
 def _third_party() -> dict[str, str]:
+    # Scanning installed distributions costs tens of ms: do it once, and only when a
+    # scheme is not built in (or when the supported schemes are listed in an error).
+    from importlib.metadata import entry_points
+
     found: dict[str, str] = {}
     for ep in entry_points(group="queue_core.backends"):
         found[ep.name] = ep.value
@@ -92,11 +98,10 @@ def _scheme_of(url: str) -> str:
 def backend_class(url: str) -> type[Any]:
     """Import and return the backend class for ``url``'s scheme."""
     scheme = _scheme_of(url)
-    third = _third_party()
-    if scheme in third:
-        target, extra = third[scheme], ""
-    elif scheme in _BUILTIN:
+    if scheme in _BUILTIN:
         target, extra = _BUILTIN[scheme]
+    elif scheme in (third := _third_party()):
+        target, extra = third[scheme], ""
     else:
         schemes = supported_schemes()
         close = difflib.get_close_matches(scheme, schemes, n=1)
