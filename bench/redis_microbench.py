@@ -4,7 +4,10 @@ Starts its own redis-server on a free loopback port, then measures:
 enqueue with single calls, claim(8)+finish(8) batches draining the jobs, and
 list_dead pages of 50 out of N dead jobs, and claim cost with many finished jobs kept.
 
-    python bench/redis_microbench.py [--jobs 10000] [--dead 100000]
+    python bench/redis_microbench.py [--jobs 10000] [--dead 100000] [--hot-only]
+
+``--hot-only`` stops after the hot paths (single and bulk enqueue, claim+finish on an
+empty store) and prints the server's per-command call counts per job.
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ from queue_core.model import Action, AttemptEnd, Decision, NewJob, Outcome
 from tests.servers.redis import start_redis_server, stop_redis_server
 
 DONE = Decision(action=Action.COMPLETE)
+
+
+def _server_us(s: RedisStorage) -> float:
+    """Server time in scripts (INFO commandstats usec of EVALSHA, which includes the
+    commands a script calls) since the last call, then reset the statistics."""
+    stats = s._r.info("commandstats")
+    s._r.config_resetstat()
+    return float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
 
 
 def _drain(s: RedisStorage, batch: int) -> int:
@@ -40,21 +51,44 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--dead", type=int, default=100_000)
     ap.add_argument("--finished", type=int, default=200_000)
+    ap.add_argument("--hot-only", action="store_true")
     a = ap.parse_args()
     server = start_redis_server()
     try:
         s = RedisStorage.from_url(server.url(prefix="bench"))
         payload = b'{"args":[1],"kwargs":{}}'
         ids = [uuid.uuid4().hex for _ in range(a.jobs)]
+        _server_us(s)
         t = time.perf_counter()
         for i in ids:
             s.enqueue([NewJob(id=i, task_name="noop", queue="default", payload=payload)])
         enq = a.jobs / (time.perf_counter() - t)
+        enq_us = _server_us(s) / a.jobs
         t = time.perf_counter()
         assert _drain(s, 8) == a.jobs
         drain = a.jobs / (time.perf_counter() - t)
-        print(f"enqueue single     {enq:10,.0f} jobs/s")
+        print(f"enqueue single     {enq:10,.0f} jobs/s  (server {enq_us:.1f} us/job)")
         print(f"claim(8)+finish(8) {drain:10,.0f} jobs/s  (empty store)")
+        bulk_ids = [uuid.uuid4().hex for _ in range(a.jobs)]
+        t = time.perf_counter()
+        for start in range(0, a.jobs, 1000):
+            s.enqueue(
+                [
+                    NewJob(id=i, task_name="noop", queue="default", payload=payload)
+                    for i in bulk_ids[start : start + 1000]
+                ]
+            )
+        bulk = a.jobs / (time.perf_counter() - t)
+        bulk_us = _server_us(s) / a.jobs
+        print(f"enqueue bulk(1000) {bulk:10,.0f} jobs/s  (server {bulk_us:.1f} us/job)")
+        t = time.perf_counter()
+        assert _drain(s, 8) == a.jobs
+        drain = a.jobs / (time.perf_counter() - t)
+        drain_us = _server_us(s) / a.jobs
+        print(f"claim(8)+finish(8) {drain:10,.0f} jobs/s  (again; server {drain_us:.1f} us/job)")
+        if a.hot_only:
+            s.close()
+            return
 
         # claim cost with many finished jobs kept (retention 7 d)
         for _start in range(0, a.finished, 1000):

@@ -43,10 +43,10 @@ local function incr(key, d)
   return v
 end
 
+-- at most 8 tokens: a full list (no idle worker took them) costs one read-only LLEN
 local function wake(q)
   local k = wk(q)
-  redis.call('LPUSH', k, '1')
-  redis.call('LTRIM', k, 0, 7)
+  if redis.call('LLEN', k) < 8 then redis.call('LPUSH', k, '1') end
 end
 
 -- every stored job, by enqueue order (SupportsJobScan)
@@ -56,13 +56,18 @@ end
 
 local function nz(v) if v == false or v == '' then return nil end return v end
 
+-- index a queued job whose hash already holds st=queued, mem=m and ra in its ready zset
+local function index_ready(id, q, pr, ra, ss, m)
+  redis.call('ZADD', rk(q, pr), ra, m)
+  redis.call('ZADD', pk(q), pr, pr)
+  if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
+end
+
 -- put a queued job (hash already says st=queued) into its ready zset
 local function make_ready(id, q, pr, ra, ss)
   local m = string.format('%016x', redis.call('INCR', P .. ':seq')) .. id
   redis.call('HSET', jk(id), 'mem', m, 'ra', ra)
-  redis.call('ZADD', rk(q, pr), ra, m)
-  redis.call('ZADD', pk(q), pr, pr)
-  if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
+  index_ready(id, q, pr, ra, ss, m)
   if ra <= NOW then wake(q) end
 end
 

@@ -7,6 +7,9 @@
 --       ('' = None for every optional field)
 -- Returns: a table of 1 (queued) / 0 (skipped) per job, in order; or
 --          {'dup', id} when a job id already exists (then nothing is stored)
+-- Cost per queued job: one HSET with every field, one INCR of the sequence (shared by
+-- the job index and the ready-set member), the ZADDs of its indexes; the queue's count,
+-- priority index entry and wake-up token are written once per batch.
 local S = 17
 local n = (#ARGV - 3) / S
 local seen = {}
@@ -15,10 +18,14 @@ for i = 0, n - 1 do
   if seen[id] or redis.call('EXISTS', jk(id)) == 1 then return {'dup', id} end
   seen[id] = true
 end
+local SEQ = P .. ':seq'
+local OPT = {'to', 'hb', 'ss', 'ck', 'cl'}
 local out = {}
+local queued, prios, woken = {}, {}, {}
 for i = 0, n - 1 do
   local b = 3 + i * S
   local id, tn, q, pl, pr = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  local k = jk(id)
   local ra = NOW
   if ARGV[b + 6] ~= '' then ra = tonumber(ARGV[b + 6]) end
   ra = ra + tonumber(ARGV[b + 7])
@@ -26,31 +33,45 @@ for i = 0, n - 1 do
   local skip = ARGV[b + 15] == '1'
   local h = {'tn', tn, 'q', q, 'pl', pl, 'pr', pr, 'ma', ARGV[b + 8], 'ld', ARGV[b + 9],
              'eq', NOW, 'ra', ra, 'att', 0, 'csk', ARGV[b + 15]}
-  local opt = {'to', 'hb', 'ss', 'ck', 'cl'}
   for j = 1, 5 do
     local v = ARGV[b + 9 + j]
-    if v ~= '' then h[#h + 1] = opt[j]; h[#h + 1] = v end
+    if v ~= '' then h[#h + 1] = OPT[j]; h[#h + 1] = v end
   end
   if ARGV[b + 16] ~= '' then h[#h + 1] = 'op'; h[#h + 1] = ARGV[b + 16] end
   if ARGV[b + 17] ~= '' then h[#h + 1] = 'ro'; h[#h + 1] = ARGV[b + 17] end
   local active_key = ck and (P .. ':ca:' .. ck)
-  if RET ~= 0 then index_job(id) end
   if skip and ck and cl and tonumber(redis.call('GET', active_key) or '0') >= tonumber(cl) then
     if RET ~= 0 then
+      index_job(id)
       h[#h + 1] = 'st'; h[#h + 1] = 'skipped'
-      redis.call('HSET', jk(id), unpack(h))
+      redis.call('HSET', k, unpack(h))
     end
     -- not active: terminal() must not give back a slot it never took
     terminal(id, q, 'skipped', 'concurrency_limit', nil)
     out[#out + 1] = 0
   else
+    local seq = redis.call('INCR', SEQ)
+    local m = string.format('%016x', seq) .. id
     h[#h + 1] = 'st'; h[#h + 1] = 'queued'
-    redis.call('HSET', jk(id), unpack(h))
-    if RET == 0 then index_job(id) end
+    h[#h + 1] = 'mem'; h[#h + 1] = m
+    redis.call('HSET', k, unpack(h))
+    redis.call('ZADD', ALL, seq, id)
     if ck then redis.call('INCR', active_key) end
-    count(q, 'queued', 1)
-    make_ready(id, q, pr, ra, ss)
+    redis.call('ZADD', rk(q, pr), ra, m)
+    if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
+    queued[q] = (queued[q] or 0) + 1
+    local qp = prios[q]
+    if not qp then qp = {}; prios[q] = qp end
+    qp[pr] = true
+    if ra <= NOW then woken[q] = true end
     out[#out + 1] = 1
   end
 end
+for q, c in pairs(queued) do count(q, 'queued', c) end
+for q, qp in pairs(prios) do
+  local zargs = {}
+  for pr in pairs(qp) do zargs[#zargs + 1] = pr; zargs[#zargs + 1] = pr end
+  redis.call('ZADD', pk(q), unpack(zargs))
+end
+for q in pairs(woken) do wake(q) end
 return out
