@@ -110,8 +110,10 @@ local function release_slot(ck)
   unpark_one(ck)
 end
 
--- the job reaches a final state; it is deleted now (retention 0) or indexed for prune
-local function terminal(id, q, state, reason, ck)
+-- the job reaches a final state; it is deleted now (retention 0) or indexed for prune.
+-- lease = true also drops the lease fields of a running job (same HDEL); res, when not
+-- nil, is stored as the result (same HSET)
+local function terminal(id, q, state, reason, ck, lease, res)
   if ck then incr(P .. ':ca:' .. ck, -1) end
   if RET == 0 then
     redis.call('DEL', jk(id), ak(id))
@@ -119,8 +121,25 @@ local function terminal(id, q, state, reason, ck)
     return
   end
   local k = jk(id)
-  redis.call('HSET', k, 'st', state, 'fa', NOW)
-  if reason then redis.call('HSET', k, 'rs', reason) else redis.call('HDEL', k, 'rs') end
+  if reason then
+    if res then
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'rs', reason, 'res', res)
+    else
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'rs', reason)
+    end
+    if lease then redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd') end
+  else
+    if res then
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'res', res)
+    else
+      redis.call('HSET', k, 'st', state, 'fa', NOW)
+    end
+    if lease then
+      redis.call('HDEL', k, 'rs', 'tok', 'le', 'dl', 'hd')
+    else
+      redis.call('HDEL', k, 'rs')
+    end
+  end
   redis.call('ZADD', FIN, NOW, state .. '|' .. id .. '|' .. q)
   redis.call('PEXPIRE', k, RET + 86400000)
   redis.call('PEXPIRE', ak(id), RET + 86400000)
@@ -163,10 +182,13 @@ local function leave_running(id, q, ck)
 end
 
 local function to_queued(id, q, pr, ra, ss)
-  redis.call('HSET', jk(id), 'st', 'queued')
-  redis.call('HDEL', jk(id), 'tok', 'le', 'dl', 'hd', 'rs')
+  local k = jk(id)
+  local m = string.format('%016x', redis.call('INCR', P .. ':seq')) .. id
+  redis.call('HSET', k, 'st', 'queued', 'mem', m, 'ra', ra)
+  redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'rs')
   count(q, 'queued', 1)
-  make_ready(id, q, pr, ra, ss)
+  index_ready(id, q, pr, ra, ss, m)
+  if ra <= NOW then wake(q) end
 end
 
 local function run_score(le, dl, hd)

@@ -50,10 +50,15 @@ local function try(q, p, r, m, score)
   local le = NOW + lease
   local dl = f[10] and (NOW + tonumber(f[10]))
   local hd = f[11] and (NOW + tonumber(f[11]))
-  redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
-             'le', le)
-  if dl then redis.call('HSET', k, 'dl', dl) end
-  if hd then redis.call('HSET', k, 'hd', hd) end
+  if dl or hd then
+    local h = {'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW, 'le', le}
+    if dl then h[#h + 1] = 'dl'; h[#h + 1] = dl end
+    if hd then h[#h + 1] = 'hd'; h[#h + 1] = hd end
+    redis.call('HSET', k, unpack(h))
+  else
+    redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
+               'le', le)
+  end
   redis.call('ZADD', RUN, run_score(le, dl, hd), id)
   count(q, 'queued', -1)
   count(q, 'running', 1)

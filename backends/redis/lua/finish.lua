@@ -20,11 +20,7 @@ for b = 3, #ARGV - 1, S do
     record_attempt(id, f[2], f[6], f[7], ARGV[b + 10])
     leave_running(id, q, ck)
     if act == 'c' then
-      if RET ~= 0 then
-        if ARGV[b + 8] == '1' then redis.call('HSET', k, 'res', ARGV[b + 9]) end
-        redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
-      end
-      terminal(id, q, 'succeeded', nil, ck)
+      terminal(id, q, 'succeeded', nil, ck, true, ARGV[b + 8] == '1' and ARGV[b + 9] or nil)
     elseif act == 'r' then
       if ARGV[b + 6] ~= '' then redis.call('HSET', k, 'ld', ARGV[b + 6]) end
       to_queued(id, q, f[8], NOW + tonumber(ARGV[b + 5]), f[9])
@@ -32,11 +28,9 @@ for b = 3, #ARGV - 1, S do
       redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
       dead_letter(id, ARGV[b + 7], nz(ARGV[b + 12]) and ARGV[b + 11], nz(ARGV[b + 12]))
     elseif act == 'x' then
-      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
-      terminal(id, q, 'cancelled', 'cancelled', ck)
+      terminal(id, q, 'cancelled', 'cancelled', ck, true)
     else
-      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
-      terminal(id, q, 'timed_out', nz(ARGV[b + 7]), ck)
+      terminal(id, q, 'timed_out', nz(ARGV[b + 7]), ck, true)
     end
     out[#out + 1] = 1
   end
