@@ -25,8 +25,17 @@ local function rk(q, pr) return P .. ':r:' .. q .. ':' .. pr end
 local function pk(q) return P .. ':p:' .. q end
 local function wk(q) return P .. ':w:' .. q end
 
--- per-queue job counts by state; the queue leaves the index when all are zero
+-- per-queue job counts by state; the queue leaves the index when all are zero.
+-- Between defer_counts() and flush_counts() the changes are summed per queue and state
+-- and written once each at the flush (a batch script then touches each count once).
+local DEFER = nil
 local function count(q, state, d)
+  if DEFER then
+    local t = DEFER[q]
+    if not t then t = {}; DEFER[q] = t end
+    t[state] = (t[state] or 0) + d
+    return
+  end
   local key = P .. ':n:' .. q
   local v = redis.call('HINCRBY', key, state, d)
   if v <= 0 then
@@ -34,6 +43,18 @@ local function count(q, state, d)
     if redis.call('EXISTS', key) == 0 then redis.call('SREM', QS, q) end
   elseif v == d then
     redis.call('SADD', QS, q)
+  end
+end
+
+local function defer_counts() DEFER = {} end
+
+local function flush_counts()
+  local pending = DEFER
+  DEFER = nil
+  for q, t in pairs(pending) do
+    for state, d in pairs(t) do
+      if d ~= 0 then count(q, state, d) end
+    end
   end
 end
 

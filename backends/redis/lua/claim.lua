@@ -8,6 +8,7 @@
 -- Returns: flat list, 16 per job: id, task_name, queue, payload, attempt, token,
 --   lease_expires_at, deadline|nil, max_attempts, priority, timeout_ms|nil,
 --   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at
+defer_counts()
 local wid, limit, lease, nonce = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local byprio, plist = {}, {}
 for i = 8, #ARGV do
@@ -107,4 +108,5 @@ for _, p in ipairs(plist) do
     if redis.call('EXISTS', r) == 0 then redis.call('ZREM', pk(s[1]), s[2]) end
   end
 end
+flush_counts()
 return out

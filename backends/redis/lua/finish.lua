@@ -7,6 +7,7 @@
 --       error_class, error_type, message, traceback, mode), error message, error
 --       class ('' = no error)
 -- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end
+defer_counts()
 local S = 12
 local out = {}
 for b = 3, #ARGV - 1, S do
@@ -35,4 +36,5 @@ for b = 3, #ARGV - 1, S do
     out[#out + 1] = 1
   end
 end
+flush_counts()
 return out
