@@ -46,16 +46,42 @@ local function count(q, state, d)
   end
 end
 
-local function defer_counts() DEFER = {} end
+-- sorted-set writes that may wait for the flush too: ZD[cmd][key] = flat argument list
+local ZD = nil
+
+-- redis.call(cmd, key, args...) in slices of at most 1000 arguments (Lua stack limit)
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
+local function zop(cmd, key, a, b)
+  if not ZD then
+    if b then redis.call(cmd, key, a, b) else redis.call(cmd, key, a) end
+    return
+  end
+  local t = ZD[cmd][key]
+  if not t then t = {}; ZD[cmd][key] = t end
+  t[#t + 1] = a
+  if b then t[#t + 1] = b end
+end
+
+-- from here to flush_counts(), count() sums and zop() collects (a batch script then
+-- writes each count once and each sorted set with one command); nothing in between may
+-- read those counts or sorted sets
+local function defer_counts() DEFER = {}; ZD = {ZREM = {}, ZADD = {}} end
 
 local function flush_counts()
-  local pending = DEFER
-  DEFER = nil
+  local pending, z = DEFER, ZD
+  DEFER, ZD = nil, nil
   for q, t in pairs(pending) do
     for state, d in pairs(t) do
       if d ~= 0 then count(q, state, d) end
     end
   end
+  for key, args in pairs(z.ZREM) do call_chunked('ZREM', key, args) end
+  for key, args in pairs(z.ZADD) do call_chunked('ZADD', key, args) end
 end
 
 local function incr(key, d)
@@ -161,7 +187,7 @@ local function terminal(id, q, state, reason, ck, lease, res)
       redis.call('HDEL', k, 'rs')
     end
   end
-  redis.call('ZADD', FIN, NOW, state .. '|' .. id .. '|' .. q)
+  zop('ZADD', FIN, NOW, state .. '|' .. id .. '|' .. q)
   redis.call('PEXPIRE', k, RET + 86400000)
   redis.call('PEXPIRE', ak(id), RET + 86400000)
   count(q, state, 1)
@@ -197,7 +223,7 @@ end
 
 -- a running job stops running: lease index, running counts, concurrency slot
 local function leave_running(id, q, ck)
-  redis.call('ZREM', RUN, id)
+  zop('ZREM', RUN, id)
   count(q, 'running', -1)
   if ck then release_slot(ck) end
 end

@@ -21,6 +21,14 @@ for i = 8, #ARGV do
 end
 table.sort(plist, function(a, b) return a > b end)
 local out, n = {}, 0
+-- ready-set members taken this round, removed with one ZREM per set before the next
+-- round reads the sets again
+local taken = {}
+local function unready_later(r, m)
+  local t = taken[r]
+  if not t then t = {}; taken[r] = t end
+  t[#t + 1] = m
+end
 
 local function try(q, p, r, m, score)
   -- returns 'claimed', 'kept' (left in place) or 'gone' (left the zset)
@@ -29,7 +37,7 @@ local function try(q, p, r, m, score)
   local f = redis.call('HMGET', k, 'st', 'ss', 'ra', 'ck', 'cl', 'csk', 'tn', 'pl', 'ma',
                        'to', 'hb', 'op', 'eq', 'ro', 'att')
   if f[1] ~= 'queued' then
-    redis.call('ZREM', r, m)
+    unready_later(r, m)
     return 'gone'
   end
   if f[2] and tonumber(f[3]) + tonumber(f[2]) <= NOW then return 'kept' end
@@ -37,12 +45,12 @@ local function try(q, p, r, m, score)
   if ck and f[5] and f[6] ~= '1' then
     local running = tonumber(redis.call('GET', P .. ':cr:' .. ck) or '0')
     if running >= tonumber(f[5]) then
-      redis.call('ZREM', r, m)
+      unready_later(r, m)
       redis.call('ZADD', P .. ':cw:' .. ck, score, m)
       return 'gone'
     end
   end
-  redis.call('ZREM', r, m)
+  unready_later(r, m)
   if f[2] then redis.call('ZREM', STS, id) end
   if ck then redis.call('INCR', P .. ':cr:' .. ck) end
   local att = tonumber(f[15]) + 1
@@ -60,7 +68,7 @@ local function try(q, p, r, m, score)
     redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
                'le', le)
   end
-  redis.call('ZADD', RUN, run_score(le, dl, hd), id)
+  zop('ZADD', RUN, run_score(le, dl, hd), id)
   count(q, 'queued', -1)
   count(q, 'running', 1)
   local o = #out
@@ -102,6 +110,8 @@ for _, p in ipairs(plist) do
       -- fetched, so the merge order is only known up to here
       if n >= limit or c[5] then break end
     end
+    for r, ms in pairs(taken) do call_chunked('ZREM', r, ms) end
+    taken = {}
   end
   for _, s in ipairs(srcs) do
     local r = rk(s[1], s[2])
