@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
 from backends.redis.errors import translate_errors
@@ -79,6 +80,30 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PURGE_BATCH = 1000
 _DEAD_FIELDS = ["jid", "tn", "q", "pl", "em", "ec", "rs", "at", "da", "ro"]
+
+# redis-py packs with hiredis when it is installed; the hot paths call it directly
+_hiredis_pack: Any = None
+try:
+    from hiredis import pack_command
+
+    _hiredis_pack = pack_command
+except ImportError:  # pragma: no cover - hiredis is an optional speed-up
+    pass
+
+
+def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
+    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again."""
+    if _hiredis_pack is not None:
+        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, 0, *args))])
+    else:
+        conn.send_command("EVALSHA", script.sha, 0, *args)
+    try:
+        return conn.read_response()
+    except NoScriptError:
+        conn.send_command("SCRIPT", "LOAD", script.script)
+        script.sha = conn.read_response().decode()
+        conn.send_command("EVALSHA", script.sha, 0, *args)
+        return conn.read_response()
 
 
 def _parse_retention(text: str) -> int:
@@ -312,6 +337,29 @@ class RedisStorage(Storage):
             return list(self._base)
         return [self.prefix, now, self._base[2]]
 
+    def _run(self, script: Script, args: list[Any]) -> Any:
+        """Run ``script`` with ``args`` (no KEYS) through the lowest-overhead path.
+
+        The hot paths call this instead of ``Script.__call__``: it takes a pooled
+        connection and sends one pre-packed EVALSHA, keeping redis-py's retry policy
+        (the connection's ``Retry``, disconnecting between tries) and NOSCRIPT reload,
+        but skipping the per-call bookkeeping of ``Redis.execute_command``. A
+        single-connection client goes through the ordinary path (it has its own lock).
+        """
+        r: Any = self._r
+        if r.connection is not None:
+            return script(args=args)
+        pool = r.connection_pool
+        conn: Any = pool.get_connection()
+        try:
+            return conn.retry.call_with_retry(
+                lambda: _eval_once(conn, script, args), lambda _err: conn.disconnect()
+            )
+        finally:
+            if conn.should_reconnect():
+                conn.disconnect()
+            pool.release(conn)
+
     def _info(self, end: AttemptEnd) -> str:
         err = end.error
         if err is None:
@@ -362,7 +410,7 @@ class RedisStorage(Storage):
                 _opt(j.replay_of),
             )
         with translate_errors("enqueue"):
-            res = self._enqueue(args=args)
+            res = self._run(self._enqueue, args)
         if res and res[0] == b"dup":
             raise StorageError(f"job id {res[1].decode()!r} already exists")
         return [JobState.QUEUED if x else JobState.SKIPPED for x in res]
@@ -385,7 +433,7 @@ class RedisStorage(Storage):
         args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
         args += dict.fromkeys(queues)
         with translate_errors("claim"):
-            r = self._claim(args=args)
+            r = self._run(self._claim, args)
         out: list[ClaimedJob] = []
         for i in range(0, len(r), 16):
             out.append(
@@ -422,7 +470,7 @@ class RedisStorage(Storage):
         for ref in refs:
             args += (ref.job_id, ref.attempt, ref.lease_token)
         with translate_errors("renew"):
-            codes = self._renew(args=args)
+            codes = self._run(self._renew, args)
         for ref, code in zip(refs, codes, strict=True):
             if code == 0:
                 result.lost.append(ref)
@@ -435,7 +483,7 @@ class RedisStorage(Storage):
         args = self._args(now)
         args += (ref.job_id, ref.attempt, ref.lease_token)
         with translate_errors("heartbeat"):
-            code = self._heartbeat(args=args)
+            code = self._run(self._heartbeat, args)
         if code < 0:
             raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
         return bool(code)
@@ -471,7 +519,7 @@ class RedisStorage(Storage):
                 "" if err is None else err.error_class,
             )
         with translate_errors("finish"):
-            took = self._finish(args=args)
+            took = self._run(self._finish, args)
         return [x == 1 for x in took]
 
     # ------------------------------------------------------------------ reaper
