@@ -331,12 +331,17 @@ class Queue:
     ) -> int:
         """Delete dead-letter entries (of one task; dead at least ``older_than`` ago).
 
+        Args:
+            task_name: only entries of this task.
+            older_than: seconds, a duration string or a ``timedelta``; ``0`` means every
+                entry dead up to now. ``None`` (the default) applies no age limit.
+
         Returns:
             The number of entries removed.
         """
         before = None
         if older_than is not None:
-            before = self.clock.now_ms() - to_ms(parse_duration(older_than, field="older_than"))
+            before = self.clock.now_ms() - _age_ms(older_than)
         return self._storage.purge_dead(task_name, before)
 
     # ------------------------------------------------------------------ worker
@@ -371,3 +376,13 @@ class Queue:
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:
     raise NotFound("this task is not registered in this process; run it on a worker")
+
+
+def _age_ms(value: float | str | timedelta) -> int:
+    """An age for ``purge_dead``: like a duration, except that zero is allowed."""
+    if not isinstance(value, bool) and (
+        (isinstance(value, (int, float)) and value == 0)
+        or (isinstance(value, timedelta) and value == timedelta(0))
+    ):
+        return 0
+    return to_ms(parse_duration(value, field="older_than"))

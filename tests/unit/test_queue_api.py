@@ -8,12 +8,14 @@ import pytest
 
 from queue_core import (
     Concurrency,
+    ConfigError,
     JobContext,
     JobSkipped,
     JobState,
     Queue,
     Replay,
     RetryPolicy,
+    TaskError,
 )
 from queue_core.task import Task
 
@@ -168,3 +170,21 @@ def test_context_callback_may_report_cancel() -> None:
     ctx = JobContext(on_heartbeat=lambda: True)
     ctx.heartbeat()
     assert ctx.cancelled is True
+
+
+def test_purge_dead_by_age_zero_means_everything_up_to_now(queue: Queue) -> None:
+    @queue.task
+    def doomed() -> None:
+        raise TaskError.fatal("no")
+
+    doomed.delay()
+    doomed.delay()
+    queue.run_worker(burst=True)
+    assert len(queue.dead_letters()) == 2
+    assert queue.purge_dead(older_than="1h") == 0  # too young to purge
+    with pytest.raises(ConfigError) as err:
+        queue.purge_dead(older_than=-1)
+    assert err.value.code == "invalid_duration" and "-1" in str(err.value)
+    assert len(queue.dead_letters()) == 2  # a bad age removed nothing
+    assert queue.purge_dead(older_than=timedelta(0)) == 2
+    assert queue.dead_letters() == []
