@@ -163,6 +163,21 @@ class JobFailed(JobError):
         super().__init__(message, job_id=job_id)
         self.dead = dead
 
+    @property
+    def dead_letter(self) -> DeadJob | None:
+        """The dead-letter entry (same as ``dead``)."""
+        return self.dead
+
+    @property
+    def reason(self) -> str | None:
+        """The dead-letter reason (``retries_exhausted``, ``fatal``, ...), if known."""
+        return self.dead.reason if self.dead is not None else None
+
+    @property
+    def error_class(self) -> str | None:
+        """The class name of the final error, if known."""
+        return self.dead.error_class if self.dead is not None else None
+
 
 class JobCancelled(JobError):
     """The job was cancelled before it could finish."""

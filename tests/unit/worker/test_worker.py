@@ -64,6 +64,8 @@ def test_exhausted_retries_dead_letter_then_retry_dead_succeeds(queue: Queue) ->
         job.result(timeout=1)
     dead = err.value.dead
     assert dead is not None
+    assert err.value.dead_letter is dead
+    assert (err.value.reason, err.value.error_class) == ("retries_exhausted", "RuntimeError")
     assert len(job.attempts()) == 6
     entries = queue.dead_letters()
     assert len(entries) == 1 and entries[0].id == dead.id
