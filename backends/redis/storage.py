@@ -101,7 +101,8 @@ def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
         return conn.read_response()
     except NoScriptError:
         conn.send_command("SCRIPT", "LOAD", script.script)
-        script.sha = conn.read_response().decode()
+        sha = conn.read_response()
+        script.sha = sha.decode() if isinstance(sha, bytes) else sha
         conn.send_command("EVALSHA", script.sha, 0, *args)
         return conn.read_response()
 
