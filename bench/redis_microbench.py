@@ -70,6 +70,7 @@ def main() -> None:
         print(f"enqueue single     {enq:10,.0f} jobs/s  (server {enq_us:.1f} us/job)")
         print(f"claim(8)+finish(8) {drain:10,.0f} jobs/s  (empty store)")
         bulk_ids = [uuid.uuid4().hex for _ in range(a.jobs)]
+        _server_us(s)
         t = time.perf_counter()
         for start in range(0, a.jobs, 1000):
             s.enqueue(
