@@ -113,6 +113,16 @@ def error_info(exc: BaseException) -> ErrorInfo:
     )
 
 
+def _body_call(
+    dumps: Callable[[Any], bytes],
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Callable[[], bytes]:
+    """The call a body thread makes: the body, then its result serialized."""
+    return lambda: dumps(func(*args, **kwargs))
+
+
 class _Never(Exception):
     """Never raised: stands for a ``retry_on`` whitelist none of whose names matched."""
 
@@ -390,6 +400,7 @@ class Worker:
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
         self._threads = _BodyThreads(self._thread_done)
+        self._threads_token = anyio.lowlevel.current_token()
         self._claim_io = _StorageThread("queue-core claim")
         self._finish_io = _StorageThread("queue-core finish")
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
@@ -439,7 +450,9 @@ class Worker:
         backoff = Backoff()
         poll = _POLL_MIN
         claim, claim_io = storage.claim, self._claim_io.call
+        wait_claim = self._wait_then_claim
         wid, queues, lease_ms = self.id, self._queues, self.lease_ms
+        idle = False  # the last claim found nothing: the next one waits for a wake-up first
         while True:
             if self._stop.is_set():
                 self._stopping = True
@@ -451,14 +464,24 @@ class Worker:
                     await self._slot_wake.wait()
                 continue
             try:
-                jobs = await claim_io(claim, wid, queues, free, lease_ms)
+                if idle and self._wakeup and not table.running:
+                    started, jobs = await claim_io(wait_claim, free)
+                    if started:
+                        idle = False
+                        poll = _POLL_MIN
+                        if not jobs:
+                            continue
+                else:
+                    jobs = await claim_io(claim, wid, queues, free, lease_ms)
             except StorageError as exc:
+                idle = False
                 delay = backoff.next()
                 log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
                 await anyio.sleep(delay)
                 continue
             backoff.reset()
             if jobs:
+                idle = False
                 poll = _POLL_MIN
                 claimed_at = anyio.current_time()
                 for job in jobs:
@@ -466,7 +489,89 @@ class Worker:
                 continue
             if self.burst and not table.running and await self._burst_done():
                 return
-            poll = await self._idle(poll)
+            if self._wakeup and not table.running:
+                idle = True
+                poll = _POLL_MIN
+                continue
+            idle = False
+            await anyio.sleep(poll)
+            poll = min(poll * 2, _POLL_MAX)
+
+    def _wait_then_claim(self, free: int) -> tuple[int, list[ClaimedJob]]:
+        """On the claim thread: wait for a wake-up (at most ``_WAKEUP_WAIT``), then claim.
+
+        One hand-off to the claim thread instead of a wait on another thread, a loop
+        wake-up and a second hand-off for the claim: the claim follows the wake-up on
+        the same thread at once, and plain sync bodies start from here too (see
+        :meth:`_start_direct`). Returns how many were started so, and the claimed jobs
+        left for the loop to start. Nothing is claimed once a stop was requested (a
+        batch claimed just before goes on through the normal shutdown path), and the
+        wait is short, so shutdown waits for at most one ``_WAKEUP_WAIT``.
+        """
+        stop = self._stop
+        if stop.is_set():
+            return 0, []
+        try:
+            self.storage.wait_for_jobs(self._queues, _WAKEUP_WAIT)  # type: ignore[attr-defined]
+        except StorageError as exc:
+            log.warning("wait_for_jobs failed (%s)", exc)
+            stop.wait(0.1)
+            return 0, []
+        if stop.is_set():
+            return 0, []
+        jobs = self.storage.claim(self.id, self._queues, free, self.lease_ms)
+        if not jobs:
+            return 0, jobs
+        return self._start_direct(jobs)
+
+    def _start_direct(self, jobs: list[ClaimedJob]) -> tuple[int, list[ClaimedJob]]:
+        """On the claim thread: start plain sync bodies (thread isolation, no per-call
+        options, a payload that decodes) straight on a body thread, without a loop round
+        trip; every other job is returned for :meth:`_start` on the loop.
+
+        The attempts are registered on the loop by a callback scheduled *before* their
+        bodies are handed over, so the loop records them (slot, claim time, deadline)
+        before any end can be delivered: both travel through the loop's FIFO of
+        thread-scheduled callbacks.
+        """
+        tasks, loads = self._tasks, self._serializer.loads_payload
+        direct: list[tuple[Attempt, Task[Any, Any], tuple[Any, ...], dict[str, Any]]] = []
+        rest: list[ClaimedJob] = []
+        for job in jobs:
+            task = tasks.get(job.task_name)
+            if task is None or task.is_async or task.isolation == "process" or job.options:
+                rest.append(job)
+                continue
+            try:
+                args, kwargs = loads(job.payload)
+            except Exception:  # noqa: BLE001 - the loop records the bad payload
+                rest.append(job)
+                continue
+            att = Attempt(job, task)
+            if job.heartbeat_ms:  # storage counts silence from the claim
+                att.last_beat = time.monotonic()
+            if task.takes_ctx:
+                kwargs["ctx"] = self._context(att, loop=False)
+            direct.append((att, task, args, kwargs))
+        if not direct:
+            return 0, rest
+        token = self._threads_token
+        token.backend_class.run_sync_soon(
+            self._register_direct, ([d[0] for d in direct],), token.native_token
+        )
+        dumps, submit = self._serializer.dumps_result, self._threads.submit
+        for att, task, args, kwargs in direct:
+            submit(att, _body_call(dumps, task.func, args, kwargs))
+        return len(direct), rest
+
+    def _register_direct(self, atts: list[Attempt]) -> None:
+        """On the loop: record attempts whose bodies the claim thread started."""
+        claimed_at = anyio.current_time()
+        table = self._table
+        for att in atts:
+            att.claimed_at = claimed_at
+            att.deadline = _deadline(att)
+            table.add(att)
 
     async def _burst_done(self) -> bool:
         await self._flush_all()
@@ -478,21 +583,6 @@ class Worker:
             log.warning("count_pending failed (%s)", exc)
             return False
         return pending == 0 and not self._table.running
-
-    async def _idle(self, poll: float) -> float:
-        if self._wakeup and not self._table.running:
-            wait = self.storage.wait_for_jobs  # type: ignore[attr-defined]
-            try:
-                with anyio.move_on_after(_WAKEUP_WAIT + 0.5):
-                    await to_thread.run_sync(
-                        wait, self._queues, _WAKEUP_WAIT, limiter=self._io, abandon_on_cancel=True
-                    )
-            except StorageError as exc:
-                log.warning("wait_for_jobs failed (%s)", exc)
-                await anyio.sleep(0.1)
-            return _POLL_MIN
-        await anyio.sleep(poll)
-        return min(poll * 2, _POLL_MAX)
 
     # ------------------------------------------------------------------ attempts
 
