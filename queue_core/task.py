@@ -386,6 +386,8 @@ class Task(Generic[P, R]):
         self.timeout: float | None = timeout
         self.heartbeat: float | None = _pick(UNSET, spec.heartbeat, None)
         self.isolation: str = _pick(UNSET, spec.isolation, "thread")
+        self.isolation_explicit: bool = spec.isolation is not UNSET
+        """False when the task left ``isolation`` to the worker's default."""
         self.kill_grace: float = _pick(UNSET, spec.kill_grace, DEFAULT_KILL_GRACE)
         self.dead_letter_replay: Replay | None = _pick(UNSET, spec.dead_letter_replay, None)
         self.retry_on = spec.retry_on

@@ -169,6 +169,9 @@ def _positive_float(
               help="Lease length in seconds (default: the Queue's lease).")
 @click.option("--reap-interval", type=float, default=5.0, show_default=True,
               callback=_positive_float, metavar="S", help="Seconds between reaper passes.")
+@click.option("--isolation", type=click.Choice(["thread", "process"]), default=None,
+              help="Default isolation for sync bodies of tasks that set none themselves "
+                   "(default: thread).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
               case_sensitive=False), default="INFO", show_default=True)
 def worker(
@@ -178,6 +181,7 @@ def worker(
     burst: bool,
     lease: float | None,
     reap_interval: float,
+    isolation: str | None,
     log_level: str,
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
@@ -195,6 +199,8 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
+    if isolation is not None:
+        options["isolation"] = isolation
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
 
 

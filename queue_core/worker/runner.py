@@ -297,6 +297,9 @@ class Worker:
         max_replacement_slots: bound on extra slots opened for stuck thread bodies
             (default ``slots``).
         install_signal_handlers: handle SIGTERM/SIGINT (only in the main thread).
+        isolation: default ``"thread"`` or ``"process"`` for sync bodies of tasks that
+            do not set ``isolation`` themselves (a task's option and a per-call
+            override win).
     """
 
     def __init__(
@@ -311,8 +314,10 @@ class Worker:
         shutdown_grace: float | str = 30.0,
         max_replacement_slots: int | None = None,
         install_signal_handlers: bool = True,
+        isolation: str | None = None,
     ) -> None:
         self.queue = queue
+        self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         if slots is None:
             env = os.environ.get(ENV_SLOTS)
@@ -539,7 +544,7 @@ class Worker:
         rest: list[ClaimedJob] = []
         for job in jobs:
             task = tasks.get(job.task_name)
-            if task is None or task.is_async or task.isolation == "process" or job.options:
+            if task is None or task.is_async or self._isolation(task) == "process" or job.options:
                 rest.append(job)
                 continue
             try:
@@ -609,7 +614,7 @@ class Worker:
             )
             self._free(att)
             return
-        if task.is_async or task.isolation == "process" or job.options:
+        if task.is_async or self._isolation(task) == "process" or job.options:
             self._tg.start_soon(self._run, att)
         else:
             self._start_thread(att, task)
@@ -640,7 +645,8 @@ class Worker:
                     kwargs["ctx"] = self._context(att, loop=True)
                 await self._run_async(att, task, args, kwargs)
             else:
-                iso = att.call.isolation if att.call and att.call.isolation else task.isolation
+                iso = att.call.isolation if att.call and att.call.isolation else None
+                iso = iso or self._isolation(task)
                 if iso == "process":
                     att.mode = "process"
                     await self._run_process(att, task, args, kwargs)
@@ -889,6 +895,10 @@ class Worker:
             self._succeed(att, data)
         if scope.cancelled_caught:
             self._stopped_end(att)
+
+    def _isolation(self, task: Task[Any, Any]) -> str:
+        """The isolation a sync body of ``task`` runs with, before per-call overrides."""
+        return task.isolation if task.isolation_explicit else self.isolation
 
     async def _run_process(
         self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -205,3 +205,21 @@ def test_thread_timeout_is_recorded_at_the_deadline_and_the_slot_reported_stuck(
     gap = (second.started_at - first.finished_at).total_seconds()
     assert 0.45 <= gap <= 0.5 + SLACK, gap
     assert job.status() is JobState.SUCCEEDED
+
+
+# --------------------------------------------------------------------------- worker default
+
+
+def test_worker_isolation_default_applies_to_tasks_that_set_none(queue: Queue) -> None:
+    # "quick" sets no isolation; "crash_first" sets isolation="process" itself
+    with worker_thread(queue, slots=1):
+        plain = queue.enqueue("quick", args=("t",))
+        assert plain.result(timeout=30) == "ok t"
+    with worker_thread(queue, slots=1, isolation="process"):
+        isolated = queue.enqueue("quick", args=("p",))
+        assert isolated.result(timeout=30) == "ok p"
+        per_call = queue.enqueue("quick", args=("c",), isolation="thread")
+        assert per_call.result(timeout=30) == "ok c"
+    assert [a.mode for a in plain.attempts()] == ["thread"]
+    assert [a.mode for a in isolated.attempts()] == ["process"]
+    assert [a.mode for a in per_call.attempts()] == ["thread"]  # a per-call override wins
