@@ -363,7 +363,7 @@ class Queue:
             burst: return once the queues hold nothing running or ready (and nothing
                 due within 60 s).
             reap_interval: seconds between reaper passes.
-            **options: extra worker settings (``lease``, ``shutdown_grace``,
+            **options: extra worker settings (``lease``, ``shutdown_grace``, ``isolation``,
                 ``max_replacement_slots``, ``install_signal_handlers``); see
                 :class:`queue_core.worker.Worker`.
         """
