@@ -881,20 +881,25 @@ class Worker:
             if att.stop_requested():
                 self._stopped_end(att)
                 return
-            try:
-                data = self._serializer.dumps_result(value)
-            except SerializationError as exc:
-                self._end(
-                    att,
-                    Outcome.FAILED,
-                    Reason.ERROR,
-                    Decision(action=Action.DEAD, reason=Reason.FATAL.value),
-                    error=error_info(exc),
-                )
-                return
-            self._succeed(att, data)
+            self._succeed_value(att, value)
         if scope.cancelled_caught:
             self._stopped_end(att)
+
+    def _succeed_value(self, att: Attempt, value: Any) -> None:
+        """Record success with the serialized return value; a value the serializer
+        cannot carry fails the attempt fatally (retrying would return it again)."""
+        try:
+            data = self._serializer.dumps_result(value)
+        except SerializationError as exc:
+            self._end(
+                att,
+                Outcome.FAILED,
+                Reason.ERROR,
+                Decision(action=Action.DEAD, reason=Reason.FATAL.value),
+                error=error_info(exc),
+            )
+            return
+        self._succeed(att, data)
 
     def _isolation(self, task: Task[Any, Any]) -> str:
         """The isolation a sync body of ``task`` runs with, before per-call overrides."""
@@ -932,18 +937,7 @@ class Worker:
             return
         outcome = res.outcome
         if outcome is ProcessOutcome.RETURNED:
-            try:
-                data = self._serializer.dumps_result(res.value)
-            except SerializationError as exc:
-                self._end(
-                    att,
-                    Outcome.FAILED,
-                    Reason.ERROR,
-                    Decision(action=Action.DEAD, reason=Reason.FATAL.value),
-                    error=error_info(exc),
-                )
-                return
-            self._succeed(att, data)
+            self._succeed_value(att, res.value)
         elif outcome is ProcessOutcome.RAISED and res.error is not None:
             raised = res.error.exception
             policy = self._policy(att)
