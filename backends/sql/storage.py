@@ -291,6 +291,10 @@ class SQLStorage(Storage):
         self._schema_ready = False
         self._schema_lock = threading.Lock()
         self._wait_lock = threading.Lock()
+        # SQLite: this process's writers take turns here instead of in SQLite's busy
+        # handler, which sleeps 1, 2, 5, 10 ms between tries (a worker's claim and
+        # finish threads write concurrently); other processes still meet the busy timeout.
+        self._write_lock = threading.RLock()
         self._waiter: Any = None
         self._closed = False
         self._memory = not self._postgres and sa_url.database in (None, "", ":memory:")
@@ -465,9 +469,10 @@ class SQLStorage(Storage):
                 if self._postgres:
                     yield conn  # autocommit: every hot operation is one statement
                 else:
-                    conn.execute("BEGIN IMMEDIATE")
-                    yield conn
-                    conn.execute("COMMIT")
+                    with self._write_lock:
+                        conn.execute("BEGIN IMMEDIATE")
+                        yield conn
+                        conn.execute("COMMIT")
             except BaseException as exc:
                 if _is_unavailable(exc) or not self._rollback(conn):
                     conns.discard(fairy)
@@ -484,7 +489,10 @@ class SQLStorage(Storage):
                 return conn.execute(sql, params).fetchone()
         fairy = self._conns.get()
         try:
-            return fairy.driver_connection.execute(sql, params).fetchone()
+            if self._postgres:
+                return fairy.driver_connection.execute(sql, params).fetchone()
+            with self._write_lock:
+                return fairy.driver_connection.execute(sql, params).fetchone()
         except BaseException as exc:
             if _is_unavailable(exc) or not self._rollback(fairy.driver_connection):
                 self._conns.discard(fairy)

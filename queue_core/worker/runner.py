@@ -67,6 +67,7 @@ _CANCEL: Final = Decision(action=Action.CANCEL)
 _POLL_MIN: Final = 0.001
 _POLL_MAX: Final = 0.008
 _WAKEUP_WAIT: Final = 1.0
+_GATHER_WAIT: Final = 0.002  # busy: how long a claim may wait for more free slots
 _WATCH_EVERY: Final = 0.05
 _DEADLINE_LEAD: Final = 0.2
 
@@ -457,6 +458,7 @@ class Worker:
         claim, claim_io = storage.claim, self._claim_io.call
         wait_claim = self._wait_then_claim
         wid, queues, lease_ms = self.id, self._queues, self.lease_ms
+        half = (self.slots + 1) // 2
         idle = False  # the last claim found nothing: the next one waits for a wake-up first
         while True:
             if self._stop.is_set():
@@ -468,6 +470,15 @@ class Worker:
                 with anyio.move_on_after(0.2):
                     await self._slot_wake.wait()
                 continue
+            if free < half and table.running and not idle:
+                # Busy: let a few more slots free up so one claim fills several (each
+                # claim is a write transaction with a fixed cost), but not for long.
+                with anyio.move_on_after(_GATHER_WAIT):
+                    while free < half and table.running:
+                        self._slot_wake = anyio.Event()
+                        await self._slot_wake.wait()
+                        free = table.free()
+                free = table.free()
             try:
                 if idle and self._wakeup and not table.running:
                     started, jobs = await claim_io(wait_claim, free)
