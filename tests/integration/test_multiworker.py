@@ -118,8 +118,14 @@ def test_sigkilled_worker_mid_drain_loses_no_job_and_runs_none_twice_at_once(
 
             def victim_busy() -> bool:
                 counts = started_by(log)
-                # the victim is well into its share and the others are draining too
-                return counts.get(victim.pid, 0) >= 20 and len(counts) >= 3
+                # the victim is well into its share, the others are draining too, and it
+                # is inside a body right now (so the kill lands on a held attempt, not
+                # between two claims -- slow claims on moto made that window wide)
+                return (
+                    counts.get(victim.pid, 0) >= 20
+                    and len(counts) >= 3
+                    and _open_executions(log, victim.pid) > 0
+                )
 
             wait_for(victim_busy, 120, "the victim and two others draining", workers, log)
             assert count_started(log) < n, "the drain ended before the kill"
@@ -166,3 +172,20 @@ def test_sigkilled_worker_mid_drain_loses_no_job_and_runs_none_twice_at_once(
         assert lost >= 1, "the kill hit no running attempt"
     finally:
         q.close()
+
+
+def _open_executions(log: Path, pid: int) -> int:
+    """Executions by ``pid`` that have logged their start but not their end."""
+    open_: set[tuple[str, str]] = set()
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) != 5 or not line.endswith(parts[4]):
+            continue  # a line still being appended
+        kind, i, attempt, who, _t = parts
+        if int(who) != pid:
+            continue
+        if kind == "S":
+            open_.add((i, attempt))
+        else:
+            open_.discard((i, attempt))
+    return len(open_)
