@@ -99,6 +99,11 @@ class Reason(str, Enum):
     BAD_PAYLOAD = "bad_payload"
     CONCURRENCY_LIMIT = "concurrency_limit"
     CANCELLED = "cancelled"
+    # flows (SPEC §7)
+    FLOW_TIMEOUT = "flow_timeout"
+    """The attempt (or execution) was ended by its flow's deadline; not retried."""
+    STEP_FAILED = "step_failed"
+    """An execution failed because one of its steps ended dead."""
 
     def __str__(self) -> str:
         return self.value

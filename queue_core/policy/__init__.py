@@ -12,9 +12,25 @@ from queue_core.policy.leases import (
     renew_interval,
     schedule_to_start_expired,
 )
+from queue_core.policy.outcomes import (
+    DEFAULT_RETENTION_MS,
+    ReapVerdict,
+    end_state,
+    parse_retention,
+    reap_outcome,
+    reap_verdict,
+    replay_job,
+)
 from queue_core.policy.retry import BackoffKind, RetryPolicy, merge_policies, policy_from_options
 
 __all__ = [
+    "DEFAULT_RETENTION_MS",
+    "ReapVerdict",
+    "end_state",
+    "parse_retention",
+    "reap_outcome",
+    "reap_verdict",
+    "replay_job",
     "BackoffKind",
     "RetryPolicy",
     "classify",

@@ -36,6 +36,7 @@ def decide(
     *,
     retryable: bool = True,
     rng: Callable[[], float],
+    reason: Reason | str | None = None,
 ) -> Decision:
     """Decide what happens to a job after attempt ``attempt`` ended with ``outcome``.
 
@@ -46,9 +47,12 @@ def decide(
         retryable: the classification of the error (:func:`~queue_core.policy.classify`);
             ignored for successes and cancellations.
         rng: uniform ``[0, 1)`` source for jitter.
+        reason: the attempt's reason; ``flow_timeout`` (the attempt was ended by its
+            flow's deadline, SPEC §7) is never retried.
 
     Returns:
-        ``COMPLETE`` for a success; ``CANCEL`` for a cancellation; for a failure,
+        ``COMPLETE`` for a success; ``CANCEL`` for a cancellation; ``TIME_OUT`` (reason
+        ``flow_timeout``) for an attempt ended by its flow's deadline; for a failure,
         timeout or loss: ``DEAD`` with reason ``fatal`` when not retryable, ``RETRY``
         (with ``delay_ms`` and the next attempt's ``lost_delay_ms``) while
         ``attempt < policy.max_attempts``, else ``DEAD`` with ``retries_exhausted``.
@@ -59,6 +63,8 @@ def decide(
         return Decision(action=Action.CANCEL)
     if outcome not in _FAILURES:
         raise ValueError(f"unknown attempt outcome: {outcome!r}")
+    if reason == Reason.FLOW_TIMEOUT.value:
+        return Decision(action=Action.TIME_OUT, reason=Reason.FLOW_TIMEOUT.value)
     if not retryable:
         return Decision(action=Action.DEAD, reason=Reason.FATAL.value)
     if attempt < policy.max_attempts:

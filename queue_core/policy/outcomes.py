@@ -1,0 +1,255 @@
+"""What storage does with a decision: the rules every backend applies, written once.
+
+The core decides (:func:`~queue_core.policy.decide.decide`); storage applies. These pure
+functions and value types are the *applying* half, shared by every backend so that the
+rules cannot drift between them:
+
+* :func:`end_state` -- the job state (and job reason) that ``Storage.finish`` sets for each
+  :class:`~queue_core.model.Action`.
+* :func:`reap_verdict` -- which expired bound of a running attempt wins, how the attempt is
+  recorded and what happens to the job (``Storage.reap``).
+* :func:`replay_job` -- how ``Storage.retry_dead`` rebuilds a job from the spec that a
+  dead-letter entry carries.
+* :func:`parse_retention` and :data:`DEFAULT_RETENTION_MS` -- how long finished jobs are
+  kept, one parser for every backend's ``?retention=`` URL option.
+
+Backends that cannot call Python inside their atomic step (Redis Lua scripts, DynamoDB
+conditional writes) mirror these functions and cite them by name; the published contract
+suite (``queue_core.testing``) pins every case, so a mirror that drifts fails it.
+
+No I/O, no clock: ``now`` is an argument (epoch milliseconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from queue_core.durations import parse_duration, to_ms
+from queue_core.errors import ConfigError
+from queue_core.model import Action, Decision, JobState, NewJob, Outcome, Reason
+from queue_core.policy.leases import expired_bound
+
+__all__ = [
+    "DEFAULT_RETENTION_MS",
+    "ReapVerdict",
+    "end_state",
+    "parse_retention",
+    "reap_outcome",
+    "reap_verdict",
+    "replay_job",
+]
+
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""Finished jobs are kept 7 days by default (SPEC §8); dead letters until purged."""
+
+
+# --------------------------------------------------------------------------- finish
+
+
+def end_state(decision: Decision, attempt_reason: str | None = None) -> tuple[JobState, str | None]:
+    """The job's state and job reason after ``Storage.finish`` applies ``decision``.
+
+    ========== ============= =====================================================
+    action      state         job reason
+    ========== ============= =====================================================
+    COMPLETE    succeeded     ``None``
+    RETRY       queued        ``None`` (ready at ``now + delay_ms``)
+    DEAD        dead          ``decision.reason``, else ``fatal``
+    CANCEL      cancelled     ``cancelled``
+    TIME_OUT    timed_out     ``decision.reason``, else the attempt's reason, else
+                              ``flow_timeout``
+    ========== ============= =====================================================
+
+    Args:
+        decision: the core's decision for the attempt.
+        attempt_reason: the attempt's own reason (used by ``TIME_OUT`` only).
+    """
+    action = decision.action
+    if action is Action.COMPLETE:
+        return JobState.SUCCEEDED, None
+    if action is Action.RETRY:
+        return JobState.QUEUED, None
+    if action is Action.DEAD:
+        return JobState.DEAD, decision.reason or Reason.FATAL.value
+    if action is Action.CANCEL:
+        return JobState.CANCELLED, Reason.CANCELLED.value
+    if action is Action.TIME_OUT:
+        return JobState.TIMED_OUT, decision.reason or attempt_reason or Reason.FLOW_TIMEOUT.value
+    raise ValueError(f"unknown action: {action!r}")
+
+
+# --------------------------------------------------------------------------- reap
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapVerdict:
+    """What a reap does to one running attempt whose bound passed."""
+
+    reason: Reason
+    """The attempt's reason: ``timeout``, ``heartbeat_timeout`` or ``lease_expired``."""
+    outcome: Outcome
+    """The attempt's outcome: ``timed_out`` for the two timeouts, ``lost`` for a lease."""
+    state: JobState
+    """The job's state after the reap: ``cancelled``, ``queued`` or ``dead``."""
+    job_reason: str | None
+    """The job's reason: ``cancelled``, ``retries_exhausted`` or ``None`` (queued)."""
+    ready_at: int | None
+    """``queued`` only: when the retry becomes ready (``now + lost_delay_ms``)."""
+
+
+def reap_outcome(reason: Reason) -> Outcome:
+    """The attempt outcome recorded for a reap ``reason``: ``lost`` for an expired lease
+    (the worker went silent), ``timed_out`` for a passed deadline or heartbeat bound."""
+    return Outcome.LOST if reason is Reason.LEASE_EXPIRED else Outcome.TIMED_OUT
+
+
+def reap_verdict(
+    now: int,
+    *,
+    lease_expires_at: int | None,
+    deadline: int | None,
+    heartbeat_expires_at: int | None,
+    cancel_requested: bool,
+    attempt: int,
+    max_attempts: int,
+    lost_delay_ms: int,
+) -> ReapVerdict | None:
+    """Whether a running attempt is reaped at ``now``, and what the reap does.
+
+    The bound that wins when several have passed is the most specific
+    (:func:`~queue_core.policy.leases.expired_bound`): ``timeout`` over
+    ``heartbeat_timeout`` over ``lease_expired``. Then, in this order:
+
+    1. a pending cancel request ends the job ``cancelled`` (reason ``cancelled``);
+    2. attempts remain (``attempt < max_attempts``): queued again, ready at
+       ``now + lost_delay_ms`` (the delay the core precomputed for this attempt);
+    3. otherwise dead-lettered with reason ``retries_exhausted``.
+
+    Every reap releases the attempt's lease and concurrency slot.
+
+    Returns:
+        The verdict, or ``None`` while every bound is in the future.
+    """
+    reason = expired_bound(
+        now,
+        lease_expires_at=lease_expires_at,
+        deadline=deadline,
+        heartbeat_expires_at=heartbeat_expires_at,
+    )
+    if reason is None:
+        return None
+    outcome = reap_outcome(reason)
+    if cancel_requested:
+        return ReapVerdict(
+            reason=reason,
+            outcome=outcome,
+            state=JobState.CANCELLED,
+            job_reason=Reason.CANCELLED.value,
+            ready_at=None,
+        )
+    if attempt < max_attempts:
+        return ReapVerdict(
+            reason=reason,
+            outcome=outcome,
+            state=JobState.QUEUED,
+            job_reason=None,
+            ready_at=now + lost_delay_ms,
+        )
+    return ReapVerdict(
+        reason=reason,
+        outcome=outcome,
+        state=JobState.DEAD,
+        job_reason=Reason.RETRIES_EXHAUSTED.value,
+        ready_at=None,
+    )
+
+
+# --------------------------------------------------------------------------- dead letters
+
+
+def replay_job(
+    spec: NewJob, *, dead_id: str, new_id: str, queue: str | None, now: int
+) -> NewJob:
+    """The job that ``Storage.retry_dead`` enqueues for a dead-letter entry.
+
+    A dead-letter entry carries the job's spec as it was enqueued (:class:`NewJob`:
+    task, queue, payload, priority, every option, and the attempt-1 ``lost_delay_ms``).
+    The replay is that spec with a fresh attempt budget (attempts count from 1 again):
+
+    * a new ``id``; ``queue`` replaced when given;
+    * ready now: ``run_at = now``, ``delay_ms = 0``;
+    * ``replay_of = dead_id`` (the entry it replays, which ``retry_dead`` removes).
+
+    Everything else -- priority, ``max_attempts``, ``lost_delay_ms``, timeouts,
+    heartbeat, schedule-to-start, concurrency, ``options`` -- is kept as stored.
+    """
+    return dataclasses.replace(
+        spec,
+        id=new_id,
+        queue=queue if queue is not None else spec.queue,
+        run_at=now,
+        delay_ms=0,
+        replay_of=dead_id,
+    )
+
+
+# --------------------------------------------------------------------------- retention
+
+_DAYS = re.compile(r"^(?P<days>\d+(?:\.\d+)?)d(?P<rest>.*)$")
+
+
+def parse_retention(value: str | int | float | timedelta) -> int:
+    """How long finished jobs are kept, in milliseconds (every backend's ``?retention=``).
+
+    Accepts what durations accept (seconds as a number, ``"90s"``, ``"12h"``,
+    ``"1h30m"``, a :class:`~datetime.timedelta`) plus a leading day count, since
+    retention is naturally counted in days: ``"7d"``, ``"1d12h"``. ``0`` (or ``"0"``,
+    ``"0s"``) keeps no finished job: the next prune deletes every job finished at or
+    before ``now``. Dead-letter entries are not affected by retention.
+
+    Raises:
+        ConfigError: ``invalid_duration`` for anything else (negative values included),
+            quoting the bad value.
+    """
+    if isinstance(value, bool):
+        raise _bad_retention(value)
+    if isinstance(value, timedelta):
+        if value < timedelta(0):
+            raise _bad_retention(value)
+        return int(round(value.total_seconds() * 1000))
+    if isinstance(value, (int, float)):
+        if value < 0 or value != value:  # negative or NaN
+            raise _bad_retention(value)
+        return int(round(value * 1000))
+    text = value.strip()
+    if text in ("0", "0s", "0ms", "0d", "0m", "0h"):
+        return 0
+    match = _DAYS.match(text)
+    if match is not None:
+        days_ms = int(round(float(match["days"]) * 86_400_000))
+        rest = match["rest"]
+        if not rest:
+            if days_ms <= 0:
+                return 0
+            return days_ms
+        try:
+            return days_ms + to_ms(parse_duration(rest, field="retention"))
+        except ConfigError:
+            raise _bad_retention(value) from None
+    try:
+        return to_ms(parse_duration(text, field="retention"))
+    except ConfigError:
+        raise _bad_retention(value) from None
+
+
+def _bad_retention(value: object) -> ConfigError:
+    return ConfigError(
+        f"retention: invalid duration {value!r}; expected 0 (keep nothing), seconds, a "
+        "duration such as '12h' or '90m', or days such as '7d' or '1d12h'",
+        code="invalid_duration",
+        field="retention",
+        value=value,
+    )

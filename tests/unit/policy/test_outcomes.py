@@ -1,0 +1,149 @@
+"""The applying half of the core: end states, reap verdicts, replays, retention.
+
+Every backend applies these rules (Lua and DynamoDB mirror them); the contract suite pins
+the same cases end to end. Here they are tables of inputs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from queue_core.errors import ConfigError
+from queue_core.model import Action, Decision, JobState, NewJob, Outcome, Reason
+from queue_core.policy import RetryPolicy, decide
+from queue_core.policy.outcomes import (
+    DEFAULT_RETENTION_MS,
+    end_state,
+    parse_retention,
+    reap_verdict,
+    replay_job,
+)
+
+
+@pytest.mark.parametrize(
+    ("decision", "attempt_reason", "expected"),
+    [
+        (Decision(action=Action.COMPLETE), None, (JobState.SUCCEEDED, None)),
+        (Decision(action=Action.RETRY, delay_ms=5), "error", (JobState.QUEUED, None)),
+        (Decision(action=Action.DEAD, reason="retries_exhausted"), "error",
+         (JobState.DEAD, "retries_exhausted")),
+        (Decision(action=Action.DEAD), "error", (JobState.DEAD, "fatal")),
+        (Decision(action=Action.CANCEL), "cancelled", (JobState.CANCELLED, "cancelled")),
+        (Decision(action=Action.TIME_OUT, reason="flow_timeout"), "timeout",
+         (JobState.TIMED_OUT, "flow_timeout")),
+        (Decision(action=Action.TIME_OUT), "flow_timeout", (JobState.TIMED_OUT, "flow_timeout")),
+        (Decision(action=Action.TIME_OUT), None, (JobState.TIMED_OUT, "flow_timeout")),
+    ],
+)
+def test_end_state_of_each_action(
+    decision: Decision, attempt_reason: str | None, expected: tuple[JobState, str | None]
+) -> None:
+    assert end_state(decision, attempt_reason) == expected
+
+
+NOW = 1_000_000
+
+
+def _verdict(**kw: object):  # type: ignore[no-untyped-def]
+    args: dict[str, object] = dict(
+        lease_expires_at=NOW + 1, deadline=None, heartbeat_expires_at=None,
+        cancel_requested=False, attempt=1, max_attempts=3, lost_delay_ms=250,
+    )
+    args.update(kw)
+    return reap_verdict(NOW, **args)  # type: ignore[arg-type]
+
+
+def test_no_verdict_while_every_bound_is_in_the_future() -> None:
+    assert _verdict(deadline=NOW + 5, heartbeat_expires_at=NOW + 5) is None
+
+
+@pytest.mark.parametrize(
+    ("bounds", "reason", "outcome"),
+    [
+        (dict(lease_expires_at=NOW), Reason.LEASE_EXPIRED, Outcome.LOST),
+        (dict(heartbeat_expires_at=NOW - 1), Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT),
+        (dict(deadline=NOW), Reason.TIMEOUT, Outcome.TIMED_OUT),
+        # several passed: timeout > heartbeat > lease
+        (dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - 5, deadline=NOW - 1),
+         Reason.TIMEOUT, Outcome.TIMED_OUT),
+        (dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - 5),
+         Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT),
+    ],
+)
+def test_the_most_specific_bound_wins(
+    bounds: dict[str, int], reason: Reason, outcome: Outcome
+) -> None:
+    v = _verdict(**bounds)
+    assert v is not None and (v.reason, v.outcome) == (reason, outcome)
+
+
+def test_attempts_left_queue_the_job_again_after_the_precomputed_delay() -> None:
+    v = _verdict(lease_expires_at=NOW, attempt=2, max_attempts=3)
+    assert v is not None
+    assert (v.state, v.job_reason, v.ready_at) == (JobState.QUEUED, None, NOW + 250)
+
+
+def test_no_attempts_left_dead_letters_retries_exhausted() -> None:
+    v = _verdict(deadline=NOW, attempt=3, max_attempts=3)
+    assert v is not None
+    assert (v.state, v.job_reason, v.ready_at) == (JobState.DEAD, "retries_exhausted", None)
+
+
+def test_a_pending_cancel_wins_over_retry_and_dead() -> None:
+    for attempt in (1, 3):
+        v = _verdict(lease_expires_at=NOW, cancel_requested=True, attempt=attempt)
+        assert v is not None
+        assert (v.state, v.job_reason, v.outcome) == (JobState.CANCELLED, "cancelled", Outcome.LOST)
+
+
+def test_replay_keeps_the_spec_with_a_fresh_start() -> None:
+    spec = NewJob(
+        id="old", task_name="t", queue="q", payload=b"p", priority=3, run_at=5, delay_ms=7,
+        max_attempts=4, lost_delay_ms=1000, timeout_ms=9, heartbeat_ms=2000,
+        schedule_to_start_ms=3000, concurrency_key="k", concurrency_limit=1,
+        concurrency_skip=True, options='{"x":1}', replay_of="older",
+    )
+    new = replay_job(spec, dead_id="d1", new_id="new", queue=None, now=NOW)
+    assert (new.id, new.queue, new.run_at, new.delay_ms, new.replay_of) == (
+        "new", "q", NOW, 0, "d1")
+    kept = ("task_name", "payload", "priority", "max_attempts", "lost_delay_ms", "timeout_ms",
+            "heartbeat_ms", "schedule_to_start_ms", "concurrency_key", "concurrency_limit",
+            "concurrency_skip", "options")
+    assert all(getattr(new, f) == getattr(spec, f) for f in kept)
+    assert replay_job(spec, dead_id="d1", new_id="n", queue="other", now=NOW).queue == "other"
+
+
+@pytest.mark.parametrize(
+    ("value", "ms"),
+    [
+        (0, 0), ("0", 0), ("0s", 0), (3600, 3_600_000), ("90m", 5_400_000), ("12h", 43_200_000),
+        ("7d", 7 * 86_400_000), ("1d12h", 36 * 3_600_000), (timedelta(hours=2), 7_200_000),
+        (timedelta(0), 0), ("250ms", 250), (1.5, 1500),
+    ],
+)
+def test_parse_retention_accepts(value: object, ms: int) -> None:
+    assert parse_retention(value) == ms  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, "-5s", "abc", "7x", "d", "1d-3h", True, timedelta(-1)])
+def test_parse_retention_refuses_with_the_value_quoted(value: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_retention(value)  # type: ignore[arg-type]
+    assert err.value.code == "invalid_duration"
+    assert repr(value) in str(err.value)
+
+
+def test_default_retention_is_seven_days() -> None:
+    assert DEFAULT_RETENTION_MS == 7 * 86_400_000
+
+
+def test_a_flow_deadline_ends_the_attempt_without_retry() -> None:
+    policy = RetryPolicy(max_attempts=5)
+    d = decide(policy, 1, Outcome.TIMED_OUT, rng=lambda: 0.0, reason=Reason.FLOW_TIMEOUT)
+    assert d.action is Action.TIME_OUT
+    assert end_state(d, "flow_timeout") == (JobState.TIMED_OUT, "flow_timeout")
+    # the attempt's own timeout is retried
+    assert decide(policy, 1, Outcome.TIMED_OUT, rng=lambda: 0.0, reason="timeout").action is (
+        Action.RETRY)
