@@ -32,10 +32,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from typing_extensions import Self
 
-from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
-    Action,
     AttemptEnd,
     AttemptRecord,
     ClaimedJob,
@@ -52,7 +50,15 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
-from queue_core.policy.leases import expired_bound, schedule_to_start_expired
+from queue_core.policy.leases import schedule_to_start_expired
+from queue_core.policy.outcomes import (
+    DEFAULT_RETENTION_MS,
+    ReapVerdict,
+    end_state,
+    parse_retention,
+    reap_verdict,
+    replay_job,
+)
 from queue_core.storage import Storage
 
 __all__ = ["MemoryStorage"]
@@ -65,9 +71,6 @@ def _decrement(counter: dict[str, int], key: str) -> None:
         del counter[key]
     else:
         counter[key] -= 1
-
-
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
 def _system_clock_ms() -> int:
@@ -161,7 +164,8 @@ class _DeadEntry:
     id: str
     seq: int
     spec: NewJob
-    """The job as it would be enqueued again (lost_delay_ms as last updated)."""
+    """The job's spec as it was enqueued (attempt-1 ``lost_delay_ms``): what
+    :func:`~queue_core.policy.outcomes.replay_job` replays."""
     error: ErrorInfo | None
     reason: str
     attempts: list[AttemptRecord]
@@ -197,7 +201,8 @@ class MemoryStorage(Storage):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:
-        retention_ms: how long finished jobs are kept before :meth:`prune` deletes them.
+        retention_ms: how long finished jobs are kept before :meth:`prune` deletes them
+            (default 7 days); ``0`` keeps none: the next prune deletes every finished job.
         clock: epoch-milliseconds clock used when an operation gets ``now=None``
             (default: the system clock).
 
@@ -212,9 +217,9 @@ class MemoryStorage(Storage):
         retention_ms: int = DEFAULT_RETENTION_MS,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        if retention_ms <= 0:
+        if retention_ms < 0:
             raise ConfigError(
-                f"retention_ms must be > 0, got {retention_ms!r}",
+                f"retention_ms must be >= 0, got {retention_ms!r}",
                 code="invalid_option",
                 field="retention_ms",
                 value=retention_ms,
@@ -246,7 +251,11 @@ class MemoryStorage(Storage):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        """Build from ``memory://`` (optionally ``memory://?retention=<duration>``)."""
+        """Build from ``memory://`` (optionally ``memory://?retention=<duration>``).
+
+        ``retention`` is read by :func:`~queue_core.policy.outcomes.parse_retention`:
+        seconds, a duration (``12h``), days (``7d``), or ``0`` to keep no finished job.
+        """
         parts = urlsplit(url)
         if parts.scheme.lower() != "memory":
             raise ConfigError(
@@ -265,8 +274,7 @@ class MemoryStorage(Storage):
                 value=unknown[0],
             )
         if "retention" in query:
-            seconds = parse_duration(query["retention"][-1], field="retention")
-            return cls(retention_ms=max(1, to_ms(seconds)))
+            return cls(retention_ms=parse_retention(query["retention"][-1]))
         return cls()
 
     def __repr__(self) -> str:
@@ -390,27 +398,10 @@ class MemoryStorage(Storage):
     def _dead_letter(self, job: _Job, reason: str, error: ErrorInfo | None, now: int) -> None:
         dead_id = uuid.uuid4().hex
         spec = job.spec
-        template = NewJob(
-            id=spec.id,
-            task_name=spec.task_name,
-            queue=spec.queue,
-            payload=spec.payload,
-            priority=spec.priority,
-            max_attempts=spec.max_attempts,
-            lost_delay_ms=job.lost_delay_ms,
-            timeout_ms=spec.timeout_ms,
-            heartbeat_ms=spec.heartbeat_ms,
-            schedule_to_start_ms=spec.schedule_to_start_ms,
-            concurrency_key=spec.concurrency_key,
-            concurrency_limit=spec.concurrency_limit,
-            concurrency_skip=spec.concurrency_skip,
-            options=spec.options,
-            replay_of=spec.replay_of,
-        )
         entry = _DeadEntry(
             id=dead_id,
             seq=next(self._seq),
-            spec=template,
+            spec=spec,
             error=error,
             reason=reason,
             attempts=[a.record() for a in job.attempts],
@@ -595,21 +586,21 @@ class MemoryStorage(Storage):
                 if end.error is not None:
                     job.error = end.error
                 d = end.decision
-                if d.action is Action.COMPLETE:
+                state, reason = end_state(d, end.reason)
+                if state is JobState.SUCCEEDED:
                     job.result = end.result
-                    self._end(job, JobState.SUCCEEDED, None, t)
-                elif d.action is Action.RETRY:
+                    self._end(job, state, reason, t)
+                elif state is JobState.QUEUED:
                     if d.lost_delay_ms is not None:
                         job.lost_delay_ms = d.lost_delay_ms
                     job.ready_at = t + d.delay_ms
                     job.reason = None
                     self._enter(job, JobState.QUEUED)
-                elif d.action is Action.DEAD:
-                    self._dead_letter(job, d.reason or Reason.FATAL.value, end.error, t)
-                elif d.action is Action.CANCEL:
-                    self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
+                elif state is JobState.DEAD:
+                    assert reason is not None
+                    self._dead_letter(job, reason, end.error, t)
                 else:
-                    self._end(job, JobState.TIMED_OUT, d.reason or end.reason, t)
+                    self._end(job, state, reason, t)
                 took.append(True)
             if any(took):
                 self._cond.notify_all()
@@ -621,20 +612,24 @@ class MemoryStorage(Storage):
         """See :meth:`queue_core.storage.Storage.reap`."""
         with self._cond:
             t = self._now(now)
-            stale: list[tuple[int, int, _Job, Reason]] = []
+            stale: list[tuple[int, int, _Job, ReapVerdict]] = []
             for job in self._running.values():
-                reason = expired_bound(
+                verdict = reap_verdict(
                     t,
                     lease_expires_at=job.lease_expires_at,
                     deadline=job.deadline,
                     heartbeat_expires_at=job.heartbeat_expires_at,
+                    cancel_requested=job.cancel_requested,
+                    attempt=job.attempt,
+                    max_attempts=job.spec.max_attempts,
+                    lost_delay_ms=job.lost_delay_ms,
                 )
-                if reason is not None:
-                    stale.append((job.lease_expires_at, job.seq, job, reason))
+                if verdict is not None:
+                    stale.append((job.lease_expires_at, job.seq, job, verdict))
             stale.sort(key=lambda s: (s[0], s[1]))
             reaped: list[ReapedJob] = []
-            for _, _, job, reason in stale[:limit]:
-                reaped.append(self._reap_attempt(job, reason, t))
+            for _, _, job, verdict in stale[:limit]:
+                reaped.append(self._reap_attempt(job, verdict, t))
             while len(reaped) < limit and self._sts and self._sts[0][0] <= t:
                 _, gen, job_id = heapq.heappop(self._sts)
                 queued = self._valid_queued(job_id, gen)
@@ -654,25 +649,26 @@ class MemoryStorage(Storage):
                 self._cond.notify_all()
             return reaped
 
-    def _reap_attempt(self, job: _Job, reason: Reason, t: int) -> ReapedJob:
-        outcome = Outcome.LOST if reason is Reason.LEASE_EXPIRED else Outcome.TIMED_OUT
+    def _reap_attempt(self, job: _Job, verdict: ReapVerdict, t: int) -> ReapedJob:
         attempt = job.attempts[-1]
-        attempt.outcome = outcome
-        attempt.reason = reason.value
+        attempt.outcome = verdict.outcome
+        attempt.reason = verdict.reason.value
         attempt.finished_at = t
-        if job.cancel_requested:
-            self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
-        elif job.attempt < job.spec.max_attempts:
-            job.ready_at = t + job.lost_delay_ms
+        if verdict.state is JobState.QUEUED:
+            assert verdict.ready_at is not None
+            job.ready_at = verdict.ready_at
             job.reason = None
             self._enter(job, JobState.QUEUED)
+        elif verdict.state is JobState.DEAD:
+            assert verdict.job_reason is not None
+            self._dead_letter(job, verdict.job_reason, None, t)
         else:
-            self._dead_letter(job, Reason.RETRIES_EXHAUSTED.value, None, t)
+            self._end(job, verdict.state, verdict.job_reason, t)
         return ReapedJob(
             job_id=job.id,
             attempt=attempt.number,
-            outcome=outcome,
-            reason=reason.value,
+            outcome=verdict.outcome,
+            reason=verdict.reason.value,
             state=job.state,
         )
 
@@ -782,33 +778,15 @@ class MemoryStorage(Storage):
             if entry is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
             self._drop_dead(entry)
-            s = entry.spec
             new_id = uuid.uuid4().hex
-            spec = NewJob(
-                id=new_id,
-                task_name=s.task_name,
-                queue=queue if queue is not None else s.queue,
-                payload=s.payload,
-                priority=s.priority,
-                run_at=t,
-                max_attempts=s.max_attempts,
-                lost_delay_ms=s.lost_delay_ms,
-                timeout_ms=s.timeout_ms,
-                heartbeat_ms=s.heartbeat_ms,
-                schedule_to_start_ms=s.schedule_to_start_ms,
-                concurrency_key=s.concurrency_key,
-                concurrency_limit=s.concurrency_limit,
-                concurrency_skip=s.concurrency_skip,
-                options=s.options,
-                replay_of=dead_id,
-            )
+            spec = replay_job(entry.spec, dead_id=dead_id, new_id=new_id, queue=queue, now=t)
             job = _Job(
                 spec=spec,
                 seq=next(self._seq),
                 state=JobState.QUEUED,
                 enqueued_at=t,
                 ready_at=t,
-                lost_delay_ms=s.lost_delay_ms,
+                lost_delay_ms=spec.lost_delay_ms,
             )
             self._enter(job, JobState.QUEUED, new=True)
             self._cond.notify_all()
