@@ -149,13 +149,14 @@ def retry_end(
 def dead_end(
     ref: LeaseRef,
     *,
-    dead_reason: str = Reason.FATAL.value,
+    dead_reason: str | None = Reason.FATAL.value,
     error: ErrorInfo | None = None,
     outcome: Outcome = Outcome.FAILED,
     reason: str = Reason.ERROR.value,
     mode: str = "thread",
 ) -> AttemptEnd:
-    """A failed attempt end that the core decided to dead-letter with ``dead_reason``."""
+    """A failed attempt end that the core decided to dead-letter with ``dead_reason``
+    (``None``: a ``DEAD`` decision without a reason, which storage records as ``fatal``)."""
     return AttemptEnd(
         ref=ref,
         outcome=outcome,
@@ -177,13 +178,20 @@ def cancel_end(ref: LeaseRef, *, mode: str = "thread") -> AttemptEnd:
     )
 
 
-def timed_out_end(ref: LeaseRef, *, mode: str = "thread") -> AttemptEnd:
-    """An attempt ended by its flow's deadline: ``TIME_OUT``."""
+def timed_out_end(
+    ref: LeaseRef,
+    *,
+    job_reason: str | None = Reason.TIMEOUT.value,
+    reason: str | None = Reason.TIMEOUT.value,
+    mode: str = "thread",
+) -> AttemptEnd:
+    """An attempt ended by its flow's deadline: ``TIME_OUT`` with ``job_reason`` as the
+    decision's reason and ``reason`` as the attempt's (either may be ``None``)."""
     return AttemptEnd(
         ref=ref,
         outcome=Outcome.TIMED_OUT,
-        reason=Reason.TIMEOUT.value,
-        decision=Decision(action=Action.TIME_OUT, reason=Reason.TIMEOUT.value),
+        reason=reason,
+        decision=Decision(action=Action.TIME_OUT, reason=job_reason),
         mode=mode,
     )
 

@@ -19,12 +19,27 @@ from queue_core.testing import (
     T0,
     ManualClock,
     StorageContract,
+    StorageWithRetention,
     complete_end,
     new_job,
 )
 
 
-class TestMemoryStorage(StorageContract):
+class _MemoryWithRetention:
+    @pytest.fixture
+    def storage_with_retention(self) -> Iterator[StorageWithRetention]:
+        built: list[MemoryStorage] = []
+
+        def build(retention: str) -> Storage:
+            built.append(MemoryStorage.from_url(f"memory://?retention={retention}"))
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()
+
+
+class TestMemoryStorage(_MemoryWithRetention, StorageContract):
     @pytest.fixture
     def storage(self) -> Iterator[Storage]:
         storage = MemoryStorage()
@@ -32,7 +47,7 @@ class TestMemoryStorage(StorageContract):
         storage.close()
 
 
-class TestMemoryStorageFromUrl(StorageContract):
+class TestMemoryStorageFromUrl(_MemoryWithRetention, StorageContract):
     """The same suite on a storage built through its URL, as users build it."""
 
     retention_ms = 2 * 3_600_000

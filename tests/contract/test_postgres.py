@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract
+from queue_core.testing import StorageContract, StorageWithRetention
+from tests.contract.urls import with_option
 
 
 class TestPostgresStorage(StorageContract):
@@ -20,3 +21,17 @@ class TestPostgresStorage(StorageContract):
         storage = SQLStorage.from_url(postgres_clean_url)
         yield storage
         storage.close()
+
+    @pytest.fixture
+    def storage_with_retention(self, postgres_clean_url: str) -> Iterator[StorageWithRetention]:
+        built: list[SQLStorage] = []
+
+        def build(retention: str) -> SQLStorage:
+            built.append(
+                SQLStorage.from_url(with_option(postgres_clean_url, "retention", retention))
+            )
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from backends.redis import RedisStorage
-from queue_core.testing import StorageContract
+from queue_core.testing import StorageContract, StorageWithRetention
+from tests.contract.urls import with_option
 
 
 class TestRedisStorage(StorageContract):
@@ -18,3 +19,15 @@ class TestRedisStorage(StorageContract):
             yield s
         finally:
             s.close()
+
+    @pytest.fixture
+    def storage_with_retention(self, redis_url: str) -> Iterator[StorageWithRetention]:
+        built: list[RedisStorage] = []
+
+        def build(retention: str) -> RedisStorage:
+            built.append(RedisStorage.from_url(with_option(redis_url, "retention", retention)))
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()

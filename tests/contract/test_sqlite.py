@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract
+from queue_core.testing import StorageContract, StorageWithRetention
 
 
 class TestSQLiteStorage(StorageContract):
@@ -17,3 +17,16 @@ class TestSQLiteStorage(StorageContract):
         storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'queue.db'}")
         yield storage
         storage.close()
+
+    @pytest.fixture
+    def storage_with_retention(self, tmp_path: Path) -> Iterator[StorageWithRetention]:
+        built: list[SQLStorage] = []
+
+        def build(retention: str) -> SQLStorage:
+            path = tmp_path / f"retention{len(built)}.db"
+            built.append(SQLStorage.from_url(f"sqlite:///{path}?retention={retention}"))
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()

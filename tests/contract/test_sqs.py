@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sqs import SQSStorage
-from queue_core.testing import StorageContract
+from queue_core.testing import StorageContract, StorageWithRetention
+from tests.contract.urls import with_option
 
 
 class TestSQSStorage(StorageContract):
@@ -18,3 +19,15 @@ class TestSQSStorage(StorageContract):
             yield s
         finally:
             s.close()
+
+    @pytest.fixture
+    def storage_with_retention(self, sqs_url: str) -> Iterator[StorageWithRetention]:
+        built: list[SQSStorage] = []
+
+        def build(retention: str) -> SQSStorage:
+            built.append(SQSStorage.from_url(with_option(sqs_url, "retention", retention)))
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()

@@ -5,7 +5,7 @@ Each mixin's test methods take a ``storage`` fixture that the backend author pro
 protocol, pass explicit ``now`` times and never sleep.
 """
 
-from queue_core.testing.suite._base import ContractBase
+from queue_core.testing.suite._base import ContractBase, StorageWithRetention
 from queue_core.testing.suite.cancel import CancelContract
 from queue_core.testing.suite.claim import ClaimContract
 from queue_core.testing.suite.concurrency import ConcurrencyContract
@@ -38,6 +38,7 @@ __all__ = [
     "ScheduleToStartContract",
     "StatsContract",
     "StorageContract",
+    "StorageWithRetention",
 ]
 
 
@@ -57,7 +58,9 @@ class StorageContract(
     PayloadContract,
     OptionalAbilitiesContract,
 ):
-    """Every contract test. Subclass it as ``TestMyStorage`` and provide ``storage``.
+    """Every contract test. Subclass it as ``TestMyStorage`` and provide ``storage``
+    (and ``storage_with_retention``, see :data:`StorageWithRetention`, when the backend
+    takes a ``?retention=`` option: the retention tests skip without it).
 
     Class attributes a subclass may override:
 

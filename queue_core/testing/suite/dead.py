@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from queue_core.errors import NotFound
-from queue_core.model import DeadJob, JobState, Reason
+from queue_core.model import DeadJob, JobState, Outcome, ReapedJob, Reason
 from queue_core.storage import Storage
 from queue_core.testing.fixtures import (
     DEFAULT_PAYLOAD,
+    HOUR,
     LEASE,
     MIN,
     SEC,
@@ -17,6 +18,7 @@ from queue_core.testing.fixtures import (
     dead_end,
     enqueue_one,
     error_info,
+    retry_end,
 )
 from queue_core.testing.suite._base import ContractBase, job_of
 
@@ -109,6 +111,83 @@ class DeadLetterContract(ContractBase):
         again = claim_one(storage, now=now)
         assert (again.id, again.attempt, again.replay_of) == (new_id, 1, dead_id)
         assert job_of(storage, job_id).state is JobState.DEAD
+
+    def test_retry_dead_replays_the_job_as_it_was_enqueued(self, storage: Storage) -> None:
+        """Same task, payload, priority, options, attempts, timeouts and concurrency; the
+        attempt-1 ``lost_delay_ms`` although a retry changed it; the queue given; ready
+        now; ``replay_of`` the entry; a fresh attempt budget."""
+        payload = b'{"args":[7],"kwargs":{}}'
+        job_id = enqueue_one(
+            storage,
+            task_name="t.spec",
+            queue="q-old",
+            payload=payload,
+            priority=3,
+            max_attempts=2,
+            lost_delay_ms=5 * SEC,
+            timeout_ms=MIN,
+            heartbeat_ms=20 * SEC,
+            concurrency_key="spec-key",
+            concurrency_limit=1,
+            options='{"tag":"x"}',
+        )
+        first = claim_one(storage, now=T0, queues=["q-old"])
+        storage.finish([retry_end(first.ref, 0, lost_delay_ms=45 * SEC)], now=T0 + SEC)
+        claim_one(storage, now=T0 + SEC, queues=["q-old"], lease_ms=5 * SEC)
+        assert [r.state for r in storage.reap(now=T0 + 6 * SEC)] == [JobState.DEAD]
+        dead_id = job_of(storage, job_id).dead_id
+        assert dead_id is not None
+
+        now = T0 + HOUR
+        new_id = storage.retry_dead(dead_id, "q-new", now=now)
+        rec = job_of(storage, new_id)
+        assert (rec.state, rec.task_name, rec.queue, rec.payload) == (
+            JobState.QUEUED,
+            "t.spec",
+            "q-new",
+            payload,
+        )
+        assert (rec.priority, rec.options, rec.attempts, rec.max_attempts) == (
+            3,
+            '{"tag":"x"}',
+            0,
+            2,
+        )
+        assert (rec.replay_of, rec.enqueued_at, rec.run_at) == (dead_id, now, now)
+        got = claim_one(storage, now=now, queues=["q-new"], lease_ms=5 * SEC)
+        assert (got.id, got.attempt, got.replay_of) == (new_id, 1, dead_id)
+        assert (got.timeout_ms, got.heartbeat_ms, got.deadline) == (MIN, 20 * SEC, now + MIN)
+        # the concurrency key and limit came along: another job of the key must wait
+        enqueue_one(
+            storage, now=now, queue="q-new", concurrency_key="spec-key", concurrency_limit=1
+        )
+        assert storage.claim("w", ["q-new"], 5, LEASE, now=now) == []
+        # lost: queued again (attempt 1 of 2) after the attempt-1 lost delay, 5 s
+        assert storage.reap(now=now + 5 * SEC) == [
+            ReapedJob(
+                job_id=new_id,
+                attempt=1,
+                outcome=Outcome.LOST,
+                reason=Reason.LEASE_EXPIRED.value,
+                state=JobState.QUEUED,
+            )
+        ]
+        assert job_of(storage, new_id).run_at == now + 10 * SEC
+
+    def test_retry_dead_keeps_schedule_to_start(self, storage: Storage) -> None:
+        dead_id = kill(storage, at=T0, schedule_to_start_ms=10 * SEC)
+        now = T0 + HOUR
+        new_id = storage.retry_dead(dead_id, now=now)
+        assert storage.reap(now=now + 10 * SEC - 1) == []
+        assert storage.reap(now=now + 10 * SEC) == [
+            ReapedJob(
+                job_id=new_id,
+                attempt=0,
+                outcome=None,
+                reason=Reason.SCHEDULE_TO_START.value,
+                state=JobState.DEAD,
+            )
+        ]
 
     def test_retry_dead_can_move_the_job_to_another_queue(self, storage: Storage) -> None:
         dead_id = kill(storage, at=T0, queue="original")

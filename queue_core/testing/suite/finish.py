@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from queue_core.model import (
     AttemptRecord,
     JobState,
     LeaseRef,
     Outcome,
+    QueueStats,
     Reason,
     dt_from_ms,
 )
@@ -240,6 +243,74 @@ class FinishContract(ContractBase):
         assert storage.list_attempts(job_id)[0].outcome is Outcome.TIMED_OUT
         assert storage.list_dead() == []
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
+
+    def test_dead_decision_without_a_reason_dead_letters_as_fatal(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        assert storage.finish([dead_end(got.ref, dead_reason=None)], now=T0 + SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at) == (JobState.DEAD, "fatal", T0 + SEC)
+        assert rec.dead_id is not None
+        entry = storage.get_dead(rec.dead_id)
+        assert entry is not None
+        assert (entry.job_id, entry.reason) == (job_id, "fatal")
+
+    @pytest.mark.parametrize(
+        ("job_reason", "attempt_reason", "expected"),
+        [
+            (Reason.FLOW_TIMEOUT.value, Reason.TIMEOUT.value, "flow_timeout"),
+            (None, Reason.TIMEOUT.value, "timeout"),
+            (None, None, "flow_timeout"),
+        ],
+    )
+    def test_time_out_decision_ends_timed_out_with_its_reason_and_no_dead_letter(
+        self,
+        storage: Storage,
+        job_reason: str | None,
+        attempt_reason: str | None,
+        expected: str,
+    ) -> None:
+        """The job reason is the decision's, else the attempt's, else ``flow_timeout``."""
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        end = timed_out_end(got.ref, job_reason=job_reason, reason=attempt_reason)
+        assert storage.finish([end], now=T0 + SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at, rec.dead_id) == (
+            JobState.TIMED_OUT,
+            expected,
+            T0 + SEC,
+            None,
+        )
+        attempt = storage.list_attempts(job_id)[0]
+        assert (attempt.outcome, attempt.reason) == (Outcome.TIMED_OUT, attempt_reason)
+        assert storage.list_dead() == []
+        assert storage.stats(now=T0 + SEC) == [QueueStats(queue="default", timed_out=1)]
+
+    def test_one_batch_applies_each_action_to_its_own_job(self, storage: Storage) -> None:
+        """Every action in one ``finish`` call: state and job reason per end."""
+        ids = [enqueue_one(storage, max_attempts=3) for _ in range(5)]
+        claimed = {c.id: c for c in storage.claim("w", ["default"], 5, LEASE, now=T0)}
+        refs = [claimed[i].ref for i in ids]
+        ends = [
+            complete_end(refs[0]),
+            retry_end(refs[1], 10 * SEC),
+            dead_end(refs[2], dead_reason=Reason.UNKNOWN_TASK.value),
+            cancel_end(refs[3]),
+            timed_out_end(refs[4], job_reason=Reason.FLOW_TIMEOUT.value),
+        ]
+        assert storage.finish(ends, now=T0 + SEC) == [True] * 5
+        assert [(job_of(storage, i).state, job_of(storage, i).reason) for i in ids] == [
+            (JobState.SUCCEEDED, None),
+            (JobState.QUEUED, None),
+            (JobState.DEAD, "unknown_task"),
+            (JobState.CANCELLED, "cancelled"),
+            (JobState.TIMED_OUT, "flow_timeout"),
+        ]
+        assert [e.job_id for e in storage.list_dead()] == [ids[2]]
+        assert storage.stats(now=T0 + SEC) == [
+            QueueStats(queue="default", scheduled=1, succeeded=1, dead=1, cancelled=1, timed_out=1)
+        ]
 
     def test_finish_of_nothing_is_empty(self, storage: Storage) -> None:
         assert storage.finish([], now=T0) == []

@@ -22,6 +22,7 @@ from queue_core.testing.fixtures import (
     claim_one,
     complete_end,
     enqueue_one,
+    error_info,
     retry_end,
 )
 from queue_core.testing.suite._base import ContractBase, job_of
@@ -193,6 +194,78 @@ class ReapContract(ContractBase):
         assert [(r.job_id, r.outcome, r.reason) for r in reaped] == [
             (job_id, Outcome.TIMED_OUT, Reason.HEARTBEAT_TIMEOUT.value)
         ]
+
+    @pytest.mark.parametrize(
+        ("bound", "reason"),
+        [
+            ({"timeout_ms": 10 * SEC}, Reason.TIMEOUT.value),
+            ({"heartbeat_ms": 10 * SEC}, Reason.HEARTBEAT_TIMEOUT.value),
+        ],
+    )
+    def test_reaped_cancel_requested_job_ends_cancelled_even_with_no_attempt_left(
+        self, storage: Storage, bound: dict[str, int], reason: str
+    ) -> None:
+        """A pending cancel wins over dead-lettering; the attempt still says what
+        happened to it (``timed_out`` with the bound's reason)."""
+        job_id = enqueue_one(storage, max_attempts=1, **bound)
+        claim_one(storage, now=T0, lease_ms=LEASE)
+        storage.cancel(job_id, now=T0 + SEC)
+        assert storage.reap(now=T0 + 10 * SEC) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=1,
+                outcome=Outcome.TIMED_OUT,
+                reason=reason,
+                state=JobState.CANCELLED,
+            )
+        ]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at, rec.dead_id) == (
+            JobState.CANCELLED,
+            "cancelled",
+            T0 + 10 * SEC,
+            None,
+        )
+        attempt = storage.list_attempts(job_id)[0]
+        assert (attempt.outcome, attempt.reason) == (Outcome.TIMED_OUT, reason)
+        assert storage.list_dead() == []
+
+    def test_reap_of_the_last_attempt_dead_letters_every_attempt_of_any_kind(
+        self, storage: Storage
+    ) -> None:
+        """An attempt that failed (recorded by ``finish``) and one that timed out
+        (recorded by ``reap``) both land in the entry, in order."""
+        job_id = enqueue_one(storage, max_attempts=2, timeout_ms=10 * SEC)
+        first = claim_one(storage, now=T0, worker_id="w1")
+        err = error_info("KeyError", "gone", traceback="tb-1")
+        storage.finish([retry_end(first.ref, 0, error=err)], now=T0 + SEC)
+        claim_one(storage, now=T0 + 2 * SEC, worker_id="w2")
+        now = T0 + 12 * SEC
+        assert storage.reap(now=now) == [
+            ReapedJob(
+                job_id=job_id,
+                attempt=2,
+                outcome=Outcome.TIMED_OUT,
+                reason=Reason.TIMEOUT.value,
+                state=JobState.DEAD,
+            )
+        ]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.reason, rec.finished_at) == (
+            JobState.DEAD,
+            "retries_exhausted",
+            now,
+        )
+        assert rec.dead_id is not None
+        entry = storage.get_dead(rec.dead_id)
+        assert entry is not None and entry.reason == "retries_exhausted"
+        assert [
+            (a.number, a.outcome, a.reason, a.error_class, a.worker_id) for a in entry.attempts
+        ] == [
+            (1, Outcome.FAILED, "error", "KeyError", "w1"),
+            (2, Outcome.TIMED_OUT, "timeout", None, "w2"),
+        ]
+        assert entry.attempts == storage.list_attempts(job_id)
 
     def test_reap_respects_limit(self, storage: Storage) -> None:
         for _ in range(5):

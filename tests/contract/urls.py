@@ -1,0 +1,13 @@
+"""URL helpers of the contract test modules."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+
+def with_option(url: str, name: str, value: str) -> str:
+    """``url`` with the query option ``name=value`` set (replacing one already there)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != name]
+    query.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(query)))
