@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -26,7 +25,6 @@ from backends.redis.errors import translate_errors
 from backends.redis.keys import Keys
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
-    Action,
     AttemptEnd,
     AttemptRecord,
     ClaimedJob,
@@ -42,13 +40,13 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, parse_retention
 from queue_core.registry import mask_url
 from queue_core.storage import Storage
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
 
 DEFAULT_PREFIX = "qc"
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 _SCRIPTS = (
     "enqueue",
@@ -67,17 +65,8 @@ _SCRIPTS = (
     "next_ready",
     "list_jobs",
 )
-_ACTION_CODE = {
-    Action.COMPLETE: "c",
-    Action.RETRY: "r",
-    Action.DEAD: "d",
-    Action.CANCEL: "x",
-    Action.TIME_OUT: "t",
-}
 _STATES = {s.value.encode(): s for s in JobState}
 _OUTCOMES = {o.value: o for o in Outcome}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PURGE_BATCH = 1000
 _DEAD_FIELDS = ["jid", "tn", "q", "pl", "em", "ec", "rs", "at", "da", "ro"]
 
@@ -105,36 +94,6 @@ def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
         script.sha = sha.decode() if isinstance(sha, bytes) else sha
         conn.send_command("EVALSHA", script.sha, 0, *args)
         return conn.read_response()
-
-
-def _parse_retention(text: str) -> int:
-    """``"7d"``, ``"12h"``, ``"1h30m"``, ``"0"`` or a number of seconds, to milliseconds."""
-    value = text.strip()
-    try:
-        ms = int(float(value) * 1000)
-    except ValueError:
-        pos, total = 0, 0.0
-        for m in _DURATION.finditer(value):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNIT_MS[m.group(2)]
-            pos = m.end()
-        if not value or pos != len(value):
-            raise ConfigError(
-                f"invalid duration {text!r} for retention: use seconds or e.g. '7d', '12h'",
-                code="invalid_duration",
-                field="retention",
-                value=text,
-            ) from None
-        ms = int(total)
-    if ms < 0:
-        raise ConfigError(
-            f"invalid duration {text!r} for retention: must be >= 0",
-            code="invalid_duration",
-            field="retention",
-            value=text,
-        )
-    return ms
 
 
 def _load_script(name: str) -> str:
@@ -224,8 +183,9 @@ class RedisStorage(Storage):
             different prefixes share a server without seeing each other's jobs. On a
             cluster use a hash tag (``"{qc}"``) so every key lands in one slot.
         retention_ms: how long finished jobs are kept before :meth:`prune` deletes them
-            (default 7 days). ``0`` deletes a job's keys in the step that finishes it.
-            Kept jobs also get a ``PEXPIRE`` of retention + 1 day as a backstop.
+            (default 7 days). ``0`` keeps no finished job: the next :meth:`prune`
+            deletes every job finished at or before its ``now``. Finished jobs also get a
+            ``PEXPIRE`` of retention + 1 day as a backstop.
         wake_client: the client used for blocking waits in :meth:`wait_for_jobs`; it must
             have no socket timeout shorter than the waits. Default: a client on the same
             server with ``socket_timeout=None``.
@@ -286,9 +246,10 @@ class RedisStorage(Storage):
     def from_url(cls, url: str) -> Self:
         """Build from ``redis://[user:password@]host:port/db?prefix=qc&retention=7d``.
 
-        ``rediss://`` uses TLS. ``prefix`` and ``retention`` (a duration: ``7d``,
-        ``12h``, ``90s``, seconds, or ``0``) are this backend's options; every other query
-        parameter goes to redis-py (e.g. ``socket_timeout``).
+        ``rediss://`` uses TLS. ``prefix`` and ``retention`` (read by
+        :func:`~queue_core.policy.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
+        seconds, or ``0``) are this backend's options; every other query parameter goes
+        to redis-py (e.g. ``socket_timeout``).
         """
         try:
             parts = urlsplit(url)
@@ -310,7 +271,7 @@ class RedisStorage(Storage):
             if name == "prefix":
                 prefix = value
             elif name == "retention":
-                retention = _parse_retention(value)
+                retention = parse_retention(value)
             else:
                 rest.append((name, value))
         clean = urlunsplit(parts._replace(query=urlencode(rest)))
@@ -509,18 +470,12 @@ class RedisStorage(Storage):
         args = self._args(now)
         for end in ends:
             ref, d, err = end.ref, end.decision, end.error
-            action = d.action
-            if action is Action.DEAD:
-                job_reason: str | None = d.reason or "fatal"
-            elif action is Action.TIME_OUT:
-                job_reason = d.reason or end.reason
-            else:
-                job_reason = None
+            state, job_reason = end_state(d, end.reason)
             args += (
                 ref.job_id,
                 ref.attempt,
                 ref.lease_token,
-                _ACTION_CODE[action],
+                state.value,
                 d.delay_ms,
                 _opt(d.lost_delay_ms),
                 _opt(job_reason),

@@ -157,16 +157,13 @@ local function release_slot(ck)
   unpark_one(ck)
 end
 
--- the job reaches a final state; it is deleted now (retention 0) or indexed for prune.
+-- the job reaches a final state and is indexed for prune (P:fin), which deletes it once
+-- finished_at <= now - retention; retention 0 keeps no finished job but still leaves it to
+-- the next prune, like every backend (queue_core.policy.outcomes.parse_retention).
 -- lease = true also drops the lease fields of a running job (same HDEL); res, when not
 -- nil, is stored as the result (same HSET)
 local function terminal(id, q, state, reason, ck, lease, res)
   if ck then incr(P .. ':ca:' .. ck, -1) end
-  if RET == 0 then
-    redis.call('DEL', jk(id), ak(id))
-    redis.call('ZREM', ALL, id)
-    return
-  end
   local k = jk(id)
   if reason then
     if res then
@@ -193,7 +190,9 @@ local function terminal(id, q, state, reason, ck, lease, res)
   count(q, state, 1)
 end
 
--- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS
+-- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS: the spec as
+-- enqueued ('ld' is the attempt-1 lost delay; a retry's update lives in 'lc'), which
+-- retry_dead.lua replays (mirrors queue_core.policy.outcomes.replay_job)
 local DEAD_FIELDS = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro'}
 local function dead_letter(id, reason, em, ec)
   local f = redis.call('HMGET', jk(id), unpack(DEAD_FIELDS))
@@ -209,7 +208,7 @@ local function dead_letter(id, reason, em, ec)
   redis.call('HSET', dk, unpack(args))
   redis.call('ZADD', DZ, NOW, did)
   redis.call('ZADD', P .. ':dt:' .. f[1], NOW, did)
-  if RET ~= 0 then redis.call('HSET', jk(id), 'did', did) end
+  redis.call('HSET', jk(id), 'did', did)
   terminal(id, f[2], 'dead', reason, nz(f[10]))
   return did
 end

@@ -41,11 +41,9 @@ for i = 0, n - 1 do
   if ARGV[b + 17] ~= '' then h[#h + 1] = 'ro'; h[#h + 1] = ARGV[b + 17] end
   local active_key = ck and (P .. ':ca:' .. ck)
   if skip and ck and cl and tonumber(redis.call('GET', active_key) or '0') >= tonumber(cl) then
-    if RET ~= 0 then
-      index_job(id)
-      h[#h + 1] = 'st'; h[#h + 1] = 'skipped'
-      redis.call('HSET', k, unpack(h))
-    end
+    index_job(id)
+    h[#h + 1] = 'st'; h[#h + 1] = 'skipped'
+    redis.call('HSET', k, unpack(h))
     -- not active: terminal() must not give back a slot it never took
     terminal(id, q, 'skipped', 'concurrency_limit', nil)
     out[#out + 1] = 0

@@ -1,8 +1,10 @@
 -- finish: record attempt ends and apply the core's decisions (fenced per end).
+-- The state and job reason of each decision are computed in Python by
+-- queue_core.policy.outcomes.end_state; this script only applies them.
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, then 12 per end: job_id, attempt, lease_token,
---       action ('c' complete, 'r' retry, 'd' dead, 'x' cancel, 't' time out),
---       delay_ms, lost_delay_ms ('' = keep), job reason (dead / timed-out reason),
+--       end state ('succeeded', 'queued' = retry, 'dead', 'cancelled', 'timed_out'),
+--       delay_ms, lost_delay_ms ('' = keep), job reason ('' = none),
 --       has_result ('1'/'0'), result, attempt info (JSON array: outcome, reason,
 --       error_class, error_type, message, traceback, mode), error message, error
 --       class ('' = no error)
@@ -20,18 +22,18 @@ for b = 3, #ARGV - 1, S do
     local q, ck, act = f[4], f[5], ARGV[b + 4]
     record_attempt(id, f[2], f[6], f[7], ARGV[b + 10])
     leave_running(id, q, ck)
-    if act == 'c' then
-      terminal(id, q, 'succeeded', nil, ck, true, ARGV[b + 8] == '1' and ARGV[b + 9] or nil)
-    elseif act == 'r' then
-      if ARGV[b + 6] ~= '' then redis.call('HSET', k, 'ld', ARGV[b + 6]) end
+    if act == 'succeeded' then
+      terminal(id, q, act, nil, ck, true, ARGV[b + 8] == '1' and ARGV[b + 9] or nil)
+    elseif act == 'queued' then
+      -- 'lc': the lost delay a reap of the next attempt applies; 'ld' stays as enqueued
+      -- (the dead-letter entry carries the spec as enqueued)
+      if ARGV[b + 6] ~= '' then redis.call('HSET', k, 'lc', ARGV[b + 6]) end
       to_queued(id, q, f[8], NOW + tonumber(ARGV[b + 5]), f[9])
-    elseif act == 'd' then
+    elseif act == 'dead' then
       redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
       dead_letter(id, ARGV[b + 7], nz(ARGV[b + 12]) and ARGV[b + 11], nz(ARGV[b + 12]))
-    elseif act == 'x' then
-      terminal(id, q, 'cancelled', 'cancelled', ck, true)
     else
-      terminal(id, q, 'timed_out', nz(ARGV[b + 7]), ck, true)
+      terminal(id, q, act, nz(ARGV[b + 7]), ck, true)
     end
     out[#out + 1] = 1
   end

@@ -5,17 +5,22 @@
 -- ARGV: prefix, now, retention, limit
 -- Returns: flat list, 5 per job: job_id, attempt (0 = none ran), outcome|nil, reason,
 --          state after the reap
+-- What happens to a running attempt mirrors queue_core.policy.outcomes.reap_verdict
+-- (which bound wins: queue_core.policy.leases.expired_bound); the contract suite pins
+-- every case, so keep the two in step.
 local limit = tonumber(ARGV[4])
 local out, n = {}, 0
 local stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT', 0, limit)
 for _, id in ipairs(stale) do
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
-                       'wid', 'sa', 'pr', 'ss')
+                       'wid', 'sa', 'pr', 'ss', 'lc')
   if f[1] ~= 'running' then
     redis.call('ZREM', RUN, id)
   else
     local dl, hd = tonumber(f[4]), tonumber(f[5])
+    -- mirrors queue_core.policy.leases.expired_bound (timeout > heartbeat > lease) and
+    -- queue_core.policy.outcomes.reap_outcome (lost for a lease, timed_out otherwise)
     local reason, outcome
     if dl and dl <= NOW then reason, outcome = 'timeout', 'timed_out'
     elseif hd and hd <= NOW then reason, outcome = 'heartbeat_timeout', 'timed_out'
@@ -25,13 +30,16 @@ for _, id in ipairs(stale) do
       '["' .. outcome .. '","' .. reason .. '",null,null,null,null,null]')
     leave_running(id, q, ck)
     redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
+    -- mirrors queue_core.policy.outcomes.reap_verdict: a cancel request ends it
+    -- cancelled; attempts left: queued at now + lost delay (a retry's 'lc', else the
+    -- enqueued 'ld'); otherwise dead-lettered retries_exhausted
     local state
     if f[6] then
       state = 'cancelled'
       terminal(id, q, state, 'cancelled', ck)
     elseif att < tonumber(f[7]) then
       state = 'queued'
-      to_queued(id, q, f[13], NOW + tonumber(f[8]), f[14])
+      to_queued(id, q, f[13], NOW + tonumber(f[15] or f[8]), f[14])
     else
       state = 'dead'
       dead_letter(id, 'retries_exhausted', nil, nil)

@@ -1,4 +1,8 @@
 -- retry_dead: remove a dead-letter entry and enqueue its job again, fresh budget.
+-- Mirrors queue_core.policy.outcomes.replay_job: the entry's spec as enqueued (task,
+-- payload, priority, max attempts, attempt-1 lost delay 'ld', timeouts, concurrency,
+-- options) under a new id, in the given queue or the entry's, ready now, attempts 0,
+-- replay_of = the entry.
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, dead_id, new_job_id, queue ('' = the entry's queue)
 -- Returns: 1, or 0 when there is no such entry (a concurrent retry took it)

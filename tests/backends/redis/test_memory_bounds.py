@@ -60,13 +60,25 @@ def _run_jobs(s: RedisStorage, count: int, now: int) -> None:
         assert s.finish(ends, now=now) == [True] * size
 
 
-def test_retention_zero_leaves_no_keys(redis_server: RedisServer, db: redis.Redis[bytes]) -> None:
+def _prune_all(s: RedisStorage, now: int) -> int:
+    pruned = 0
+    while n := s.prune(now=now, limit=5_000):
+        pruned += n
+    return pruned
+
+
+def test_retention_zero_leaves_no_keys_after_a_prune(
+    redis_server: RedisServer, db: redis.Redis[bytes]
+) -> None:
     s = RedisStorage.from_url(redis_server.url(DB, retention="0"))
     try:
         _run_jobs(s, 1, T0)  # creates the few fixed keys (sequence, wake-up list)
+        assert s.prune(now=T0) == 1
         baseline = db.dbsize()
         assert baseline <= 2
         _run_jobs(s, JOBS, T0)
+        assert s.get_job("job-7") is not None  # kept until the next prune
+        assert _prune_all(s, T0) == JOBS
         assert db.dbsize() == baseline
         assert s.get_job("job-7") is None
         assert s.stats(now=T0) == []
@@ -83,10 +95,7 @@ def test_prune_returns_to_baseline(redis_server: RedisServer, db: redis.Redis[by
         _run_jobs(s, JOBS, T0)
         assert db.dbsize() > baseline + JOBS  # kept for the retention period
         assert s.prune(now=T0 + DAY - 1) == 0
-        pruned = 0
-        while n := s.prune(now=T0 + DAY, limit=5_000):
-            pruned += n
-        assert pruned == JOBS
+        assert _prune_all(s, T0 + DAY) == JOBS
         assert db.dbsize() == baseline
         assert s.stats(now=T0 + DAY) == []
     finally:
@@ -97,10 +106,12 @@ def test_dead_letters_stay_until_purged(redis_server: RedisServer, db: redis.Red
     s = RedisStorage.from_url(redis_server.url(DB, retention="0"))
     try:
         _run_jobs(s, 1, T0)
+        assert s.prune(now=T0) == 1
         baseline = db.dbsize()
         s.enqueue([NewJob(id="d1", task_name="t", queue="q", payload=b"{}")], now=T0)
         (c,) = s.claim("w", ["q"], 1, LEASE, now=T0)
         assert s.reap(now=T0 + LEASE)[0].state is JobState.DEAD
+        assert s.prune(now=T0 + LEASE) == 1
         assert s.get_job("d1") is None
         assert [d.job_id for d in s.list_dead()] == ["d1"]
         assert s.purge_dead() == 1

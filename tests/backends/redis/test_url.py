@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backends.redis import DEFAULT_RETENTION_MS, RedisStorage
+from backends.redis import RedisStorage
 from queue_core.errors import ConfigError, StorageUnavailable
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS
 from queue_core.registry import open_storage
 from tests.servers.redis import RedisServer
 
