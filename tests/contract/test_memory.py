@@ -84,6 +84,11 @@ def test_now_none_uses_the_injected_clock() -> None:
 def test_from_url_reads_retention_and_rejects_bad_options() -> None:
     assert MemoryStorage.from_url("memory://").retention_ms == 7 * DAY
     assert MemoryStorage.from_url("memory://?retention=1h30m").retention_ms == 90 * MIN
+    assert MemoryStorage.from_url("memory://?retention=7d").retention_ms == 7 * DAY
+    assert MemoryStorage.from_url("memory://?retention=0").retention_ms == 0
+    with pytest.raises(ConfigError) as negative:
+        MemoryStorage(retention_ms=-1)
+    assert negative.value.code == "invalid_option"
     with pytest.raises(ConfigError) as bad_duration:
         MemoryStorage.from_url("memory://?retention=soon")
     assert bad_duration.value.code == "invalid_duration"
