@@ -644,9 +644,7 @@ class RedisStorage(Storage):
             return None
         return self._dead_entry(dead_id, f)
 
-    def retry_dead(
-        self, dead_id: str, queue: str | None = None, *, now: int | None = None
-    ) -> str:
+    def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """See :meth:`queue_core.storage.Storage.retry_dead`."""
         new_id = os.urandom(16).hex()
         args = self._args(now)
