@@ -21,6 +21,10 @@ Conventions that hold for every method:
 
 Optional abilities beyond this set are separate ``Supports*`` protocols; the core checks
 for them with ``isinstance`` and degrades without them.
+
+Building a storage from a URL is part of what a backend provides: the backend *class* is a
+:class:`StorageFactory` (it has ``from_url(url) -> Storage``, normally a classmethod), and
+that is what the URL registry (:mod:`queue_core.registry`) holds for each scheme.
 """
 
 from __future__ import annotations
@@ -42,7 +46,13 @@ from queue_core.model import (
     RenewResult,
 )
 
-__all__ = ["Storage", "SupportsMigrate", "SupportsWakeup", "SupportsJobScan"]
+__all__ = [
+    "Storage",
+    "StorageFactory",
+    "SupportsJobScan",
+    "SupportsMigrate",
+    "SupportsWakeup",
+]
 
 
 @runtime_checkable
@@ -238,6 +248,36 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release connections. Idempotent."""
+        ...
+
+
+class StorageFactory(Protocol):
+    """What a backend class provides besides the operations: building itself from a URL.
+
+    A class satisfies it with a classmethod, so ``MyStorage`` itself (the class object,
+    not an instance) is the factory; this is what the URL registry resolves a scheme to.
+    Declare the conformance once in your backend's module so mypy checks the signature::
+
+        class MyStorage(Storage):
+            @classmethod
+            def from_url(cls, url: str) -> Self: ...
+
+        _factory: StorageFactory = MyStorage   # mypy: from_url exists and fits
+
+    The in-repo backends are checked the same way (``backends/_conformance.py``).
+    """
+
+    def from_url(self, url: str) -> Storage:
+        """Build a ready storage from ``url`` (its scheme already chosen this backend).
+
+        The backend parses everything else in the URL itself (host, database, query
+        options such as ``?retention=7d``). A URL it cannot use raises
+        :class:`~queue_core.errors.ConfigError` (code ``invalid_url``, or e.g.
+        ``invalid_duration`` for a bad duration option) naming the bad part, with the
+        password masked (:func:`queue_core.urls.mask_url`). Connecting lazily is allowed:
+        a server that cannot be reached may be reported on first use as
+        :class:`~queue_core.errors.StorageUnavailable`.
+        """
         ...
 
 

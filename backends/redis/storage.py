@@ -42,7 +42,7 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
-from queue_core.registry import mask_url
+from queue_core.urls import mask_url
 from queue_core.storage import Storage
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
