@@ -10,7 +10,12 @@ Conventions that hold for every method:
   its own clock -- the server's where it has one (PostgreSQL ``now()``, Redis ``TIME``),
   the local clock otherwise. The contract suite passes explicit times and never sleeps.
 * Errors are the library's own (:class:`~queue_core.errors.StorageError` and
-  subclasses), never a driver's.
+  subclasses; a server that cannot be reached is
+  :class:`~queue_core.errors.StorageUnavailable`), never a driver's. Credentials never
+  appear in messages (:func:`queue_core.urls.mask_url`).
+* Payloads and results are opaque ``bytes`` (the core's serializer); times in records
+  are epoch milliseconds, converted to aware UTC datetimes only in the public records
+  (:func:`queue_core.model.dt_from_ms`).
 * "Atomic" means: a crash at any point leaves the operation either fully applied or not
   applied at all, and two workers calling it at once behave as if one ran after the
   other.
@@ -18,6 +23,16 @@ Conventions that hold for every method:
   throughput, so the worker claims, renews and finishes in batches.
 * ``peek_*``/``get_*``/``list_*``/``count_*`` only read; ``claim``/``reap``/``finish``
   consume or change.
+
+Storage does no policy math. With each ``NewJob`` the core stores ``max_attempts`` and
+``lost_delay_ms`` (the delay to apply if the next attempt is reaped); a ``RETRY``
+decision may update ``lost_delay_ms``. So :meth:`Storage.reap` can reschedule or
+dead-letter on its own, atomically, and every decision stays the core's.
+
+Finished jobs are kept for a retention period (backend constructor ``retention_ms``,
+default 7 days; ``?retention=<duration>`` in URLs where supported) and removed by
+:meth:`Storage.prune`, which the worker's reaper calls. Dead-letter entries are kept
+until purged. Nothing grows without bound.
 
 Optional abilities beyond this set are separate ``Supports*`` protocols; the core checks
 for them with ``isinstance`` and degrades without them.
