@@ -244,9 +244,7 @@ class Storage(Protocol):
         """One dead-letter entry, or ``None``."""
         ...
 
-    def retry_dead(
-        self, dead_id: str, queue: str | None = None, *, now: int | None = None
-    ) -> str:
+    def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """Replay a dead job: remove the entry, enqueue a new job with a fresh attempt
         budget (same task, payload, options, priority; ``queue`` overrides the queue),
         ``replay_of = dead_id``, ready now. Returns the new job id.
