@@ -46,7 +46,13 @@ from queue_core.model import (
 from queue_core.policy import RetryPolicy
 from queue_core.queue import Queue
 from queue_core.serializer import Serializer
-from queue_core.storage import Storage, SupportsJobScan, SupportsMigrate, SupportsWakeup
+from queue_core.storage import (
+    Storage,
+    StorageFactory,
+    SupportsJobScan,
+    SupportsMigrate,
+    SupportsWakeup,
+)
 from queue_core.task import Concurrency, JobHandle, Replay, Task
 
 __all__ = [
@@ -78,6 +84,7 @@ __all__ = [
     "Serializer",
     "Storage",
     "StorageError",
+    "StorageFactory",
     "StorageUnavailable",
     "SupportsJobScan",
     "SupportsMigrate",

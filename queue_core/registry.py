@@ -4,7 +4,10 @@ In-repo backends are listed here as ``"module:Class"`` strings and imported on f
 use, so ``import queue_core`` never imports a backend or its driver. Third parties add
 schemes through the ``queue_core.backends`` entry-point group (the entry point names the
 scheme and points at the class); a built-in scheme cannot be overridden. A backend class
-provides ``from_url(url: str)``.
+is a :class:`~queue_core.storage.StorageFactory`: it provides ``from_url(url) -> Storage``.
+
+:func:`mask_url` lives in :mod:`queue_core.urls`; it is re-exported here for code written
+against earlier releases.
 """
 
 from __future__ import annotations
@@ -14,13 +17,21 @@ import functools
 import importlib
 import os
 import re
-from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from typing import cast
 
 from queue_core.errors import ConfigError
-from queue_core.storage import Storage
+from queue_core.storage import Storage, StorageFactory
+from queue_core.urls import mask_url
 
-__all__ = ["DEFAULT_URL", "ENV_URL", "mask_url", "open_storage", "resolve_url", "supported_schemes"]
+__all__ = [
+    "DEFAULT_URL",
+    "ENV_URL",
+    "backend_class",
+    "mask_url",
+    "open_storage",
+    "resolve_url",
+    "supported_schemes",
+]
 
 ENV_URL = "QUEUE_CORE_URL"
 DEFAULT_URL = "sqlite:///queue_core.db"
@@ -37,22 +48,6 @@ _BUILTIN: dict[str, tuple[str, str]] = {
 }
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-
-
-def mask_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for logs, reprs and errors)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,8 +90,14 @@ def _scheme_of(url: str) -> str:
     return m.group(1).lower()
 
 
-def backend_class(url: str) -> type[Any]:
-    """Import and return the backend class for ``url``'s scheme."""
+def backend_class(url: str) -> StorageFactory:
+    """Import and return the backend class (a :class:`StorageFactory`) for ``url``'s scheme.
+
+    Raises:
+        ConfigError: ``invalid_url`` (no ``SCHEME://``), ``unknown_scheme``,
+            ``missing_driver`` (the backend's driver is not installed) or
+            ``invalid_backend`` (the registered target has no ``from_url``).
+    """
     scheme = _scheme_of(url)
     if scheme in _BUILTIN:
         target, extra = _BUILTIN[scheme]
@@ -125,12 +126,19 @@ def backend_class(url: str) -> type[Any]:
             field="url",
             value=scheme,
         ) from exc
-    return cast(type[Any], getattr(module, attr))
+    factory = getattr(module, attr, None)
+    if not callable(getattr(factory, "from_url", None)):
+        raise ConfigError(
+            f"the {scheme!r} backend {target!r} is not a storage factory: it must name a "
+            "class with a from_url(url) classmethod (see queue_core.storage.StorageFactory)",
+            code="invalid_backend",
+            field="url",
+            value=scheme,
+        )
+    return cast(StorageFactory, factory)
 
 
 def open_storage(url: str | None = None) -> Storage:
     """Build the storage for ``url`` (see :func:`resolve_url` for the fallbacks)."""
     resolved = resolve_url(url)
-    cls = backend_class(resolved)
-    storage = cls.from_url(resolved)
-    return cast(Storage, storage)
+    return backend_class(resolved).from_url(resolved)

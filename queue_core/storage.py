@@ -10,7 +10,12 @@ Conventions that hold for every method:
   its own clock -- the server's where it has one (PostgreSQL ``now()``, Redis ``TIME``),
   the local clock otherwise. The contract suite passes explicit times and never sleeps.
 * Errors are the library's own (:class:`~queue_core.errors.StorageError` and
-  subclasses), never a driver's.
+  subclasses; a server that cannot be reached is
+  :class:`~queue_core.errors.StorageUnavailable`), never a driver's. Credentials never
+  appear in messages (:func:`queue_core.urls.mask_url`).
+* Payloads and results are opaque ``bytes`` (the core's serializer); times in records
+  are epoch milliseconds, converted to aware UTC datetimes only in the public records
+  (:func:`queue_core.model.dt_from_ms`).
 * "Atomic" means: a crash at any point leaves the operation either fully applied or not
   applied at all, and two workers calling it at once behave as if one ran after the
   other.
@@ -19,8 +24,22 @@ Conventions that hold for every method:
 * ``peek_*``/``get_*``/``list_*``/``count_*`` only read; ``claim``/``reap``/``finish``
   consume or change.
 
+Storage does no policy math. With each ``NewJob`` the core stores ``max_attempts`` and
+``lost_delay_ms`` (the delay to apply if the next attempt is reaped); a ``RETRY``
+decision may update ``lost_delay_ms``. So :meth:`Storage.reap` can reschedule or
+dead-letter on its own, atomically, and every decision stays the core's.
+
+Finished jobs are kept for a retention period (backend constructor ``retention_ms``,
+default 7 days; ``?retention=<duration>`` in URLs where supported) and removed by
+:meth:`Storage.prune`, which the worker's reaper calls. Dead-letter entries are kept
+until purged. Nothing grows without bound.
+
 Optional abilities beyond this set are separate ``Supports*`` protocols; the core checks
 for them with ``isinstance`` and degrades without them.
+
+Building a storage from a URL is part of what a backend provides: the backend *class* is a
+:class:`StorageFactory` (it has ``from_url(url) -> Storage``, normally a classmethod), and
+that is what the URL registry (:mod:`queue_core.registry`) holds for each scheme.
 """
 
 from __future__ import annotations
@@ -42,7 +61,13 @@ from queue_core.model import (
     RenewResult,
 )
 
-__all__ = ["Storage", "SupportsMigrate", "SupportsWakeup", "SupportsJobScan"]
+__all__ = [
+    "Storage",
+    "StorageFactory",
+    "SupportsJobScan",
+    "SupportsMigrate",
+    "SupportsWakeup",
+]
 
 
 @runtime_checkable
@@ -219,9 +244,7 @@ class Storage(Protocol):
         """One dead-letter entry, or ``None``."""
         ...
 
-    def retry_dead(
-        self, dead_id: str, queue: str | None = None, *, now: int | None = None
-    ) -> str:
+    def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """Replay a dead job: remove the entry, enqueue a new job with a fresh attempt
         budget (same task, payload, options, priority; ``queue`` overrides the queue),
         ``replay_of = dead_id``, ready now. Returns the new job id.
@@ -238,6 +261,36 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release connections. Idempotent."""
+        ...
+
+
+class StorageFactory(Protocol):
+    """What a backend class provides besides the operations: building itself from a URL.
+
+    A class satisfies it with a classmethod, so ``MyStorage`` itself (the class object,
+    not an instance) is the factory; this is what the URL registry resolves a scheme to.
+    Declare the conformance once in your backend's module so mypy checks the signature::
+
+        class MyStorage(Storage):
+            @classmethod
+            def from_url(cls, url: str) -> Self: ...
+
+        _factory: StorageFactory = MyStorage   # mypy: from_url exists and fits
+
+    The in-repo backends are checked the same way (``backends/_conformance.py``).
+    """
+
+    def from_url(self, url: str) -> Storage:
+        """Build a ready storage from ``url`` (its scheme already chosen this backend).
+
+        The backend parses everything else in the URL itself (host, database, query
+        options such as ``?retention=7d``). A URL it cannot use raises
+        :class:`~queue_core.errors.ConfigError` (code ``invalid_url``, or e.g.
+        ``invalid_duration`` for a bad duration option) naming the bad part, with the
+        password masked (:func:`queue_core.urls.mask_url`). Connecting lazily is allowed:
+        a server that cannot be reached may be reported on first use as
+        :class:`~queue_core.errors.StorageUnavailable`.
+        """
         ...
 
 

@@ -41,8 +41,8 @@ from queue_core.model import (
     dt_from_ms,
 )
 from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, parse_retention
-from queue_core.registry import mask_url
 from queue_core.storage import Storage
+from queue_core.urls import mask_url
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
 

@@ -58,8 +58,8 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
-from queue_core.registry import mask_url
 from queue_core.storage import Storage
+from queue_core.urls import mask_url
 
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
