@@ -330,7 +330,15 @@ class StepSpec:
         for name in ("depends_on", "retry_on", "dont_retry_on"):
             if name in kwargs:
                 kwargs[name] = _names(kwargs[name], f"{path}.{name}")
-        return cls(**kwargs)
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            # name the step by its position in the stored list, as the other paths do
+            named = f"step {data['id']!r}"
+            field_path = (exc.field or path).replace(named, path)
+            raise ConfigError(
+                str(exc).replace(named, path), code=exc.code, field=field_path, value=exc.value
+            ) from None
 
 
 _STEP_KEYS: Final = frozenset(

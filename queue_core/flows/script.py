@@ -105,6 +105,16 @@ class ScriptCall:
     """Extra environment variables (the QUEUE_CORE_* ones win)."""
     stdout_cap: int = STDOUT_CAP
 
+    def __post_init__(self) -> None:
+        if isinstance(self.attempt, bool) or not isinstance(self.attempt, int) or self.attempt < 1:
+            raise ValueError(f"attempt must be an integer >= 1, got {self.attempt!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
+        if not self.kill_grace >= 0:
+            raise ValueError(f"kill_grace must be >= 0 seconds, got {self.kill_grace!r}")
+        if self.stdout_cap < 0:
+            raise ValueError(f"stdout_cap must be >= 0 bytes, got {self.stdout_cap!r}")
+
 
 def command(file: str) -> list[str]:
     """The argv that runs ``file``: the current interpreter for ``.py``, else the file."""

@@ -135,11 +135,11 @@ def test_step_policy_merges_queue_flow_step_field_by_field() -> None:
         (lambda d: d.update(timeout_ms=0), "timeout_ms"),
         (lambda d: d.update(retry={"max_attempts": 0}), "retry.max_attempts"),
         (lambda d: d.update(concurrency={"limit": 1, "behavior": "drop"}), "concurrency.behavior"),
-        (lambda d: d["steps"][0].update(kind="http"), "step 'extract'.kind"),
+        (lambda d: d["steps"][0].update(kind="http"), "steps[0].kind"),
         (lambda d: d["steps"][0].update(extra=1), "steps[0].extra"),
-        (lambda d: d["steps"][2].update(file=None), "step 'report'.file"),
+        (lambda d: d["steps"][2].update(file=None), "steps[2].file"),
         (lambda d: d["steps"][1].update(depends_on=["ghost"]), "steps[1].depends_on[0]"),
-        (lambda d: d["steps"][1].update(timeout_ms=-5), "step 'load'.timeout_ms"),
+        (lambda d: d["steps"][1].update(timeout_ms=-5), "steps[1].timeout_ms"),
     ],
 )
 def test_from_json_refuses_bad_definitions(mutate: object, path: str) -> None:

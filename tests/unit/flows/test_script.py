@@ -222,3 +222,13 @@ def test_unserializable_input_starts_nothing(tmp_path: Path) -> None:
 def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         run(call(str(tmp_path / "absent.sh")))
+
+
+@pytest.mark.parametrize(
+    "bad", [{"attempt": 0}, {"attempt": True}, {"timeout": 0}, {"timeout": -1.0},
+            {"kill_grace": -0.1}, {"stdout_cap": -1}],
+)
+def test_bad_call_values_are_refused(bad: dict[str, Any]) -> None:
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=field):
+        call("/bin/true", **bad)
