@@ -62,6 +62,8 @@ __all__ = [
     "advance",
     "apply",
     "cancel",
+    "free_places",
+    "may_release",
     "promote",
     "start",
     "step_ended",
@@ -222,10 +224,37 @@ def _ready(view: ExecutionView) -> tuple[str, ...]:
         for s in view.steps
         if s.state is _S.PENDING and all(d in succeeded for d in s.depends_on)
     ]
-    if view.max_parallel > 0:
-        occupied = sum(1 for s in view.steps if s.state in (_S.QUEUED, _S.RUNNING))
-        ready = ready[: max(0, view.max_parallel - occupied)]
-    return tuple(ready)
+    occupied = sum(1 for s in view.steps if s.state in (_S.QUEUED, _S.RUNNING))
+    places = free_places(view.max_parallel, occupied)
+    return tuple(ready if places is None else ready[:places])
+
+
+def free_places(max_parallel: int, occupied: int) -> int | None:
+    """How many more steps of an execution may be released now; ``None`` = no limit.
+
+    ``occupied`` counts the execution's ``queued`` and ``running`` steps (a retry waiting
+    in backoff keeps its place). A storage that keeps ``occupied`` as a counter instead of
+    reading every step (DynamoDB's release batches) calls this for the same answer.
+    """
+    if max_parallel <= 0:
+        return None
+    return max(0, max_parallel - occupied)
+
+
+def may_release(
+    state: ExecutionState, failed_step: str | None, deadline_at: int | None, now: int
+) -> bool:
+    """Whether an execution in this state may start any step at ``now``.
+
+    ``True`` only while it is ``running``, no step has failed it and its deadline has not
+    passed: the condition every release must hold, including a release batch applied
+    after the event that caused it (DynamoDB), which re-checks it on the stored fields.
+    """
+    return (
+        state is _E.RUNNING
+        and failed_step is None
+        and (deadline_at is None or now < deadline_at)
+    )
 
 
 def start(view: ExecutionView, now: int) -> Transition:

@@ -19,6 +19,8 @@ from queue_core.flows.decide import (
     advance,
     apply,
     cancel,
+    free_places,
+    may_release,
     promote,
     start,
     step_ended,
@@ -98,6 +100,37 @@ def test_queued_and_finished_executions_release_nothing() -> None:
         v = view(DIAMOND, state=state)
         t = advance(v, NOW)
         assert not t.changes(v), state
+
+
+@pytest.mark.parametrize(
+    ("max_parallel", "occupied", "places"),
+    [(0, 0, None), (0, 99, None), (2, 0, 2), (2, 1, 1), (2, 2, 0), (2, 5, 0), (1, 0, 1)],
+)
+def test_free_places(max_parallel: int, occupied: int, places: int | None) -> None:
+    assert free_places(max_parallel, occupied) == places
+
+
+@pytest.mark.parametrize(
+    ("state", "failed_step", "deadline_at", "allowed"),
+    [
+        (E.RUNNING, None, None, True),
+        (E.RUNNING, None, NOW + 1, True),
+        (E.RUNNING, None, NOW, False),
+        (E.RUNNING, "a", None, False),
+        (E.QUEUED, None, None, False),
+        (E.CANCELLING, None, None, False),
+        (E.SUCCEEDED, None, None, False),
+        (E.TIMED_OUT, None, None, False),
+    ],
+)
+def test_may_release(
+    state: E, failed_step: str | None, deadline_at: int | None, allowed: bool
+) -> None:
+    assert may_release(state, failed_step, deadline_at, NOW) is allowed
+    # the same judgement as advance(): a ready step is released exactly when allowed
+    v = view("a=succeeded b<a=pending", state=state, failed_step=failed_step,
+             deadline_at=deadline_at)
+    assert (advance(v, NOW).release == ("b",)) is allowed
 
 
 # --------------------------------------------------------------------------- step ends
