@@ -1,0 +1,39 @@
+"""Flows: DAGs of steps with ``depends_on``, ``max_parallel``, an execution deadline and
+execution concurrency (SPEC §7).
+
+This package holds the parts that need no storage:
+
+- :mod:`queue_core.flows.model`: states, reasons, public records and the serializable
+  flow definition (:class:`FlowSpec`) stored with each execution;
+- :mod:`queue_core.flows.dag`: validation (unknown or duplicate ids, cycles) and order;
+- :mod:`queue_core.flows.decide`: the pure decisions storage applies atomically;
+- :mod:`queue_core.flows.files`: YAML flow files (PyYAML + pydantic, imported lazily);
+- :mod:`queue_core.flows.script`: running a ``type: script`` step as a subprocess.
+
+``model``, ``dag`` and ``decide`` read no clock and do no I/O; ``files`` and ``script`` are
+imported only on demand, so importing :mod:`queue_core` never needs PyYAML or pydantic.
+"""
+
+from queue_core.flows.model import (
+    ConcurrencySpec,
+    ExecutionInfo,
+    ExecutionReason,
+    ExecutionState,
+    FlowSpec,
+    StepKind,
+    StepRun,
+    StepSpec,
+    StepState,
+)
+
+__all__ = [
+    "ConcurrencySpec",
+    "ExecutionInfo",
+    "ExecutionReason",
+    "ExecutionState",
+    "FlowSpec",
+    "StepKind",
+    "StepRun",
+    "StepSpec",
+    "StepState",
+]
