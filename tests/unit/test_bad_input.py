@@ -130,7 +130,7 @@ def test_unserializable_args_write_nothing(queue: Queue) -> None:
     with pytest.raises(SerializationError):
         body.delay(object())
     with pytest.raises(SerializationError):
-        body.apply(args=(1,), kwargs={"x": {1, 2}})
+        body.apply(kwargs={"x": {1, 2}})
     with pytest.raises(SerializationError):
         body.map([(1,), (object(),)])
     assert _stored(queue) == []
