@@ -513,21 +513,24 @@ def default_task_name(func: Callable[..., Any]) -> str:
     """
     module = getattr(func, "__module__", None) or "__main__"
     qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", func))
-    if module == "__main__":
-        module = _main_module_name(qualname)
+    if module in _MAIN_NAMES:  # __mp_main__: the script imported again in a spawned child
+        module = _main_module_name(module, qualname)
     return f"{module}.{qualname}"
 
 
-def _main_module_name(qualname: str) -> str:
-    main = sys.modules.get("__main__")
+_MAIN_NAMES: Final = ("__main__", "__mp_main__")
+
+
+def _main_module_name(module: str, qualname: str) -> str:
+    main = sys.modules.get(module)
     spec = getattr(main, "__spec__", None)
     spec_name = getattr(spec, "name", None)
-    if isinstance(spec_name, str) and spec_name and spec_name != "__main__":
+    if isinstance(spec_name, str) and spec_name and spec_name not in _MAIN_NAMES:
         # python -m pkg.tasks: the spec names the module (a package's __main__ too).
         return spec_name
     file = getattr(main, "__file__", None)
     if not isinstance(file, str) or not file:
-        return "__main__"
+        return module
     stem = Path(file).stem
     if not stem.isidentifier():
         raise ConfigError(

@@ -78,6 +78,23 @@ def test_task_in_a_script_is_named_after_the_module_a_worker_imports(tmp_path: P
     assert imported.stdout.strip() == "['tasks.Mailer.deliver', 'tasks.send']"
 
 
+def test_the_script_loaded_again_as_mp_main_in_a_child_gets_the_same_names(
+    tmp_path: Path,
+) -> None:
+    # how a spawned child (multiprocessing, process isolation) loads the parent's script
+    (tmp_path / "tasks.py").write_text(_SCRIPT)
+    loader = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('__mp_main__', 'tasks.py')\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['__mp_main__'] = module\n"
+        "spec.loader.exec_module(module)\n"
+    )
+    out = _run(tmp_path, "-c", loader)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['tasks.Mailer.deliver', 'tasks.send']"
+
+
 def test_task_in_a_module_run_with_dash_m_keeps_its_dotted_name(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
