@@ -15,6 +15,7 @@ CI time for no isolation we need. Set it up once::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -29,6 +30,22 @@ PY = sys.executable
 
 nox.options.sessions = ["tests"]
 nox.options.error_on_missing_interpreters = True
+nox.options.default_venv_backend = "none"  # every session runs in the current environment
+
+
+class _NoUvProbeNoise(logging.Filter):
+    """Drop nox's "uv binary not found." line.
+
+    nox probes for uv before every session, even one with ``python=False`` that builds
+    no virtualenv, and logs the miss at INFO; no session here uses uv, so the line only
+    misleads (it reads like a missing dependency).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeNoise())
 
 PYTEST_EXIT_MESSAGES = {
     1: "some tests failed",

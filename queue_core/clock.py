@@ -39,5 +39,9 @@ class SystemClock:
         """Monotonic seconds."""
         return time.monotonic()
 
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (:func:`time.sleep`); a test clock advances instead."""
+        time.sleep(seconds)
+
     def __repr__(self) -> str:
         return "SystemClock()"

@@ -47,6 +47,11 @@ class ManualClock:
         with self._lock:
             return self._monotonic_start + self._elapsed_ms / 1000.0
 
+    def sleep(self, seconds: float) -> None:
+        """Advance the clock by ``seconds`` instead of waiting (what a wait on this clock
+        does, e.g. :meth:`queue_core.JobHandle.result` polling on ``Queue(clock=...)``)."""
+        self.advance(max(0.0, seconds))
+
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds`` (must not be negative)."""
         self.advance_ms(round(seconds * 1000))
