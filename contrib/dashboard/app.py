@@ -69,6 +69,7 @@ class _Dashboard:
         read_only: bool,
         secret: bytes,
         metrics_options: dict[str, Any],
+        refresh_seconds: float,
     ) -> None:
         self.storage: Storage = storage_of(queue_or_storage)
         self.queue = queue_or_storage if isinstance(queue_or_storage, Queue) else None
@@ -78,6 +79,7 @@ class _Dashboard:
         self._url = self.queue.url if self.queue is not None else None
         self.where = mask_url(self._url) if self._url else type(self.storage).__name__
         self.read_only = read_only
+        self.refresh = refresh_seconds or None
         self.csrf = Csrf(secret)
         self.registry = make_registry(self.storage, **metrics_options)
         env = jinja2.Environment(
@@ -159,7 +161,7 @@ class _Dashboard:
                 "stats": stats,
                 "states": STATS_STATES,
                 "totals": totals,
-                "refresh": REFRESH_SECONDS,
+                "refresh": self.refresh,
                 "now": fmt_time(int(time.time() * 1000)),
             },
         )
@@ -194,7 +196,7 @@ class _Dashboard:
                 "states": [s.value for s in JobState],
                 "queues": queues,
                 "tasks": self._task_names(),
-                "refresh": REFRESH_SECONDS,
+                "refresh": self.refresh,
                 "storage_name": type(self.storage).__name__,
             },
         )
@@ -222,7 +224,7 @@ class _Dashboard:
                 "attempts": attempt_rows(attempts),
                 "cancellable": record.state in (JobState.QUEUED, JobState.RUNNING)
                 and not record.cancel_requested,
-                "refresh": None if record.state.finished else REFRESH_SECONDS,
+                "refresh": None if record.state.finished else self.refresh,
                 "flash": _flash_from(request),
             },
         )
@@ -433,6 +435,7 @@ def create_app(
     auth: AuthHook | None = None,
     secret: bytes | str | None = None,
     metrics_options: dict[str, Any] | None = None,
+    refresh_seconds: float = REFRESH_SECONDS,
 ) -> Starlette:
     """The web dashboard as an ASGI app (Starlette), to serve or mount.
 
@@ -449,6 +452,8 @@ def create_app(
         secret: key that signs CSRF tokens; default random per app (give the same one to
             every process when several serve the same users).
         metrics_options: keyword arguments for :class:`contrib.metrics.StorageCollector`.
+        refresh_seconds: how often live pages (queues, jobs, an unfinished job) reload
+            their content in the browser (htmx); ``0`` turns live refresh off.
 
     Mount it in your own app with ``Mount("/queues", app=create_app(queue))``; links
     follow the mount point.
@@ -471,12 +476,24 @@ def create_app(
             field="auth",
             value=type(auth).__name__,
         )
+    if (
+        isinstance(refresh_seconds, bool)
+        or not isinstance(refresh_seconds, (int, float))
+        or not 0 <= refresh_seconds <= 3600
+    ):
+        raise ConfigError(
+            f"invalid refresh_seconds: {refresh_seconds!r} -- expected a number from 0 to 3600",
+            code="invalid_option",
+            field="refresh_seconds",
+            value=refresh_seconds,
+        )
     key = secret.encode("utf-8") if isinstance(secret, str) else secret
     dash = _Dashboard(
         queue_or_storage,
         read_only=bool(read_only),
         secret=key if key else secrets.token_bytes(32),
         metrics_options=metrics_options or {},
+        refresh_seconds=refresh_seconds,
     )
     routes = [
         Route("/", dash.queues, name="queues"),
