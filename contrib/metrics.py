@@ -266,14 +266,14 @@ class StorageCollector:
         seen: set[str] = set()
         offset = 0
         truncated = False
-        while True:
-            if len(seen) >= self.max_scan_jobs:
-                truncated = bool(storage.list_jobs(limit=1, offset=offset))
-                break
+        while not truncated:
             page = storage.list_jobs(limit=_PAGE, offset=offset)
             for job in page:
-                if job.id in seen or len(seen) >= self.max_scan_jobs:
+                if job.id in seen:
                     continue
+                if len(seen) >= self.max_scan_jobs:
+                    truncated = True
+                    break
                 seen.add(job.id)
                 if job.attempts <= 0:
                     continue

@@ -122,6 +122,8 @@ def dashboard_command(
     server = uvicorn.Server(config)
     try:
         server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it shut down on: a clean stop
+        pass
     finally:
         if not app:  # a Queue opened from a URL is ours to close
             queue.close()

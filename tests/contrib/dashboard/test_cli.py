@@ -1,0 +1,115 @@
+"""``queue-core dashboard`` (contrib.dashboard.cli.dashboard_command) and
+``python -m contrib.dashboard``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from contrib.dashboard.cli import dashboard_command
+from queue_core import Queue
+from tests.contrib.dashboard.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_help_names_every_option() -> None:
+    result = CliRunner().invoke(dashboard_command, ["--help"])
+    assert result.exit_code == 0
+    for option in ("--app", "--url", "--host", "--port", "--token", "--read-only"):
+        assert option in result.output
+    assert "127.0.0.1" in result.output and "8080" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--port", "70000"], "70000"),
+        (["--url", "nosuch://x"], "nosuch"),
+        (["--app", "no_such_module_xyz:queue"], "no_such_module_xyz"),
+        (["--url", "memory://", "--token", " "], "--token"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_value(args: list[str], needle: str) -> None:
+    result = CliRunner().invoke(dashboard_command, args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+
+
+def _wait_listening(base: str, proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"dashboard exited early: {proc.communicate()[1]}")
+        try:
+            httpx.get(base + "/metrics", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("dashboard did not start listening")
+
+
+def test_python_m_contrib_dashboard_serves_pages_and_metrics(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    url = f"sqlite:///{db}"
+    q = Queue(url)
+    q.enqueue("c.task", args=(1,), delay=3600)
+    q.close()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QUEUE_CORE_DASHBOARD_TOKEN": "envtok"}
+    env.pop("QUEUE_CORE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contrib.dashboard", "--url", url, "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_listening(base, proc)
+        assert httpx.get(base + "/").status_code == 401
+        auth = {"Authorization": "Bearer envtok"}
+        page = httpx.get(base + "/", headers=auth)
+        assert page.status_code == 200
+        assert 'data-queue="default"' in page.text
+        metrics = httpx.get(base + "/metrics", headers=auth).text
+        assert 'queue_core_jobs{queue="default",state="scheduled"} 1.0' in metrics
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"at http://127.0.0.1:{port}/ (token required)" in err
+    assert "envtok" not in err
+
+
+def test_binding_beyond_localhost_without_a_token_warns(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "contrib.dashboard", "--url", "memory://",
+            "--host", "0.0.0.0", "--port", str(port), "--read-only",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _wait_listening(f"http://127.0.0.1:{port}", proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert "warning: serving on 0.0.0.0 without --token" in err
+    assert "(read-only)" in err
