@@ -51,27 +51,31 @@ class Populated:
     ids: dict[str, list[str]] = field(default_factory=dict)
 
     def drain(self) -> None:
-        """Run a burst worker on the ``default`` queue, in a thread of its own: Playwright's
-        sync API keeps an event loop in the test's thread, and the worker runs its own."""
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self.queue.run_worker(
-                    queues=WORKER_QUEUES, burst=True, slots=2, install_signal_handlers=False
-                )
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-                failure.append(exc)
-
-        thread = threading.Thread(target=run, name="burst-worker")
-        thread.start()
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the burst worker did not finish within 60 s"
-        if failure:
-            raise failure[0]
+        """Run a burst worker on the ``default`` queue."""
+        run_burst(self.queue, queues=WORKER_QUEUES, slots=2)
 
     def one(self, kind: str) -> str:
         return self.ids[kind][0]
+
+
+def run_burst(queue: Queue, **options: Any) -> None:
+    """``queue.run_worker(burst=True)`` in a thread of its own: Playwright's sync API keeps
+    an event loop running in the test's thread while a browser is open, and the worker
+    runs its own loop."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            queue.run_worker(burst=True, install_signal_handlers=False, **options)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="burst-worker")
+    thread.start()
+    thread.join(timeout=90)
+    assert not thread.is_alive(), "the burst worker did not finish within 90 s"
+    if failure:
+        raise failure[0]
 
 
 def make_queue(url: str, flag: Path) -> Queue:
@@ -206,7 +210,7 @@ def serve() -> Iterator[Callable[[Any], str]]:
 # --------------------------------------------------------------------------- browser
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail(

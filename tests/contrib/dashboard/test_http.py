@@ -26,7 +26,7 @@ from queue_core import (
     SupportsJobScan,
     TaskError,
 )
-from tests.contrib.dashboard.conftest import Populated
+from tests.contrib.dashboard.conftest import Populated, run_burst
 
 
 def csrf_of(client: TestClient, path: str = "/dead") -> str:
@@ -380,7 +380,7 @@ def test_without_a_job_scan_the_jobs_page_says_so_and_the_rest_works() -> None:
         raise TaskError.fatal("no")
 
     job = fatal.delay()
-    q.run_worker(burst=True, install_signal_handlers=False)
+    run_burst(q)
     client = TestClient(create_app(q))
     page = client.get("/jobs")
     assert page.status_code == 200

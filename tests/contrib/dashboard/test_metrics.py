@@ -15,7 +15,7 @@ from backends.memory import MemoryStorage
 from contrib.dashboard import create_app
 from contrib.metrics import OTHER, STATS_STATES, StorageCollector, make_registry
 from queue_core import ConfigError, Queue, StorageError, TaskError
-from tests.contrib.dashboard.conftest import Populated
+from tests.contrib.dashboard.conftest import Populated, run_burst
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -70,7 +70,7 @@ def test_metrics_after_a_1000_job_drain_equal_storage(tmp_path: Path) -> None:
     fatal.map([(i,) for i in range(50)])
     retry.map([(i,) for i in range(50)])
     other.map([(i,) for i in range(50)])
-    q.run_worker(burst=True, slots=8, install_signal_handlers=False)
+    run_burst(q, slots=8)
 
     # served by the dashboard at /metrics
     text = TestClient(create_app(q)).get("/metrics").text
@@ -115,7 +115,7 @@ def _queue_with_tasks(n_tasks: int, per_task: list[int]) -> Queue:
         q.task(name=name)(body)
         for _ in range(per_task[t]):
             q.enqueue(name)
-    q.run_worker(burst=True, install_signal_handlers=False)
+    run_burst(q)
     return q
 
 
