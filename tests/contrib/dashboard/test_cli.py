@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -113,3 +114,19 @@ def test_binding_beyond_localhost_without_a_token_warns(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=30)
     assert "warning: serving on 0.0.0.0 without --token" in err
     assert "(read-only)" in err
+
+
+def test_under_a_group_the_groups_app_and_url_are_used() -> None:
+    @click.group()
+    @click.option("--url", default=None)
+    @click.pass_context
+    def group(ctx: click.Context, url: str | None) -> None:
+        ctx.obj = {"app": None, "url": url}  # what contrib.cli's group stores
+
+    group.add_command(dashboard_command)
+    result = CliRunner().invoke(group, ["--url", "nosuch://x", "dashboard"])
+    assert result.exit_code == 2
+    assert "unknown storage URL scheme 'nosuch'" in result.output
+    # the command's own option wins over the group's
+    result = CliRunner().invoke(group, ["--url", "nosuch://x", "dashboard", "--url", "other://y"])
+    assert "'other'" in result.output
