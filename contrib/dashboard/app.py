@@ -420,7 +420,7 @@ def _flash_from(request: Request) -> _Flash | None:
     cancelled = q.get("cancelled")
     if cancelled in {s.value for s in JobState}:
         parts.append(
-            "Cancel requested: the worker stops it at its next lease renewal."
+            "Cancel requested: the job stops when its worker sees the request."
             if cancelled == JobState.RUNNING.value
             else f"Cancel done: the job is {cancelled}."
         )

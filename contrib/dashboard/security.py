@@ -128,7 +128,9 @@ class AuthMiddleware:
         assert self._session is not None
         query = [(k, v) for k, v in conn.query_params.multi_items() if k != "token"]
         url: URL = conn.url.replace(query=urlencode(query))
-        response = RedirectResponse(url.path + (f"?{url.query}" if url.query else ""), 303)
+        # one leading slash: "//host/..." would be a redirect to another site
+        path = "/" + url.path.lstrip("/")
+        response = RedirectResponse(path + (f"?{url.query}" if url.query else ""), 303)
         response.set_cookie(
             SESSION_COOKIE,
             self._session,

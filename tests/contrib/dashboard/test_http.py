@@ -250,6 +250,11 @@ def test_token_in_the_query_sets_a_cookie_and_leaves_the_url(populated: Populate
     assert client.get("/metrics").status_code == 200
     # a POST with the session cookie still needs its CSRF token
     assert client.post("/dead/purge", data={"confirm": "yes"}).status_code == 403
+    # the redirect stays on this site whatever the path looks like
+    odd = TestClient(create_app(populated.queue, token="T0k"))
+    away = odd.get("http://testserver//evil.example/?token=T0k", follow_redirects=False)
+    assert away.status_code == 303
+    assert away.headers["location"] == "/evil.example/"
     # a wrong token in the query is refused, not redirected
     fresh = TestClient(create_app(populated.queue, token="T0k"))
     assert fresh.get("/?token=nope", follow_redirects=False).status_code == 401
