@@ -196,7 +196,7 @@ class _Dashboard:
                 "states": [s.value for s in JobState],
                 "queues": queues,
                 "tasks": self._task_names(),
-                "refresh": self.refresh,
+                "refresh": self.refresh if result is not None else None,
                 "storage_name": type(self.storage).__name__,
             },
         )

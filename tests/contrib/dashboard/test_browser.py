@@ -218,3 +218,15 @@ def test_live_refresh_updates_the_queues_page_without_a_reload(
         timeout=10_000,
     )
     assert page.evaluate("window.__marker") == "same document"
+
+
+def test_live_refresh_of_the_jobs_list_keeps_a_half_typed_filter(
+    populated: Populated, serve: Callable[[Any], str], page: Any
+) -> None:
+    base = serve(create_app(populated.queue, refresh_seconds=0.3))
+    page.goto(base + "/jobs?queue=parked")
+    assert page.locator("#jobs tbody tr").count() == 1
+    page.fill("input[name=task]", "dash.par")
+    populated.queue.tasks["dash.parked"].delay(9)
+    page.wait_for_function("document.querySelectorAll('#jobs tbody tr').length === 2")
+    assert page.input_value("input[name=task]") == "dash.par"
