@@ -81,7 +81,7 @@ def dashboard_command(
 
         from contrib.cli.app import CliUsageError, open_queue
         from contrib.dashboard.app import create_app
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    except ImportError as exc:  # the extra is not installed
         raise click.ClickException(
             "the dashboard needs the 'dashboard' extra: "
             f"pip install 'queue-core[dashboard]' ({exc})"

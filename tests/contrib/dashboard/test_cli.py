@@ -130,3 +130,18 @@ def test_under_a_group_the_groups_app_and_url_are_used() -> None:
     # the command's own option wins over the group's
     result = CliRunner().invoke(group, ["--url", "nosuch://x", "dashboard", "--url", "other://y"])
     assert "'other'" in result.output
+
+
+def test_without_the_extra_the_command_imports_and_names_the_extra(tmp_path: Path) -> None:
+    # a process where starlette cannot be imported, as without queue-core[dashboard]
+    script = (
+        "import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None\n"
+        "from contrib.dashboard.cli import dashboard_command\n"
+        "dashboard_command.main(['--url', 'memory://'], prog_name='queue-core dashboard')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "pip install 'queue-core[dashboard]'" in done.stderr
