@@ -89,6 +89,7 @@ class _Dashboard:
         )
         env.filters["time"] = fmt_time
         env.filters["duration"] = fmt_duration
+        env.filters["seg"] = _quote
         self.templates = Jinja2Templates(env=env)
 
     # ------------------------------------------------------------------ helpers

@@ -439,3 +439,17 @@ def test_bad_options_raise_config_error(kwargs: dict[str, Any], field: str) -> N
 def test_not_a_queue_nor_a_storage_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="expected a queue_core.Queue"):
         create_app(object())  # type: ignore[arg-type]
+
+
+def test_ids_are_quoted_in_links() -> None:
+    from queue_core.model import NewJob
+
+    storage = MemoryStorage()
+    # the core's ids are uuid hex; a storage's own ids still must not break the links
+    storage.enqueue([NewJob(id="a b?c#d", task_name="t", queue="default", payload=b"{}")])
+    client = TestClient(create_app(storage))
+    text = client.get("/jobs").text
+    assert 'href="/jobs/a%20b%3Fc%23d"' in text
+    page = client.get("/jobs/a%20b%3Fc%23d")
+    assert page.status_code == 200
+    assert 'action="/jobs/a%20b%3Fc%23d/cancel"' in page.text
