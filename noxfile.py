@@ -8,7 +8,7 @@ fresh venv per run (``.ci/run``), and reinstalling everything per session would 
 CI time for no isolation we need. Set it up once::
 
     python -m venv .venv && . .venv/bin/activate
-    pip install -e ".[test,lint,docs,all]" nox
+    pip install -e ".[test,lint,docs,all,flows,dashboard]" nox
     nox -s tests            # what CI runs (bash .ci/run)
 """
 
@@ -64,7 +64,8 @@ def _require_installed(session: nox.Session) -> None:
     except subprocess.CalledProcessError:
         session.error(
             f"{PY} cannot import queue_core and pytest: run nox from a venv where "
-            "`pip install -e '.[test,lint,docs,all]' nox` was done (sessions reuse it)"
+            "`pip install -e '.[test,lint,docs,all,flows,dashboard]' nox` was done "
+            "(sessions reuse it)"
         )
 
 

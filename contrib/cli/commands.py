@@ -483,3 +483,13 @@ def migrate(app: str | None, url: str | None) -> None:
     queue, where = _queue(app, url, create=True)
     queue.migrate()
     click.echo(f"Schema is up to date ({where}).")
+
+
+def _register_dashboard() -> None:
+    """``queue-core dashboard``: the command lives with the dashboard (contrib.dashboard)."""
+    from contrib.dashboard.cli import dashboard_command
+
+    cli.add_command(dashboard_command)
+
+
+_register_dashboard()
