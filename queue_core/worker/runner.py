@@ -789,8 +789,11 @@ class Worker:
             self._call_cache[text] = found
         return found
 
-    def _fail(self, att: Attempt, exc: BaseException) -> None:
-        """Record a body's exception, classified with the live exception."""
+    def _fail(self, att: Attempt, exc: BaseException, info: ErrorInfo | None = None) -> None:
+        """Record a body's exception, classified with the live exception.
+
+        ``info`` is the recorded form when it is not ``exc``'s own (a process child's).
+        """
         task = att.task
         assert task is not None
         policy = self._policy(att)
@@ -812,7 +815,9 @@ class Worker:
         decision = decide(
             policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
         )
-        self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=error_info(exc))
+        self._end(
+            att, Outcome.FAILED, Reason.ERROR, decision, error=info or error_info(exc)
+        )
 
     def _stopped_end(self, att: Attempt) -> None:
         """The body ended after a stop request: record a cancel, or nothing."""
@@ -950,18 +955,9 @@ class Worker:
         if outcome is ProcessOutcome.RETURNED:
             self._succeed_value(att, res.value)
         elif outcome is ProcessOutcome.RAISED and res.error is not None:
-            raised = res.error.exception
-            policy = self._policy(att)
-            retryable = classify(
-                raised,
-                retry_on=task.retry_on,
-                dont_retry_on=task.dont_retry_on,
-                non_retryable=policy.non_retryable,
-            )
-            decision = decide(
-                policy, job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
-            )
-            self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=res.error_info())
+            # classified like any body error (per-call overrides included), recorded
+            # with the child's own traceback
+            self._fail(att, res.error.exception, info=res.error_info())
         elif outcome is ProcessOutcome.TIMED_OUT:
             self._timed_out(att)
         elif outcome is ProcessOutcome.CANCELLED:
