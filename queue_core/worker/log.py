@@ -42,10 +42,7 @@ def attempt_end_event(end: AttemptEnd, task_name: str, duration: float) -> dict[
 
 
 def _text(event: dict[str, Any]) -> str:
-    text = (
-        f"{event['task']} job {event['job_id']} attempt {event['attempt']}: "
-        f"{event['outcome']}"
-    )
+    text = f"{event['task']} job {event['job_id']} attempt {event['attempt']}: {event['outcome']}"
     if event["reason"] is not None:
         text += f" ({event['reason']})"
     text += f" in {event['duration_s']:.3f} s"

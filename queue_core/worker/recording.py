@@ -144,9 +144,7 @@ class AttemptRecording(WorkerState):
         decision = decide(
             policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
         )
-        self._end(
-            att, Outcome.FAILED, Reason.ERROR, decision, error=info or error_info(exc)
-        )
+        self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=info or error_info(exc))
 
     def _dead(
         self,

@@ -61,7 +61,13 @@ class Running(Services):
             sig.bind(*args, **kwargs)
         except TypeError as exc:
             name = getattr(task.func, "__name__", task.name)
-            return TypeError(f"arguments no longer fit {name}{sig} (task {task.name}): {exc}")
+            plain = sig.replace(
+                parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                return_annotation=sig.empty,
+            )
+            which = "" if name == task.name else f" (task {task.name})"
+            why = str(exc).removeprefix("got an ")
+            return TypeError(f"arguments no longer fit {name}{plain}{which}: {why}")
         return None
 
     def _decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:

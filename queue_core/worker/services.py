@@ -240,7 +240,10 @@ class Services(AttemptRecording):
         due: list[DeadJob] = []
         for page in range(_REPLAY_PAGES):
             entries = await to_thread.run_sync(
-                self.storage.list_dead, _REPLAY_PAGE, page * _REPLAY_PAGE, task_name,
+                self.storage.list_dead,
+                _REPLAY_PAGE,
+                page * _REPLAY_PAGE,
+                task_name,
                 limiter=self._io,
             )
             due.extend(e for e in entries if ms_from_dt(e.dead_at) <= cutoff)

@@ -27,9 +27,7 @@ class Timing:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._timers: SupportsTimers | None = (
-            clock if isinstance(clock, SupportsTimers) else None
-        )
+        self._timers: SupportsTimers | None = clock if isinstance(clock, SupportsTimers) else None
 
     def monotonic(self) -> float:
         """Monotonic seconds of the clock."""
