@@ -76,7 +76,7 @@ def _matching(exc: BaseException, names: Sequence[str]) -> tuple[type[BaseExcept
 class CallOptions:
     """Per-call overrides of one job, parsed from ``ClaimedJob.options``."""
 
-    __slots__ = ("policy", "retry_on", "dont_retry_on", "isolation", "kill_grace", "replay")
+    __slots__ = ("policy", "retry_on", "dont_retry_on", "isolation", "kill_grace")
 
     def __init__(self, text: str) -> None:
         data = json.loads(text)
@@ -88,8 +88,6 @@ class CallOptions:
         self.isolation: str | None = check_isolation(iso) if iso is not None else None
         kg = data.get("kill_grace")
         self.kill_grace: float | None = float(kg) if kg is not None else None
-        rp = data.get("dead_letter_replay")
-        self.replay: tuple[float, int] | None = (float(rp[0]), int(rp[1])) if rp else None
 
 
 class AttemptRecording(WorkerState):
