@@ -66,7 +66,7 @@ class WorkerState:
     _processed: int
     _process_pool: Any
     _flush_backoff: Backoff
-    _burst_said: tuple[int, int] | None
+    _burst_said: int | None
     _replayed: dict[str, int]
     """Dead-letter ids this worker replayed -> replays that led to them."""
     # set by run_async

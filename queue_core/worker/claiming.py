@@ -258,25 +258,23 @@ class Claiming(Running):
         return n
 
     async def _say_waiting(self, pending: int) -> None:
-        """Burst: say (INFO, once per change) what the worker is waiting for."""
-        now_pending = await self._count_pending(0)
-        if now_pending:
-            said = (pending, -1)
-            text = f"burst: waiting for {now_pending} job(s) running or held back"
+        """Burst: say (INFO) what the worker is waiting for, once per change of the
+        number of jobs it waits for (not as the due time draws nearer)."""
+        if pending == self._burst_said:
+            return
+        self._burst_said = pending
+        if await self._count_pending(0):
+            text = f"burst: waiting for {pending} job(s) running or held back"
         else:
-            due_ms = await self._first_due_ms(pending)
-            said = (pending, (self._timing.now_ms() + due_ms) // 1000)
-            due = f"due in {due_ms / 1000:.0f} s"
+            due = f"due in {await self._first_due_ms() / 1000:.0f} s"
             text = (
                 f"burst: waiting for 1 job {due}"
                 if pending == 1
                 else f"burst: waiting for {pending} jobs, the first {due}"
             )
-        if said != self._burst_said:
-            self._burst_said = said
-            log.info("%s", text)
+        log.info("%s", text, extra={"event": {"event": "burst_waiting", "worker_id": self.id}})
 
-    async def _first_due_ms(self, pending: int) -> int:
+    async def _first_due_ms(self) -> int:
         """When the first pending job is due (ms from now, to the second): a bisection
         of ``count_pending`` horizons within ``BURST_HORIZON_MS``."""
         low, high = 0, BURST_HORIZON_MS

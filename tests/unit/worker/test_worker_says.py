@@ -165,7 +165,9 @@ async def test_burst_worker_says_what_it_waits_for(
 
     def waiting() -> list[str]:
         return [
-            r.getMessage() for r in worker_records(caplog) if "burst: waiting" in r.getMessage()
+            r.getMessage()
+            for r in worker_records(caplog)
+            if getattr(r, "event", {}).get("worker_id") == worker.id
         ]
 
     async with anyio.create_task_group() as tg:
