@@ -1,10 +1,11 @@
 """Attempt recording: how an attempt ended, how it is classified, what the core decides.
 
 Every end goes through :meth:`AttemptRecording._end` (buffered for the finisher, logged
-once by :func:`~queue_core.worker.log.log_attempt_end`). Every dead-letter decision the
-worker makes itself -- ``unknown_task``, ``bad_payload``, ``fatal`` for a result the
-serializer cannot carry -- goes through :meth:`AttemptRecording._dead`; the policy's own
-``fatal`` / ``retries_exhausted`` come from :func:`~queue_core.policy.decide`.
+once by :func:`~queue_core.worker.log.log_attempt_end`). Every dead-letter decision made
+in the worker goes through :meth:`AttemptRecording._dead`: its own (``unknown_task``,
+``bad_payload``, ``fatal`` for a result the serializer cannot carry) and the policy's
+(``fatal``, ``retries_exhausted`` from :func:`~queue_core.policy.decide`, passed on by
+:meth:`AttemptRecording._decided`).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class AttemptRecording(WorkerState):
         decision = decide(
             policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
         )
-        self._end(att, Outcome.FAILED, Reason.ERROR, decision, error=info or error_info(exc))
+        self._decided(att, Outcome.FAILED, Reason.ERROR, decision, info or error_info(exc))
 
     def _dead(
         self,
@@ -150,18 +151,35 @@ class AttemptRecording(WorkerState):
         reason: Reason,
         error: ErrorInfo | None,
         *,
+        outcome: Outcome = Outcome.FAILED,
         attempt_reason: Reason | None = None,
     ) -> None:
-        """Dead-letter ``att``'s job at once with ``reason`` (the worker's own decision).
+        """Dead-letter ``att``'s job with ``reason``: the one path of every dead-letter
+        decision the worker makes (its own, and the policy's via :meth:`_decided`).
 
-        The attempt is recorded ``failed`` with ``attempt_reason`` (default: ``reason``
-        for ``unknown_task`` / ``bad_payload``, ``error`` otherwise).
+        The attempt is recorded with ``outcome`` and ``attempt_reason`` (default:
+        ``reason`` for ``unknown_task`` / ``bad_payload``, ``error`` otherwise).
         """
         if attempt_reason is None:
             own = reason in (Reason.UNKNOWN_TASK, Reason.BAD_PAYLOAD)
             attempt_reason = reason if own else Reason.ERROR
         decision = Decision(action=Action.DEAD, reason=reason.value)
-        self._end(att, Outcome.FAILED, attempt_reason, decision, error=error)
+        self._end(att, outcome, attempt_reason, decision, error=error)
+
+    def _decided(
+        self,
+        att: Attempt,
+        outcome: Outcome,
+        reason: Reason,
+        decision: Decision,
+        error: ErrorInfo | None,
+    ) -> None:
+        """Record an attempt end with the policy's ``decision`` (dead ones via :meth:`_dead`)."""
+        if decision.action is Action.DEAD:
+            dead_reason = Reason(decision.reason or Reason.FATAL.value)
+            self._dead(att, dead_reason, error, outcome=outcome, attempt_reason=reason)
+        else:
+            self._end(att, outcome, reason, decision, error=error)
 
     def _stopped_end(self, att: Attempt) -> None:
         """The body ended after a stop request: record a cancel, or nothing."""
@@ -185,7 +203,7 @@ class AttemptRecording(WorkerState):
         err = ErrorInfo(
             error_class="TimeoutError", error_type="builtins.TimeoutError", message=message
         )
-        self._end(att, Outcome.TIMED_OUT, reason, decision, error=err)
+        self._decided(att, Outcome.TIMED_OUT, reason, decision, err)
 
     def _released(self, att: Attempt) -> None:
         """Shutdown: give the attempt back for retry (outcome ``lost``)."""
@@ -194,7 +212,7 @@ class AttemptRecording(WorkerState):
             if att.task is not None
             else Decision(action=Action.RETRY)
         )
-        self._end(att, Outcome.LOST, Reason.WORKER_SHUTDOWN, decision)
+        self._decided(att, Outcome.LOST, Reason.WORKER_SHUTDOWN, decision, None)
         att.released = True
 
     def _succeed(self, att: Attempt, data: bytes) -> None:

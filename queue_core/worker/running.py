@@ -288,4 +288,4 @@ class Running(Services):
             # the body failing, not the worker being lost (issue 6), so outcome failed.
             info: ErrorInfo | None = res.error_info()
             decision = decide(self._policy(att), att.job.attempt, Outcome.FAILED, rng=self._rng)
-            self._end(att, Outcome.FAILED, Reason.PROCESS_DIED, decision, error=info)
+            self._decided(att, Outcome.FAILED, Reason.PROCESS_DIED, decision, info)

@@ -27,6 +27,8 @@ _WATCH_EVERY: Final = 0.05
 _REPLAY_PAGE: Final = 100
 _REPLAY_PAGES: Final = 10
 """At most this many pages of one task's dead letters are read per reaper pass."""
+_REPLAYED_KEPT: Final = 100_000
+"""Replays this worker remembers (to count chains of replays)."""
 
 
 def deadline_of(att: Attempt) -> float | None:
@@ -260,6 +262,8 @@ class Services(AttemptRecording):
         except NotFound:
             return  # another worker replayed it first
         self._replayed[entry.id] = done
+        if len(self._replayed) > _REPLAYED_KEPT:  # forget the oldest replays
+            del self._replayed[next(iter(self._replayed))]
         log.info(
             "replayed dead job %s of %s (reason %s) as job %s: replay %d of %d",
             entry.job_id,
