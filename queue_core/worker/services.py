@@ -302,9 +302,10 @@ class Services(AttemptRecording):
     async def _shutdown(self) -> None:
         """Give running attempts ``shutdown_grace`` (clock seconds), then release them."""
         table, timing = self._table, self._timing
-        until = timing.monotonic() + self.shutdown_grace
+        began = timing.monotonic()
         while table.busy() > 0 and any(not a.ended for a in table.running.values()):
-            left = until - timing.monotonic()
+            # read each time: a second signal sets the grace to 0 (and wakes this wait)
+            left = began + self.shutdown_grace - timing.monotonic()
             if left <= 0:
                 break
             self._slot_wake = anyio.Event()

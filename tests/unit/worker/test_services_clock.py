@@ -256,3 +256,30 @@ def test_flush_backoff_is_per_worker(queue: Queue) -> None:
     assert one._flush_backoff.next() == 0.1
     assert two._flush_backoff.current == 0.0
     assert two._flush_backoff.next() == 0.05
+
+
+async def test_second_signal_ends_the_grace_at_once(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, max_retries=2)
+    worker = make_worker(queue, shutdown_grace=30)
+    done = anyio.Event()
+
+    async def run() -> None:
+        await worker.run_async()
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        worker.stop()
+        await until(lambda: timer_at(clock, 30.0), "shutdown waits until 30.0")
+        # what the signal handler does on a second SIGTERM/SIGINT
+        worker.shutdown_grace = 0.0
+        worker._request_stop()
+        await until(done.is_set, "the worker stopped without the clock moving")
+        gate.set()
+    assert clock.monotonic() == 0.0
+    record = job.attempts()[0]
+    assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
