@@ -254,7 +254,7 @@ class Services(AttemptRecording):
         return due
 
     async def _replay(self, entry: DeadJob, replay: Replay) -> None:
-        done = await self._replays_of(entry)
+        done = self._replays_of(entry)
         if done is None or done >= replay.max_replays:
             return
         try:
@@ -274,28 +274,20 @@ class Services(AttemptRecording):
             replay.max_replays,
         )
 
-    async def _replays_of(self, entry: DeadJob) -> int | None:
-        """How many replays led to ``entry`` (0 for a job that was never replayed), or
-        ``None`` when that cannot be known.
+    def _replays_of(self, entry: DeadJob) -> int | None:
+        """How many replays led to ``entry`` (0 for a job never replayed), or ``None``
+        when that cannot be known.
 
-        ``retry_dead`` removes the entry it replays, so the chain is followed through
-        ``replay_of`` while the predecessor entry is still stored, else through this
-        worker's record of the replays it made. A chain neither can follow (another
-        process replayed the predecessor) is not replayed: never more than
+        ``retry_dead`` removes the entry it replays, so storage keeps only the last link
+        of a chain (``replay_of``); the length of the chain is this worker's record of
+        the replays it made. A chain it did not make (replayed by hand, by another
+        worker process, or before a restart) is not replayed: never more than
         ``max_replays`` replays, at the price of a chain that a restart cuts short.
         """
-        count = 0
-        prev = entry.replay_of
-        while prev is not None:
-            count += 1
-            known = self._replayed.get(prev)
-            if known is not None:
-                return count + known
-            found = await to_thread.run_sync(self.storage.get_dead, prev, limiter=self._io)
-            if found is None:
-                return None
-            prev = found.replay_of
-        return count
+        if entry.replay_of is None:
+            return 0
+        known = self._replayed.get(entry.replay_of)
+        return None if known is None else known + 1
 
     # ------------------------------------------------------------------ shutdown
 

@@ -283,3 +283,28 @@ async def test_second_signal_ends_the_grace_at_once(
     assert clock.monotonic() == 0.0
     record = job.attempts()[0]
     assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
+
+
+async def test_a_chain_the_worker_did_not_make_is_not_replayed(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    runs: list[int] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="1m", max_replays=3))
+    def always_fails() -> None:
+        runs.append(1)
+        raise RuntimeError("broken")
+
+    worker = make_worker(queue, reap_interval=60)
+    async with running(worker, gate):
+        always_fails.delay()
+        await until(lambda: len(queue.dead_letters()) == 1, "the first dead letter")
+        by_hand = queue.retry_dead(queue.dead_letters()[0].id)  # its count is unknown
+        await until(lambda: queue.job(by_hand).status() is JobState.DEAD, "it died again")
+        (entry,) = queue.dead_letters()
+        assert entry.replay_of is not None
+        await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
+        clock.advance(600)
+        await until(lambda: timer_at(clock, 660.0), "the reaper passed at 600")
+        assert [d.id for d in queue.dead_letters()] == [entry.id]
+    assert len(runs) == 2
