@@ -25,8 +25,6 @@ from queue_core.worker.slots import Attempt, SlotTable
 from queue_core.worker.timing import Timing
 
 if TYPE_CHECKING:
-    import inspect
-
     import anyio
     import anyio.abc
 
@@ -58,7 +56,8 @@ class WorkerState:
     _serializer: Serializer
     _rng: Callable[[], float]
     _call_cache: dict[str, CallOptions]
-    _signatures: dict[str, inspect.Signature | None]
+    _fits: dict[tuple[str, int, tuple[str, ...]], str | None]
+    """Per task and call shape: why such a call does not bind, or ``None``."""
     _ends: list[AttemptEnd]
     _heartbeats: dict[Any, Attempt]
     _stop: threading.Event

@@ -141,7 +141,7 @@ class Worker(Claiming):
         self._rng = random.random
         self._timing = Timing(clock if clock is not None else queue.clock)
         self._call_cache = {}
-        self._signatures = {}
+        self._fits = {}
         self._ends = []
         self._heartbeats = {}
         self._stop = threading.Event()

@@ -39,6 +39,28 @@ def signature_of(task: Task[Any, Any]) -> inspect.Signature | None:
     return sig
 
 
+_FITS_KEPT = 4096
+"""Call shapes whose fit is remembered (all forgotten past this many)."""
+
+
+def _bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The message for arguments that do not bind to ``task``'s body, else ``None``."""
+    sig = signature_of(task)
+    if sig is None:
+        return None
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        name = getattr(task.func, "__name__", task.name)
+        plain = sig.replace(
+            parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+            return_annotation=sig.empty,
+        )
+        which = "" if name == task.name else f" (task {task.name})"
+        return f"arguments no longer fit {name}{plain}{which}: {str(exc).removeprefix('got an ')}"
+    return None
+
+
 class Running(Services):
     """Starts bodies and turns how they ended into attempt ends."""
 
@@ -51,24 +73,19 @@ class Running(Services):
     def _misfit(
         self, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> TypeError | None:
-        """Why ``args``/``kwargs`` no longer bind to ``task``'s body, or ``None``."""
-        if task.name not in self._signatures:
-            self._signatures[task.name] = signature_of(task)
-        sig = self._signatures[task.name]
-        if sig is None:
-            return None
+        """Why ``args``/``kwargs`` no longer bind to ``task``'s body, or ``None``.
+
+        Binding depends only on the call's shape (how many positional arguments, which
+        keywords), so the answer is kept per shape: one dict lookup per job.
+        """
+        shape = (task.name, len(args), tuple(kwargs))
         try:
-            sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            name = getattr(task.func, "__name__", task.name)
-            plain = sig.replace(
-                parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
-                return_annotation=sig.empty,
-            )
-            which = "" if name == task.name else f" (task {task.name})"
-            why = str(exc).removeprefix("got an ")
-            return TypeError(f"arguments no longer fit {name}{plain}{which}: {why}")
-        return None
+            why = self._fits[shape]
+        except KeyError:
+            why = self._fits[shape] = _bind_error(task, args, kwargs)
+            if len(self._fits) > _FITS_KEPT:
+                self._fits.clear()
+        return None if why is None else TypeError(why)
 
     def _decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
         """The body's arguments, or ``None`` after dead-lettering a bad payload."""

@@ -24,10 +24,14 @@ def worker_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "queue_core.worker"]
 
 
+def event(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields the worker hands over with a record (``extra={"event": ...}``)."""
+    found: dict[str, Any] = getattr(record, "event", {})
+    return found
+
+
 def attempt_ends(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [
-        r for r in worker_records(caplog) if getattr(r, "event", {}).get("event") == "attempt_end"
-    ]
+    return [r for r in worker_records(caplog) if event(r).get("event") == "attempt_end"]
 
 
 def test_one_line_per_attempt_end(queue: Queue, caplog: pytest.LogCaptureFixture) -> None:
@@ -48,7 +52,7 @@ def test_one_line_per_attempt_end(queue: Queue, caplog: pytest.LogCaptureFixture
     assert ok.status() is JobState.SUCCEEDED and dead.status() is JobState.DEAD
     ends = attempt_ends(caplog)
     assert len(ends) == 3  # two of flaky, one of doomed
-    by_job = {(r.event["job_id"], r.event["attempt"]): r for r in ends}  # type: ignore[attr-defined]
+    by_job = {(event(r)["job_id"], event(r)["attempt"]): r for r in ends}
 
     first = by_job[(ok.id, 1)]
     assert first.levelno == logging.INFO
@@ -57,14 +61,14 @@ def test_one_line_per_attempt_end(queue: Queue, caplog: pytest.LogCaptureFixture
     second = by_job[(ok.id, 2)]
     assert second.levelno == logging.INFO
     assert second.getMessage().startswith(f"flaky job {ok.id} attempt 2: succeeded in ")
-    event = second.event  # type: ignore[attr-defined]
-    assert event["outcome"] == "succeeded" and event["reason"] is None
-    assert event["task"] == "flaky" and event["duration_s"] >= 0
+    fields = event(second)
+    assert fields["outcome"] == "succeeded" and fields["reason"] is None
+    assert fields["task"] == "flaky" and fields["duration_s"] >= 0
 
     last = by_job[(dead.id, 1)]
     assert last.levelno == logging.WARNING
     assert last.getMessage().endswith("-> dead-lettered, reason retries_exhausted")
-    assert last.event["dead_reason"] == "retries_exhausted"  # type: ignore[attr-defined]
+    assert event(last)["dead_reason"] == "retries_exhausted"
 
 
 def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixture) -> None:
@@ -77,7 +81,7 @@ def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixtur
     job = queue.enqueue("nobody.knows")
     drain(queue)
     assert job.status() is JobState.DEAD
-    (line,) = [r for r in attempt_ends(caplog) if r.event["job_id"] == job.id]  # type: ignore[attr-defined]
+    (line,) = [r for r in attempt_ends(caplog) if event(r)["job_id"] == job.id]
     assert line.levelno == logging.WARNING
     assert "failed (unknown_task)" in line.getMessage()
     assert "dead-lettered, reason unknown_task" in line.getMessage()
@@ -165,9 +169,7 @@ async def test_burst_worker_says_what_it_waits_for(
 
     def waiting() -> list[str]:
         return [
-            r.getMessage()
-            for r in worker_records(caplog)
-            if getattr(r, "event", {}).get("worker_id") == worker.id
+            r.getMessage() for r in worker_records(caplog) if event(r).get("worker_id") == worker.id
         ]
 
     async with anyio.create_task_group() as tg:
