@@ -15,6 +15,7 @@ import anyio
 from anyio import to_thread
 
 from queue_core.errors import StorageError
+from queue_core.model import JobState
 from queue_core.storage import Storage
 from queue_core.worker.timing import Timing
 
@@ -82,6 +83,9 @@ async def _reap_all(storage: Storage, limiter: anyio.CapacityLimiter) -> None:
     while True:
         reaped = await to_thread.run_sync(lambda: storage.reap(limit=REAP_BATCH), limiter=limiter)
         for r in reaped:
-            log.info("reaped job %s attempt %d: %s -> %s", r.job_id, r.attempt, r.reason, r.state)
+            level = logging.WARNING if r.state is JobState.DEAD else logging.INFO
+            log.log(
+                level, "reaped job %s attempt %d: %s -> %s", r.job_id, r.attempt, r.reason, r.state
+            )
         if len(reaped) < REAP_BATCH:
             return

@@ -181,3 +181,31 @@ async def test_burst_worker_says_what_it_waits_for(
         clock.advance(58)
     assert ran.is_set() and job.status() is JobState.SUCCEEDED
     assert waiting() == ["burst: waiting for 1 job due in 58 s"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_job_the_reaper_dead_letters_is_a_warning(
+    caplog: pytest.LogCaptureFixture, anyio_backend: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
+    clock = ManualClock(start_ms=T0)
+    storage = MemoryStorage(clock=clock)
+    queue = Queue(storage=storage, clock=clock, lease=3)
+
+    @queue.task(name="lost_one", max_retries=0)
+    def lost_one() -> None:
+        return None
+
+    job = lost_one.delay()
+    (claimed,) = storage.claim("a-worker-that-dies", ["default"], 1, 3000)
+    assert claimed.id == job.id
+    clock.advance(10)  # its lease ran out long ago
+    worker = Worker(queue, install_signal_handlers=False, reap_interval=3600)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run_async)
+        await until(lambda: job.status() is JobState.DEAD, "the reaper dead-letters it")
+        worker.stop()
+    (line,) = [r for r in worker_records(caplog) if r.getMessage().startswith("reaped job")]
+    assert line.levelno == logging.WARNING
+    assert line.getMessage() == f"reaped job {job.id} attempt 1: lease_expired -> dead"
