@@ -90,11 +90,18 @@ def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixtur
 def test_arguments_that_no_longer_fit_are_dead_lettered_at_once(queue: Queue) -> None:
     calls: list[object] = []
 
+    # The producer enqueued against the task as it was before a deploy changed it.
+    before = Queue(storage=queue.storage())
+
+    @before.task(name="send")
+    def old_send(a: int, b: int, x: int) -> None: ...
+
+    job = before.enqueue("send", kwargs={"a": 1, "b": 2, "x": 3})
+
     @queue.task(name="send", max_retries=3, **FAST)
     def send(a: int, b: int) -> None:
         calls.append((a, b))
 
-    job = queue.enqueue("send", kwargs={"a": 1, "b": 2, "x": 3})
     drain(queue)
     assert calls == []
     assert job.status() is JobState.DEAD
@@ -111,20 +118,25 @@ def test_arguments_that_no_longer_fit_are_dead_lettered_at_once(queue: Queue) ->
 @pytest.mark.parametrize("kind", ["async", "options"])
 def test_misfit_arguments_on_the_other_paths(queue: Queue, kind: str) -> None:
     calls: list[object] = []
+    before = Queue(storage=queue.storage())  # the producer, before a deploy changed "send"
+
+    @before.task(name="send")
+    def old_send(*args: int) -> None: ...
+
     if kind == "async":
+        job = before.enqueue("send", args=(1, 2))
 
         @queue.task(name="send")
         async def send_async(a: int, ctx: JobContext) -> None:
             calls.append(a)
 
-        job = queue.enqueue("send", args=(1, 2))
     else:
+        job = before.enqueue("send", args=(), max_retries=2)  # per-call options: loop path
 
         @queue.task(name="send")
         def send(a: int, ctx: JobContext) -> None:
             calls.append(a)
 
-        job = queue.enqueue("send", args=(), max_retries=2)  # per-call options: loop path
     drain(queue)
     assert calls == []
     (record,) = job.attempts()
