@@ -32,9 +32,9 @@ from typing_extensions import Self
 
 from backends.sqs.errors import error_code, translate
 from backends.sqs.tables import ensure_table
+from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
-    Action,
     AttemptEnd,
     AttemptRecord,
     ClaimedJob,
@@ -51,11 +51,17 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
+from queue_core.policy.outcomes import (
+    DEFAULT_RETENTION_MS,
+    end_state,
+    parse_retention,
+    reap_verdict,
+    replay_job,
+)
 from queue_core.storage import Storage
 
 __all__ = ["SQSStorage"]
 
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 _MAX_DELAY_S = 900  # SQS DelaySeconds ceiling
 _MAX_VISIBILITY_S = 43_200
 _TX_MAX = 100  # items per TransactWriteItems
@@ -119,37 +125,9 @@ def _vals(**values: Any) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- URL helpers
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|d|h|m|s)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def _parse_duration_ms(text: str, field: str) -> int:
-    value = text.strip()
-    try:
-        ms = int(float(value) * 1000)
-    except ValueError:
-        pos, total = 0, 0.0
-        for m in _DURATION_PART.finditer(value):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNIT_MS[m.group(2)]
-            pos = m.end()
-        if pos != len(value) or not value:
-            raise ConfigError(
-                f"invalid duration {text!r} for {field}: use seconds or e.g. '7d', '12h', '30m'",
-                code="invalid_duration",
-                field=field,
-                value=text,
-            ) from None
-        ms = int(total)
-    if ms <= 0:
-        raise ConfigError(
-            f"invalid duration {text!r} for {field}: must be > 0",
-            code="invalid_duration",
-            field=field,
-            value=text,
-        )
-    return ms
+def _parse_seconds(text: str, field: str) -> int:
+    """A URL duration option (``visibility``, ``hop``) in whole seconds (at least 1)."""
+    return max(1, to_ms(parse_duration(text, field=field)) // 1000)
 
 
 def _sqs_name(prefix: str, queue: str) -> str:
@@ -229,9 +207,9 @@ class SQSStorage(Storage):
         import boto3
         from botocore.config import Config
 
-        if retention_ms <= 0:
+        if retention_ms < 0:
             raise ConfigError(
-                f"retention_ms must be > 0, got {retention_ms!r}",
+                f"retention_ms must be >= 0 (0 keeps no finished job), got {retention_ms!r}",
                 code="invalid_option",
                 field="retention_ms",
                 value=retention_ms,
@@ -323,11 +301,11 @@ class SQSStorage(Storage):
             if name in q:
                 kw[name] = q[name]
         if "retention" in q:
-            kw["retention_ms"] = _parse_duration_ms(q["retention"], "retention")
+            kw["retention_ms"] = parse_retention(q["retention"])
         if "visibility" in q:
-            kw["visibility_s"] = max(0, _parse_duration_ms(q["visibility"], "visibility") // 1000)
+            kw["visibility_s"] = _parse_seconds(q["visibility"], "visibility")
         if "hop" in q:
-            kw["hop_s"] = _parse_duration_ms(q["hop"], "hop") // 1000
+            kw["hop_s"] = _parse_seconds(q["hop"], "hop")
         if "create" in q:
             kw["create"] = q["create"].lower() not in ("0", "false", "no")
         return cls(**kw)
@@ -626,8 +604,7 @@ class SQSStorage(Storage):
         lx = f"{now:016d}#{dead_id}"
         payload = self._payload(job)
         chunked = len(payload) > _INLINE
-        spec = {k: job.get(k) for k in ("pr", "ma", "ld", "to", "hbms", "s2s", "ck", "cl", "cs",
-                                         "opt", "rof")}
+        spec = _spec_attrs(_enqueued_spec(job, payload))
         entry: Item = {
             "pk": f"{self._p}D#{dead_id}",
             "sk": "D",
@@ -643,7 +620,7 @@ class SQSStorage(Storage):
             "atts": [{k: v for k, v in a.items() if k not in ("pk", "sk", "v")} for a in attempts],
             "dead_at": now,
             "rof": job.get("rof"),
-            "spec": {k: v for k, v in spec.items() if v is not None},
+            "spec": spec,
             "lp": f"{self._p}DL",
             "ltp": f"{self._p}DT#{job['task']}",
             "lx": lx,
@@ -677,6 +654,7 @@ class SQSStorage(Storage):
             "seq": seq,
             "ma": spec.max_attempts,
             "ld": spec.lost_delay_ms,
+            "ld1": spec.lost_delay_ms,
             "to": spec.timeout_ms,
             "hbms": spec.heartbeat_ms or 0,
             "s2s": spec.schedule_to_start_ms,
@@ -1038,17 +1016,19 @@ class SQSStorage(Storage):
         attempt_reason: str | None,
         error: ErrorInfo | None,
         mode: str | None,
-        action: Action,
         now: int,
         *,
+        state: JobState,
+        job_reason: str | None,
         cond: str,
         cond_values: Item,
-        delay_ms: int = 0,
-        dead_reason: str | None = None,
+        ready_at: int | None = None,
         result: bytes | None = None,
         lost_delay_ms: int | None = None,
-    ) -> tuple[list[dict[str, Any]], JobState, Item]:
-        """The writes that end the current attempt of ``job`` and apply ``action``."""
+    ) -> tuple[list[dict[str, Any]], Item]:
+        """The writes that end the current attempt of ``job`` and put the job in ``state``
+        (with ``job_reason``; ``queued`` ones ready at ``ready_at``), as decided by
+        :func:`~queue_core.policy.outcomes.end_state` or ``reap_verdict``."""
         n = job["att"]
         att_action, att_sets = self._attempt_update(
             job["id"], n, outcome, attempt_reason, error, mode, now
@@ -1063,32 +1043,24 @@ class SQSStorage(Storage):
         else:
             err_sets = {}
         key = job.get("ck")
-        if action is Action.RETRY:
-            state = JobState.QUEUED
-            sets, removes = self._queued_fields(job, now + delay_ms, now)
+        if state is JobState.QUEUED:
+            sets, removes = self._queued_fields(job, now if ready_at is None else ready_at, now)
             sets["rsn"] = None
             if lost_delay_ms is not None:
                 sets["ld"] = lost_delay_ms
             dec_act = 0
         else:
-            if action is Action.COMPLETE:
-                state, rsn = JobState.SUCCEEDED, None
+            if state is JobState.SUCCEEDED:
                 err_sets["res"] = result
-            elif action is Action.DEAD:
-                state, rsn = JobState.DEAD, dead_reason or Reason.FATAL.value
-            elif action is Action.CANCEL:
-                state, rsn = JobState.CANCELLED, Reason.CANCELLED.value
-            else:
-                state, rsn = JobState.TIMED_OUT, dead_reason or attempt_reason
             sets, removes = self._finished_fields(state, now)
-            sets["rsn"] = rsn
+            sets["rsn"] = job_reason
             dec_act = -1
             if state is JobState.DEAD:
                 prior = [a for a in self._attempt_items(job["id"]) if a["n"] != n]
                 current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
                 current = {k: v for k, v in current.items() if v is not None}
                 atts = sorted([*prior, current], key=lambda a: a["n"])
-                dead_id, puts = self._dead_entry(job, rsn or "", error, atts, now)
+                dead_id, puts = self._dead_entry(job, job_reason or "", error, atts, now)
                 sets["did"] = dead_id
                 actions += puts
         sets.update(err_sets)
@@ -1097,7 +1069,7 @@ class SQSStorage(Storage):
         )})
         if key is not None:
             actions.append({"Update": self._counter(key, run=-1, act=dec_act)})
-        return actions, state, sets
+        return actions, sets
 
     def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
         """See :meth:`queue_core.storage.Storage.finish`.
@@ -1132,12 +1104,14 @@ class SQSStorage(Storage):
                 if job is None or job.get("att") != end.ref.attempt:
                     continue
                 d = end.decision
-                pending[i] = self._end_actions(
-                    job, end.outcome, end.reason, end.error, end.mode, d.action, t,
+                state, job_reason = end_state(d, end.reason)
+                actions, sets = self._end_actions(
+                    job, end.outcome, end.reason, end.error, end.mode, t,
+                    state=state, job_reason=job_reason,
                     cond=self._FENCE, cond_values=self._fence_values(end.ref),
-                    delay_ms=d.delay_ms, dead_reason=d.reason, result=end.result,
-                    lost_delay_ms=d.lost_delay_ms,
+                    ready_at=t + d.delay_ms, result=end.result, lost_delay_ms=d.lost_delay_ms,
                 )
+                pending[i] = (actions, state, sets)
             requeued: list[Item] = []
             conflicts = 0
             while pending:
@@ -1218,25 +1192,23 @@ class SQSStorage(Storage):
             for it in sorted(stale.values(), key=lambda x: (x.get("le", 0), x.get("seq", 0))):
                 if len(out) >= limit:
                     break
-                if it.get("dl") is not None and it["dl"] <= t:
-                    reason = Reason.TIMEOUT
-                elif it.get("hp") and it.get("hx") is not None and it["hx"] <= t:
-                    reason = Reason.HEARTBEAT_TIMEOUT
-                elif it.get("le", 0) <= t:
-                    reason = Reason.LEASE_EXPIRED
-                else:
+                verdict = reap_verdict(
+                    t,
+                    lease_expires_at=it.get("le", 0),
+                    deadline=it.get("dl"),
+                    heartbeat_expires_at=it.get("hx") if it.get("hp") else None,
+                    cancel_requested=bool(it.get("cxl")),
+                    attempt=it["att"],
+                    max_attempts=it["ma"],
+                    lost_delay_ms=it.get("ld", 0),
+                )
+                if verdict is None:
                     continue
-                outcome = Outcome.LOST if reason is Reason.LEASE_EXPIRED else Outcome.TIMED_OUT
-                if it.get("cxl"):
-                    action = Action.CANCEL
-                elif it["att"] < it["ma"]:
-                    action = Action.RETRY
-                else:
-                    action = Action.DEAD
-                actions, state, sets = self._end_actions(
-                    it, outcome, reason.value, None, None, action, t,
+                state, reason, outcome = verdict.state, verdict.reason, verdict.outcome
+                actions, sets = self._end_actions(
+                    it, outcome, reason.value, None, None, t,
+                    state=state, job_reason=verdict.job_reason, ready_at=verdict.ready_at,
                     cond="st = :run AND v = :ver", cond_values={"run": "running", "ver": it["v"]},
-                    delay_ms=it.get("ld", 0), dead_reason=Reason.RETRIES_EXHAUSTED.value,
                 )
                 try:
                     self._transact(actions)
@@ -1479,26 +1451,11 @@ class SQSStorage(Storage):
             d = self._get(self._dk(dead_id))
             if d is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
-            s = d.get("spec", {})
-            new_id = uuid.uuid4().hex
-            spec = NewJob(
-                id=new_id,
-                task_name=d["task"],
-                queue=queue if queue is not None else d["q"],
-                payload=self._payload(d),
-                priority=s.get("pr", 0),
-                run_at=t,
-                max_attempts=s.get("ma", 1),
-                lost_delay_ms=s.get("ld", 0),
-                timeout_ms=s.get("to"),
-                heartbeat_ms=s.get("hbms") or None,
-                schedule_to_start_ms=s.get("s2s"),
-                concurrency_key=s.get("ck"),
-                concurrency_limit=s.get("cl"),
-                concurrency_skip=bool(s.get("cs", False)),
-                options=s.get("opt"),
-                replay_of=dead_id,
+            spec = replay_job(
+                _spec_from_attrs(d.get("spec", {}), d, d["job"], self._payload(d)),
+                dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t,
             )
+            new_id = spec.id
             item = self._new_item(spec, t, _SEQ.take(1)[0])
             actions: list[dict[str, Any]] = [
                 {"Delete": {"TableName": self.table, "Key": self._dk(dead_id),
@@ -1740,6 +1697,53 @@ class SQSStorage(Storage):
         if delete:
             self._delete_messages(delete)
         return woke
+
+
+def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> NewJob:
+    """A job spec from stored spec attributes (a job item or a dead entry's ``spec`` map);
+    ``names`` holds ``task``, ``q`` and ``rof``."""
+    return NewJob(
+        id=job_id,
+        task_name=names["task"],
+        queue=names["q"],
+        payload=payload,
+        priority=attrs.get("pr", 0),
+        max_attempts=attrs.get("ma", 1),
+        lost_delay_ms=attrs.get("ld", 0),
+        timeout_ms=attrs.get("to"),
+        heartbeat_ms=attrs.get("hbms") or None,
+        schedule_to_start_ms=attrs.get("s2s"),
+        concurrency_key=attrs.get("ck"),
+        concurrency_limit=attrs.get("cl"),
+        concurrency_skip=bool(attrs.get("cs", False)),
+        options=attrs.get("opt"),
+        replay_of=names.get("rof"),
+    )
+
+
+def _enqueued_spec(job: Item, payload: bytes) -> NewJob:
+    """The job as it was enqueued: its spec with the attempt-1 lost delay (``ld1``; items
+    written before ``ld1`` existed fall back to the current ``ld``)."""
+    attrs = {**job, "ld": job.get("ld1", job.get("ld", 0))}
+    return _spec_from_attrs(attrs, job, job["id"], payload)
+
+
+def _spec_attrs(spec: NewJob) -> Item:
+    """The ``spec`` map a dead-letter entry stores for ``spec``."""
+    attrs: Item = {
+        "pr": spec.priority,
+        "ma": spec.max_attempts,
+        "ld": spec.lost_delay_ms,
+        "to": spec.timeout_ms,
+        "hbms": spec.heartbeat_ms or 0,
+        "s2s": spec.schedule_to_start_ms,
+        "ck": spec.concurrency_key,
+        "cl": spec.concurrency_limit,
+        "cs": spec.concurrency_skip,
+        "opt": spec.options,
+        "rof": spec.replay_of,
+    }
+    return {k: v for k, v in attrs.items() if v is not None}
 
 
 def _codes_from_message(message: str, n: int) -> list[str]:
