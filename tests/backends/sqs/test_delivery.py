@@ -50,7 +50,7 @@ def test_redelivered_hint_of_a_finished_job_is_deleted(make_storage: Factory) ->
     assert s.finish([_complete(got.ref)]) == [True]
     # the hint was never received; it is now stale: a receive deletes it, no wake-up
     assert s.wait_for_jobs(["default"], 2.0) is False
-    url = s._queue_url("default")
+    url = s.delivery.queue_url("default")
     time.sleep(1.2)
     left = s.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", [])
     assert left == []
