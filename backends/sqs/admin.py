@@ -63,10 +63,18 @@ class Admin(StorageBase):
                         self.db.transact(self._cancel_queued(job, t))
                         return JobState.CANCELLED
                     if state is JobState.RUNNING:
-                        self.db.transact([{"Update": self.db.update(
-                            self.keys.job(job_id), {"cxl": True},
-                            cond="v = :ver", cond_values={"ver": job["v"]},
-                        )}])
+                        self.db.transact(
+                            [
+                                {
+                                    "Update": self.db.update(
+                                        self.keys.job(job_id),
+                                        {"cxl": True},
+                                        cond="v = :ver",
+                                        cond_values={"ver": job["v"]},
+                                    )
+                                }
+                            ]
+                        )
                     return state
                 except TxCancelled:
                     continue
@@ -74,10 +82,17 @@ class Admin(StorageBase):
     def _cancel_queued(self, job: Item, t: int) -> list[dict[str, Any]]:
         sets, removes = self._finished_fields(JobState.CANCELLED, t)
         sets["rsn"] = Reason.CANCELLED.value
-        actions = [{"Update": self.db.update(
-            self.keys.job(job["id"]), sets, removes,
-            cond="v = :ver", cond_values={"ver": job["v"]},
-        )}]
+        actions = [
+            {
+                "Update": self.db.update(
+                    self.keys.job(job["id"]),
+                    sets,
+                    removes,
+                    cond="v = :ver",
+                    cond_values={"ver": job["v"]},
+                )
+            }
+        ]
         if job.get("ck") is not None:
             actions.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=-1)})
         return actions
@@ -112,7 +127,8 @@ class Admin(StorageBase):
                 KeyConditionExpression="ap = :ap",
                 FilterExpression=f"q IN ({inq}) AND (st = :run OR (st = :qd AND ra <= :by))",
                 ExpressionAttributeValues={
-                    **vals(ap=self.keys.p, run="running", qd="queued", by=by), **names,
+                    **vals(ap=self.keys.p, run="running", qd="queued", by=by),
+                    **names,
                 },
             )
 
@@ -165,8 +181,7 @@ class Admin(StorageBase):
             items = self.db.query(**kw)
             items.sort(key=lambda it: (it["enq"], it["seq"]), reverse=True)
             return [
-                job_record(it, self.db.payload(it))
-                for it in items[offset : offset + max(0, limit)]
+                job_record(it, self.db.payload(it)) for it in items[offset : offset + max(0, limit)]
             ]
 
     # ------------------------------------------------------------------ dead letters
@@ -199,9 +214,7 @@ class Admin(StorageBase):
             item = self.db.get(self.keys.dead(dead_id))
             return dead_job(item, self.db.payload(item)) if item else None
 
-    def retry_dead(
-        self, dead_id: str, queue: str | None = None, *, now: int | None = None
-    ) -> str:
+    def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """See :meth:`queue_core.storage.Storage.retry_dead`: one transaction deletes the
         entry (conditional on its existence) and puts the job that
         :func:`~queue_core.policy.outcomes.replay_job` rebuilds from the entry's spec."""
@@ -212,12 +225,20 @@ class Admin(StorageBase):
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
             spec = replay_job(
                 spec_from_dead(d, self.db.payload(d)),
-                dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t,
+                dead_id=dead_id,
+                new_id=uuid.uuid4().hex,
+                queue=queue,
+                now=t,
             )
             item = new_item(self.keys, spec, t, SEQ.take(1)[0])
             actions: list[dict[str, Any]] = [
-                {"Delete": {"TableName": self.db.name, "Key": self.keys.dead(dead_id),
-                            "ConditionExpression": "attribute_exists(pk)"}},
+                {
+                    "Delete": {
+                        "TableName": self.db.name,
+                        "Key": self.keys.dead(dead_id),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
                 self.db.put(item),
             ]
             if item.get("plc"):
@@ -227,9 +248,9 @@ class Admin(StorageBase):
                 for k in self.keys.chunks(d["pk"], d.get("plc"))
             ]
             if spec.concurrency_key is not None:
-                actions.append({"Update": self.db.counter(
-                    self.keys.counter(spec.concurrency_key), act=1
-                )})
+                actions.append(
+                    {"Update": self.db.counter(self.keys.counter(spec.concurrency_key), act=1)}
+                )
             try:
                 self.db.transact(actions)
             except TxCancelled as exc:

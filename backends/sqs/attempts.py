@@ -51,8 +51,10 @@ class Attempts(StorageBase):
         with translate("renew"):
             for ref in refs:
                 op = self.db.update(
-                    self.keys.job(ref.job_id), {"le": t + lease_ms, "dx": t + lease_ms},
-                    cond=_FENCE, cond_values=_fence_values(ref),
+                    self.keys.job(ref.job_id),
+                    {"le": t + lease_ms, "dx": t + lease_ms},
+                    cond=_FENCE,
+                    cond_values=_fence_values(ref),
                 )
                 op["ReturnValues"] = "ALL_NEW"
                 resp = self.db.update_if(op)
@@ -106,10 +108,19 @@ class Attempts(StorageBase):
                 d = end.decision
                 state, job_reason = end_state(d, end.reason)
                 actions, sets = self._end_actions(
-                    job, end.outcome, end.reason, end.error, end.mode, t,
-                    state=state, job_reason=job_reason,
-                    cond=_FENCE, cond_values=_fence_values(end.ref),
-                    ready_at=t + d.delay_ms, result=end.result, lost_delay_ms=d.lost_delay_ms,
+                    job,
+                    end.outcome,
+                    end.reason,
+                    end.error,
+                    end.mode,
+                    t,
+                    state=state,
+                    job_reason=job_reason,
+                    cond=_FENCE,
+                    cond_values=_fence_values(end.ref),
+                    ready_at=t + d.delay_ms,
+                    result=end.result,
+                    lost_delay_ms=d.lost_delay_ms,
                 )
                 pending[i] = (actions, state, sets)
             requeued: list[Item] = []
@@ -233,9 +244,17 @@ class Attempts(StorageBase):
             if verdict is None:
                 continue
             actions, sets = self._end_actions(
-                it, verdict.outcome, verdict.reason.value, None, None, t,
-                state=verdict.state, job_reason=verdict.job_reason, ready_at=verdict.ready_at,
-                cond="st = :run AND v = :ver", cond_values={"run": "running", "ver": it["v"]},
+                it,
+                verdict.outcome,
+                verdict.reason.value,
+                None,
+                None,
+                t,
+                state=verdict.state,
+                job_reason=verdict.job_reason,
+                ready_at=verdict.ready_at,
+                cond="st = :run AND v = :ver",
+                cond_values={"run": "running", "ver": it["v"]},
             )
             try:
                 self.db.transact(actions)
@@ -243,8 +262,15 @@ class Attempts(StorageBase):
                 continue  # another reaper (or the worker) changed it first
             if verdict.state is JobState.QUEUED:
                 requeued.append(_after(it, sets))
-            out.append(ReapedJob(job_id=it["id"], attempt=it["att"], outcome=verdict.outcome,
-                                 reason=verdict.reason.value, state=verdict.state))
+            out.append(
+                ReapedJob(
+                    job_id=it["id"],
+                    attempt=it["att"],
+                    outcome=verdict.outcome,
+                    reason=verdict.reason.value,
+                    state=verdict.state,
+                )
+            )
         return out, requeued
 
     def _reap_unstarted(self, t: int, limit: int) -> list[ReapedJob]:
@@ -261,26 +287,30 @@ class Attempts(StorageBase):
                 continue
             sets, removes = self._finished_fields(JobState.DEAD, t)
             sets["rsn"] = reason
-            sets["did"], puts = self._dead_puts(
-                it, reason, None, self._attempt_items(it["id"]), t
-            )
+            sets["did"], puts = self._dead_puts(it, reason, None, self._attempt_items(it["id"]), t)
             actions = [
-                {"Update": self.db.update(
-                    self.keys.job(it["id"]), sets, removes,
-                    cond="st = :q AND v = :ver", cond_values={"q": "queued", "ver": it["v"]},
-                )},
+                {
+                    "Update": self.db.update(
+                        self.keys.job(it["id"]),
+                        sets,
+                        removes,
+                        cond="st = :q AND v = :ver",
+                        cond_values={"q": "queued", "ver": it["v"]},
+                    )
+                },
                 *puts,
             ]
             if it.get("ck") is not None:
-                actions.append({"Update": self.db.counter(
-                    self.keys.counter(it["ck"]), act=-1
-                )})
+                actions.append({"Update": self.db.counter(self.keys.counter(it["ck"]), act=-1)})
             try:
                 self.db.transact(actions)
             except TxCancelled:
                 continue
-            out.append(ReapedJob(job_id=it["id"], attempt=0, outcome=None, reason=reason,
-                                 state=JobState.DEAD))
+            out.append(
+                ReapedJob(
+                    job_id=it["id"], attempt=0, outcome=None, reason=reason, state=JobState.DEAD
+                )
+            )
         return out
 
 

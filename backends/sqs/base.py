@@ -38,6 +38,18 @@ class _Seq:
 SEQ = _Seq()
 
 
+def _attempt_sets(
+    outcome: Outcome, reason: str | None, error: ErrorInfo | None, mode: str | None, now: int
+) -> Item:
+    """SET values of an attempt item as the attempt ends."""
+    sets: Item = {"oc": outcome.value, "rsn": reason, "fa": now, "mode": mode}
+    if error is not None:
+        sets.update(
+            ec=error.error_class, et=error.error_type, msg=error.message, tb=error.traceback
+        )
+    return sets
+
+
 class StorageBase:
     """What every operation of the SQS storage uses."""
 
@@ -75,8 +87,14 @@ class StorageBase:
         dead_id = uuid.uuid4().hex
         payload = self.db.payload(job)
         entry = dead_entry(
-            self.keys, job, payload, dead_id=dead_id, reason=reason, error=error,
-            attempts=attempts, now=now,
+            self.keys,
+            job,
+            payload,
+            dead_id=dead_id,
+            reason=reason,
+            error=error,
+            attempts=attempts,
+            now=now,
         )
         puts = [self.db.put(entry)]
         if entry.get("plc"):
@@ -105,16 +123,13 @@ class StorageBase:
         :func:`~queue_core.policy.outcomes.end_state` or ``reap_verdict``; and the SET
         values of the job item."""
         n = job["att"]
-        att_sets: Item = {"oc": outcome.value, "rsn": attempt_reason, "fa": now, "mode": mode}
-        if error is not None:
-            att_sets.update(ec=error.error_class, et=error.error_type, msg=error.message,
-                            tb=error.traceback)
-        actions: list[dict[str, Any]] = [{"Update": self.db.update(
+        att_sets = _attempt_sets(outcome, attempt_reason, error, mode, now)
+        att_update = self.db.update(
             self.keys.attempt(job["id"], n), att_sets, cond="attribute_exists(pk)"
-        )}]
+        )
+        actions: list[dict[str, Any]] = [{"Update": att_update}]
         if state is JobState.QUEUED:
-            sets, removes = self.keys.queued_fields(job, now if ready_at is None else ready_at,
-                                                    now)
+            sets, removes = self.keys.queued_fields(job, now if ready_at is None else ready_at, now)
             sets["rsn"] = None
             if lost_delay_ms is not None:
                 sets["ld"] = lost_delay_ms
@@ -124,23 +139,31 @@ class StorageBase:
             if state is JobState.SUCCEEDED:
                 sets["res"] = result
             if state is JobState.DEAD:
-                prior = [a for a in self._attempt_items(job["id"]) if a["n"] != n]
-                current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
-                current = {k: v for k, v in current.items() if v is not None}
-                atts = sorted([*prior, current], key=lambda a: a["n"])
-                sets["did"], puts = self._dead_puts(job, job_reason or "", error, atts, now)
+                sets["did"], puts = self._dead_after(job, att_sets, job_reason, error, now)
                 actions += puts
         if error is not None:
             sets["err"] = error_map(error)
-        actions.insert(0, {"Update": self.db.update(
-            self.keys.job(job["id"]), sets, removes, cond=cond, cond_values=cond_values,
-        )})
+        job_update = self.db.update(
+            self.keys.job(job["id"]), sets, removes, cond=cond, cond_values=cond_values
+        )
+        actions.insert(0, {"Update": job_update})
         if job.get("ck") is not None:
             dec_act = 0 if state is JobState.QUEUED else -1
-            actions.append({"Update": self.db.counter(
-                self.keys.counter(job["ck"]), run=-1, act=dec_act
-            )})
+            counter = self.db.counter(self.keys.counter(job["ck"]), run=-1, act=dec_act)
+            actions.append({"Update": counter})
         return actions, sets
+
+    def _dead_after(
+        self, job: Item, att_sets: Item, reason: str | None, error: ErrorInfo | None, now: int
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The dead-letter entry of ``job`` whose current attempt ends with ``att_sets``:
+        every attempt record, the current one as it ends."""
+        n = job["att"]
+        prior = [a for a in self._attempt_items(job["id"]) if a["n"] != n]
+        current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
+        current = {k: v for k, v in current.items() if v is not None}
+        atts = sorted([*prior, current], key=lambda a: a["n"])
+        return self._dead_puts(job, reason or "", error, atts, now)
 
     def _promote(self, now: int, limit: int = 100) -> None:
         """Move parked jobs that are due by ``now`` into the ready index."""
@@ -152,10 +175,15 @@ class StorageBase:
         )
         for item in parked:
             sets, removes = self.keys.queued_fields(item, item["ra"], now)
-            self.db.update_if(self.db.update(
-                self.keys.job(item["id"]), sets, removes,
-                cond="st = :q AND v = :v", cond_values={"q": "queued", "v": item["v"]},
-            ))
+            self.db.update_if(
+                self.db.update(
+                    self.keys.job(item["id"]),
+                    sets,
+                    removes,
+                    cond="st = :q AND v = :v",
+                    cond_values={"q": "queued", "v": item["v"]},
+                )
+            )
 
     def _hint(self, items: Sequence[Item], now: int) -> None:
         self.delivery.hint(items, now)

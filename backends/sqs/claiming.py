@@ -102,7 +102,9 @@ class Claiming(StorageBase):
         limit, else stored ``skipped`` (reason ``concurrency_limit``)."""
         assert spec.concurrency_key is not None
         counter = self.db.counter(
-            self.keys.counter(spec.concurrency_key), act=1, limit_on="act",
+            self.keys.counter(spec.concurrency_key),
+            act=1,
+            limit_on="act",
             limit=spec.concurrency_limit,
         )
         chunks = self.db.chunk_puts(item["pk"], spec.payload) if item.get("plc") else []
@@ -225,21 +227,37 @@ class Claiming(StorageBase):
             tok = uuid.uuid4().hex
             sets = self.keys.running_fields(it, worker_id, tok, t, lease_ms)
             n = sets["att"]
-            attempt = {"pk": self.keys.job_pk(it["id"]), "sk": f"A#{n:05d}", "n": n,
-                       "wk": worker_id, "sa": t}
+            attempt = {
+                "pk": self.keys.job_pk(it["id"]),
+                "sk": f"A#{n:05d}",
+                "n": n,
+                "wk": worker_id,
+                "sa": t,
+            }
             mine: list[dict[str, Any]] = [
-                {"Update": self.db.update(
-                    self.keys.job(it["id"]), sets, ["rq", "rk"],
-                    cond="st = :q AND v = :ver", cond_values={"q": "queued", "ver": it["v"]},
-                )},
+                {
+                    "Update": self.db.update(
+                        self.keys.job(it["id"]),
+                        sets,
+                        ["rq", "rk"],
+                        cond="st = :q AND v = :ver",
+                        cond_values={"q": "queued", "ver": it["v"]},
+                    )
+                },
                 {"Put": {"TableName": self.db.name, "Item": encode_item(attempt)}},
             ]
             key = it.get("ck")
             if key is not None:
-                mine.append({"Update": self.db.counter(
-                    self.keys.counter(key), run=1,
-                    limit_on=None if it.get("cs") else "run", limit=it.get("cl"),
-                )})
+                mine.append(
+                    {
+                        "Update": self.db.counter(
+                            self.keys.counter(key),
+                            run=1,
+                            limit_on=None if it.get("cs") else "run",
+                            limit=it.get("cl"),
+                        )
+                    }
+                )
             actions += mine
             owners += [bi] * len(mine)
             new = {**it, **{k: v for k, v in sets.items() if v is not None}, "v": it["v"] + 1}

@@ -346,8 +346,12 @@ def _spec_attrs(spec: NewJob) -> Item:
 
 def error_map(error: ErrorInfo) -> Item:
     """The ``err`` map of a job item (also the error fields of an attempt item)."""
-    err = {"ec": error.error_class, "et": error.error_type, "msg": error.message,
-           "tb": error.traceback}
+    err = {
+        "ec": error.error_class,
+        "et": error.error_type,
+        "msg": error.message,
+        "tb": error.traceback,
+    }
     return {k: v for k, v in err.items() if v is not None}
 
 

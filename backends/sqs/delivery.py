@@ -106,9 +106,11 @@ class Delivery:
         try:
             url = self.client.get_queue_url(QueueName=name)["QueueUrl"]
         except ClientError as exc:
-            if error_code(exc) not in (
-                "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"
-            ) or not self._create:
+            if (
+                error_code(exc)
+                not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+                or not self._create
+            ):
                 raise
             url = self.client.create_queue(
                 QueueName=name,

@@ -122,9 +122,14 @@ class Table:
     def chunk_puts(self, pk: str, payload: bytes) -> list[dict[str, Any]]:
         """Put actions for the chunk items of a payload too large to sit inline."""
         return [
-            {"Put": {"TableName": self.name, "Item": encode_item(
-                {"pk": pk, "sk": f"P#{i:04d}", "d": payload[off : off + CHUNK]}
-            )}}
+            {
+                "Put": {
+                    "TableName": self.name,
+                    "Item": encode_item(
+                        {"pk": pk, "sk": f"P#{i:04d}", "d": payload[off : off + CHUNK]}
+                    ),
+                }
+            }
             for i, off in enumerate(range(0, len(payload), CHUNK))
         ]
 

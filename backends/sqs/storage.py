@@ -144,8 +144,13 @@ class SQSStorage(Claiming, Attempts, Admin, Storage):
         self.keys = Keys(prefix)
         self.db = Table(self.ddb, table)
         self.delivery = Delivery(
-            self.sqs, prefix=prefix, visibility_s=visibility_s, hop_s=hop_s, create=create,
-            clock=self._clock, read_jobs=self._read_jobs,
+            self.sqs,
+            prefix=prefix,
+            visibility_s=visibility_s,
+            hop_s=hop_s,
+            create=create,
+            clock=self._clock,
+            read_jobs=self._read_jobs,
         )
         self._closed = False
         if create:
@@ -202,10 +207,7 @@ class SQSStorage(Claiming, Attempts, Admin, Storage):
         return cls(**kw)
 
     def __repr__(self) -> str:
-        return (
-            f"SQSStorage(region={self.region!r}, table={self.table!r}, "
-            f"prefix={self.prefix!r})"
-        )
+        return f"SQSStorage(region={self.region!r}, table={self.table!r}, prefix={self.prefix!r})"
 
     def migrate(self) -> None:
         """Create the table (indexes, TTL) when missing. Idempotent; safe concurrently."""
@@ -215,7 +217,6 @@ class SQSStorage(Claiming, Attempts, Admin, Storage):
                 return
             ensure_table(self.ddb, self.table)
             _TABLES_READY.add(key)
-
 
     def close(self) -> None:
         """Release prefetched SQS receipts (visibility 0) and the clients. Idempotent."""

@@ -36,9 +36,7 @@ def test_duplicate_delivery_records_one_attempt(make_storage: Factory) -> None:
     assert first.claim("w1", ["default"], 1, 30_000) == []
     assert first.finish([_complete(got.ref)]) == [True]
     attempts = first.list_attempts("j1")
-    assert [(a.number, a.outcome, a.worker_id) for a in attempts] == [
-        (1, Outcome.SUCCEEDED, "w1")
-    ]
+    assert [(a.number, a.outcome, a.worker_id) for a in attempts] == [(1, Outcome.SUCCEEDED, "w1")]
     rec = first.get_job("j1")
     assert rec is not None and rec.state is JobState.SUCCEEDED and rec.attempts == 1
 

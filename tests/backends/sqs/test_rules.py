@@ -60,7 +60,10 @@ def test_replay_reaps_with_the_lost_delay_given_at_enqueue(make_storage: Factory
     replay = s.get_job(new_id)
     assert replay is not None
     assert (replay.state, replay.run_at, replay.attempts, replay.max_attempts) == (
-        JobState.QUEUED, t1, 0, 3
+        JobState.QUEUED,
+        t1,
+        0,
+        3,
     )
     assert (replay.priority, replay.replay_of) == (4, dead.dead_id)
     got = claim_one(s, now=t1, lease_ms=SEC)
@@ -69,3 +72,25 @@ def test_replay_reaps_with_the_lost_delay_given_at_enqueue(make_storage: Factory
     assert reaped.state is JobState.QUEUED
     again = s.get_job(new_id)
     assert again is not None and again.run_at == t1 + SEC + 2 * SEC
+
+
+def test_a_job_stored_before_ld1_replays_with_its_current_lost_delay(
+    make_storage: Factory,
+) -> None:
+    s = make_storage()
+    job_id = enqueue_one(s, max_attempts=2, lost_delay_ms=2 * SEC)
+    # an item written by an older version has no ld1 attribute
+    s.ddb.update_item(TableName=s.table, Key=s.keys.job(job_id), UpdateExpression="REMOVE ld1")
+    first = claim_one(s, now=T0)
+    s.finish([retry_end(first.ref, 0, lost_delay_ms=7 * SEC)], now=T0 + SEC)
+    second = claim_one(s, now=T0 + SEC)
+    s.finish([dead_end(second.ref)], now=T0 + 2 * SEC)
+    dead = s.get_job(job_id)
+    assert dead is not None and dead.dead_id is not None
+    t1 = T0 + 100 * SEC
+    new_id = s.retry_dead(dead.dead_id, now=t1)
+    claim_one(s, now=t1, lease_ms=SEC)
+    [reaped] = s.reap(now=t1 + SEC)
+    assert reaped.state is JobState.QUEUED
+    again = s.get_job(new_id)
+    assert again is not None and again.run_at == t1 + SEC + 7 * SEC
