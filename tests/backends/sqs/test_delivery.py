@@ -36,9 +36,7 @@ def test_duplicate_delivery_records_one_attempt(make_storage: Factory) -> None:
     assert first.claim("w1", ["default"], 1, 30_000) == []
     assert first.finish([_complete(got.ref)]) == [True]
     attempts = first.list_attempts("j1")
-    assert [(a.number, a.outcome, a.worker_id) for a in attempts] == [
-        (1, Outcome.SUCCEEDED, "w1")
-    ]
+    assert [(a.number, a.outcome, a.worker_id) for a in attempts] == [(1, Outcome.SUCCEEDED, "w1")]
     rec = first.get_job("j1")
     assert rec is not None and rec.state is JobState.SUCCEEDED and rec.attempts == 1
 
@@ -50,7 +48,7 @@ def test_redelivered_hint_of_a_finished_job_is_deleted(make_storage: Factory) ->
     assert s.finish([_complete(got.ref)]) == [True]
     # the hint was never received; it is now stale: a receive deletes it, no wake-up
     assert s.wait_for_jobs(["default"], 2.0) is False
-    url = s._queue_url("default")
+    url = s.delivery.queue_url("default")
     time.sleep(1.2)
     left = s.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", [])
     assert left == []

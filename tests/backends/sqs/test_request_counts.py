@@ -38,16 +38,12 @@ def _by_service(c: Counter[str]) -> tuple[int, int]:
 
 
 def _jobs(n: int, tag: str) -> list[NewJob]:
-    return [
-        NewJob(id=f"{tag}{i}", task_name="t", queue="default", payload=b"{}") for i in range(n)
-    ]
+    return [NewJob(id=f"{tag}{i}", task_name="t", queue="default", payload=b"{}") for i in range(n)]
 
 
 def _ends(claimed: list[Any]) -> list[AttemptEnd]:
     return [
-        AttemptEnd(
-            ref=c.ref, outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE)
-        )
+        AttemptEnd(ref=c.ref, outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE))
         for c in claimed
     ]
 

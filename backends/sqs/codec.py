@@ -1,0 +1,479 @@
+"""DynamoDB items of the SQS backend <-> queue-core records. Pure: no requests, no clock.
+
+Item attribute names are short because every byte of an item is paid for on every read
+and write. This is the one legend of them (also in ``docs/backends/sqs.md``); the item
+families and indexes are described in :mod:`backends.sqs.tables`.
+
+Job item (``pk = P J#<id>``, ``sk = J``; ``P`` is the key prefix ``"<prefix>#"``):
+
+========  ===================================================================
+name      meaning
+========  ===================================================================
+``id``    job id
+``task``  task name
+``q``     queue name
+``pl``    payload (bytes), inline when at most 256 KB
+``plc``   number of payload chunk items (``sk = P#0000`` …) when larger
+``pr``    priority (higher runs first)
+``enq``   enqueued at (epoch ms)
+``seq``   enqueue sequence (FIFO tie-break within a priority and ready time)
+``ma``    max attempts
+``ld``    lost delay: retry delay when the *next* reap requeues the job (moves on
+          with each retry that sets ``lost_delay_ms``)
+``ld1``   the lost delay given at enqueue (what a dead-letter entry carries)
+``to``    attempt timeout (ms) or absent
+``hbms``  heartbeat bound (ms), ``0`` = heartbeats not required
+``s2s``   schedule-to-start bound (ms) or absent
+``ck``    concurrency key; ``cl`` its limit; ``cs`` ``True`` = ``skip`` behaviour
+``opt``   core-owned options (JSON text)
+``rof``   replay of: the dead-letter id this job replays
+``st``    state (``queued``, ``running``, ``succeeded``, ``dead``, …)
+``rsn``   job reason (``fatal``, ``retries_exhausted``, ``cancelled``, …)
+``ra``    ready at (epoch ms)
+``att``   attempts started so far
+``tok``   lease token of the running attempt (fencing)
+``wk``    worker id of the latest attempt
+``sa``    started at (latest attempt); ``fa`` finished at
+``le``    lease expires at; ``dl`` attempt deadline
+``cxl``   cancel requested (``True``)
+``res``   result (bytes); ``err`` last error map (``ec``, ``et``, ``msg``, ``tb``)
+``did``   dead-letter entry id once dead
+``v``     version, incremented by every update (conditional writes compare it)
+``ttl``   DynamoDB TTL (epoch seconds) of a finished job
+========  ===================================================================
+
+Index keys (sparse; present only while the job is in that index): ``rq``/``rk`` ready
+queue and claim order, ``dp``/``dx`` due partition and time (``P P`` parked, ``P S``
+schedule-to-start, ``P R`` running by lease, ``P F`` finished), ``tp``/``tx`` attempt
+deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix.
+
+Attempt item (``sk = A#00001`` …): ``n`` number, ``wk``, ``sa``, ``fa``, ``oc`` outcome,
+``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``.
+
+Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
+``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),
+``dead_at``, ``rof``, ``spec`` (the job as enqueued: ``pr``, ``ma``, ``ld``, ``to``,
+``hbms``, ``s2s``, ``ck``, ``cl``, ``cs``, ``opt``, ``rof``), index keys ``lp``/``ltp``/
+``lx``.
+
+Concurrency counter (``pk = P C#<key>``, ``sk = C``): ``run`` running, ``act`` queued +
+running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queue_core.errors import StorageError
+from queue_core.model import (
+    AttemptRecord,
+    ClaimedJob,
+    DeadJob,
+    ErrorInfo,
+    JobRecord,
+    JobState,
+    NewJob,
+    Outcome,
+    dt_from_ms,
+)
+
+__all__ = [
+    "CHUNK",
+    "INLINE",
+    "Item",
+    "Keys",
+    "attempt_record",
+    "chunk_count",
+    "claimed_job",
+    "dead_entry",
+    "dead_job",
+    "decode_item",
+    "enc",
+    "encode_item",
+    "enqueued_spec",
+    "error_map",
+    "job_record",
+    "new_item",
+    "spec_from_dead",
+    "vals",
+]
+
+Item = dict[str, Any]
+INLINE = 256 * 1024  # payloads above this live in chunk items (400 KB item limit)
+CHUNK = 300 * 1024
+_PRIO_BIAS = 1 << 40
+RUNNING_ONLY = ("rq", "rk", "tp", "hp", "tok", "le")
+"""Attributes a job loses when it stops running (index keys and lease)."""
+
+
+# --------------------------------------------------------------------------- attribute values
+
+
+def enc(v: Any) -> dict[str, Any]:
+    """A Python value as a DynamoDB attribute value."""
+    if v is None:
+        return {"NULL": True}
+    if isinstance(v, bool):
+        return {"BOOL": v}
+    if isinstance(v, int):
+        return {"N": str(v)}
+    if isinstance(v, str):
+        return {"S": v}
+    if isinstance(v, (bytes, bytearray)):
+        return {"B": bytes(v)}
+    if isinstance(v, dict):
+        return {"M": {k: enc(x) for k, x in v.items()}}
+    if isinstance(v, (list, tuple)):
+        return {"L": [enc(x) for x in v]}
+    raise TypeError(f"cannot store {type(v).__name__}")
+
+
+def dec(a: dict[str, Any]) -> Any:
+    """A DynamoDB attribute value as a Python value."""
+    ((t, v),) = a.items()
+    if t == "N":
+        return int(v)
+    if t in ("S", "BOOL"):
+        return v
+    if t == "B":
+        return bytes(v)
+    if t == "NULL":
+        return None
+    if t == "M":
+        return {k: dec(x) for k, x in v.items()}
+    if t == "L":
+        return [dec(x) for x in v]
+    raise StorageError(f"sqs backend: unexpected attribute type {t!r}")
+
+
+def encode_item(item: Item) -> dict[str, Any]:
+    """An item for DynamoDB (``None`` attributes are left out)."""
+    return {k: enc(v) for k, v in item.items() if v is not None}
+
+
+def decode_item(raw: dict[str, Any]) -> Item:
+    return {k: dec(v) for k, v in raw.items()}
+
+
+def vals(**values: Any) -> dict[str, Any]:
+    """``ExpressionAttributeValues`` from keywords: ``vals(q="x")`` -> ``{":q": …}``."""
+    return {f":{k}": enc(v) for k, v in values.items()}
+
+
+def chunk_count(payload: bytes) -> int | None:
+    """How many chunk items a payload needs, or ``None`` when it sits inline."""
+    return len(range(0, len(payload), CHUNK)) if len(payload) > INLINE else None
+
+
+# --------------------------------------------------------------------------- keys
+
+
+class Keys:
+    """Primary keys and index partitions of one prefix (``"<prefix>#"``)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.p = f"{prefix}#"
+
+    def job_pk(self, job_id: str) -> str:
+        return f"{self.p}J#{job_id}"
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return {"pk": {"S": self.job_pk(job_id)}, "sk": {"S": "J"}}
+
+    def attempt(self, job_id: str, n: int) -> dict[str, Any]:
+        return {"pk": {"S": self.job_pk(job_id)}, "sk": {"S": f"A#{n:05d}"}}
+
+    def dead(self, dead_id: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{self.p}D#{dead_id}"}, "sk": {"S": "D"}}
+
+    def counter(self, key: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{self.p}C#{key}"}, "sk": {"S": "C"}}
+
+    @staticmethod
+    def chunks(pk: str, count: int | None) -> list[dict[str, Any]]:
+        return [{"pk": {"S": pk}, "sk": {"S": f"P#{i:04d}"}} for i in range(count or 0)]
+
+    def ready(self, queue: str) -> str:
+        return f"{self.p}Q#{queue}"
+
+    def dead_partition(self, task_name: str | None) -> tuple[str, str, str]:
+        """(index, key attribute, partition) of the dead letters, of one task or all."""
+        if task_name is None:
+            return "dead", "lp", f"{self.p}DL"
+        return "deadtask", "ltp", f"{self.p}DT#{task_name}"
+
+    # partitions of the ``due`` index
+    @property
+    def parked(self) -> str:
+        return f"{self.p}P"
+
+    @property
+    def s2s(self) -> str:
+        return f"{self.p}S"
+
+    @property
+    def running(self) -> str:
+        return f"{self.p}R"
+
+    @property
+    def finished(self) -> str:
+        return f"{self.p}F"
+
+    def queued_fields(self, item: Item, ready_at: int, now: int) -> tuple[Item, list[str]]:
+        """SET values and REMOVE names placing a queued job in the right indexes."""
+        sets: Item = {"st": JobState.QUEUED.value, "ra": ready_at}
+        removes = ["tp", "hp", "tok", "le"]
+        if ready_at <= now:
+            sets["rq"] = self.ready(item["q"])
+            sets["rk"] = f"{_PRIO_BIAS - item['pr']:014d}#{ready_at:016d}#{item['seq']:020d}"
+            if item.get("s2s") is not None:
+                sets["dp"], sets["dx"] = self.s2s, ready_at + item["s2s"]
+            else:
+                removes += ["dp", "dx"]
+        else:
+            sets["dp"], sets["dx"] = self.parked, ready_at
+            removes += ["rq", "rk"]
+        return sets, removes
+
+    def finished_fields(self, state: JobState, now: int, ttl: int) -> tuple[Item, list[str]]:
+        """SET values and REMOVE names of a job that ends in ``state`` at ``now``."""
+        sets: Item = {"st": state.value, "fa": now, "dp": self.finished, "dx": now, "ttl": ttl}
+        return sets, list(RUNNING_ONLY)
+
+    def running_fields(
+        self, item: Item, worker_id: str, token: str, now: int, lease_ms: int
+    ) -> Item:
+        """SET values (``None`` = REMOVE) that start the next attempt of ``item``."""
+        sets: Item = {
+            "st": JobState.RUNNING.value,
+            "att": item["att"] + 1,
+            "tok": token,
+            "wk": worker_id,
+            "sa": now,
+            "le": now + lease_ms,
+            "dp": self.running,
+            "dx": now + lease_ms,
+            "rsn": None,
+            "dl": None,
+        }
+        if item.get("to") is not None:
+            sets["tp"] = f"{self.p}T"
+            sets["tx"] = sets["dl"] = now + item["to"]
+        if item.get("hbms"):
+            sets["hp"], sets["hx"] = f"{self.p}H", now + item["hbms"]
+        return sets
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def new_item(keys: Keys, spec: NewJob, now: int, seq: int) -> Item:
+    """The job item for ``spec``, enqueued at ``now`` with sequence ``seq``."""
+    ready_at = (spec.run_at if spec.run_at is not None else now) + spec.delay_ms
+    chunks = chunk_count(spec.payload)
+    item: Item = {
+        "pk": keys.job_pk(spec.id),
+        "sk": "J",
+        "id": spec.id,
+        "task": spec.task_name,
+        "q": spec.queue,
+        "pl": None if chunks else spec.payload,
+        "plc": chunks,
+        "enq": now,
+        "seq": seq,
+        **_spec_attrs(spec),
+        "ld1": spec.lost_delay_ms,
+        "att": 0,
+        "v": 1,
+        "ap": keys.p,
+    }
+    sets, _ = keys.queued_fields(item, ready_at, now)
+    item.update(sets)
+    return item
+
+
+def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> NewJob:
+    """A job spec from stored spec attributes (a job item or a dead entry's ``spec`` map);
+    ``names`` holds ``task``, ``q`` and ``rof``."""
+    return NewJob(
+        id=job_id,
+        task_name=names["task"],
+        queue=names["q"],
+        payload=payload,
+        priority=attrs.get("pr", 0),
+        max_attempts=attrs.get("ma", 1),
+        lost_delay_ms=attrs.get("ld", 0),
+        timeout_ms=attrs.get("to"),
+        heartbeat_ms=attrs.get("hbms") or None,
+        schedule_to_start_ms=attrs.get("s2s"),
+        concurrency_key=attrs.get("ck"),
+        concurrency_limit=attrs.get("cl"),
+        concurrency_skip=bool(attrs.get("cs", False)),
+        options=attrs.get("opt"),
+        replay_of=names.get("rof"),
+    )
+
+
+def enqueued_spec(job: Item, payload: bytes) -> NewJob:
+    """The job as it was enqueued: its spec with the attempt-1 lost delay (``ld1``; items
+    written before ``ld1`` existed fall back to the current ``ld``)."""
+    attrs = {**job, "ld": job.get("ld1", job.get("ld", 0))}
+    return _spec_from_attrs(attrs, job, job["id"], payload)
+
+
+def spec_from_dead(d: Item, payload: bytes) -> NewJob:
+    """The job spec a dead-letter entry carries (what ``retry_dead`` replays)."""
+    return _spec_from_attrs(d.get("spec", {}), d, d["job"], payload)
+
+
+def _spec_attrs(spec: NewJob) -> Item:
+    """The stored spec attributes of ``spec`` (a job item's, a dead entry's ``spec``)."""
+    attrs: Item = {
+        "pr": spec.priority,
+        "ma": spec.max_attempts,
+        "ld": spec.lost_delay_ms,
+        "to": spec.timeout_ms,
+        "hbms": spec.heartbeat_ms or 0,
+        "s2s": spec.schedule_to_start_ms,
+        "ck": spec.concurrency_key,
+        "cl": spec.concurrency_limit,
+        "cs": spec.concurrency_skip,
+        "opt": spec.options,
+        "rof": spec.replay_of,
+    }
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
+def error_map(error: ErrorInfo) -> Item:
+    """The ``err`` map of a job item (also the error fields of an attempt item)."""
+    err = {
+        "ec": error.error_class,
+        "et": error.error_type,
+        "msg": error.message,
+        "tb": error.traceback,
+    }
+    return {k: v for k, v in err.items() if v is not None}
+
+
+def dead_entry(
+    keys: Keys,
+    job: Item,
+    payload: bytes,
+    *,
+    dead_id: str,
+    reason: str,
+    error: ErrorInfo | None,
+    attempts: list[Item],
+    now: int,
+) -> Item:
+    """The dead-letter entry of ``job`` (its payload stored as ``chunk_count`` says)."""
+    chunks = chunk_count(payload)
+    return {
+        "pk": f"{keys.p}D#{dead_id}",
+        "sk": "D",
+        "id": dead_id,
+        "job": job["id"],
+        "task": job["task"],
+        "q": job["q"],
+        "pl": None if chunks else payload,
+        "plc": chunks,
+        "error": error.message if error else None,
+        "ec": error.error_class if error else None,
+        "rsn": reason,
+        "atts": [{k: v for k, v in a.items() if k not in ("pk", "sk", "v")} for a in attempts],
+        "dead_at": now,
+        "rof": job.get("rof"),
+        "spec": _spec_attrs(enqueued_spec(job, payload)),
+        "lp": f"{keys.p}DL",
+        "ltp": f"{keys.p}DT#{job['task']}",
+        "lx": f"{now:016d}#{dead_id}",
+    }
+
+
+# --------------------------------------------------------------------------- records
+
+
+def attempt_record(a: Item) -> AttemptRecord:
+    oc = a.get("oc")
+    return AttemptRecord(
+        number=a["n"],
+        outcome=Outcome(oc) if oc else None,
+        reason=a.get("rsn"),
+        error_class=a.get("ec"),
+        error_type=a.get("et"),
+        message=a.get("msg"),
+        traceback=a.get("tb"),
+        worker_id=a.get("wk"),
+        started_at=dt_from_ms(a.get("sa")),
+        finished_at=dt_from_ms(a.get("fa")),
+        mode=a.get("mode"),
+    )
+
+
+def job_record(item: Item, payload: bytes) -> JobRecord:
+    err = item.get("err")
+    return JobRecord(
+        id=item["id"],
+        task_name=item["task"],
+        queue=item["q"],
+        state=JobState(item["st"]),
+        reason=item.get("rsn"),
+        payload=payload,
+        result=item.get("res"),
+        error=ErrorInfo(
+            error_class=err.get("ec", ""),
+            error_type=err.get("et", ""),
+            message=err.get("msg", ""),
+            traceback=err.get("tb"),
+        )
+        if err
+        else None,
+        attempts=item.get("att", 0),
+        max_attempts=item["ma"],
+        priority=item["pr"],
+        enqueued_at=item["enq"],
+        run_at=item["ra"],
+        started_at=item.get("sa"),
+        finished_at=item.get("fa"),
+        options=item.get("opt"),
+        replay_of=item.get("rof"),
+        dead_id=item.get("did"),
+        cancel_requested=bool(item.get("cxl", False)),
+    )
+
+
+def dead_job(d: Item, payload: bytes) -> DeadJob:
+    return DeadJob.build(
+        id=d["id"],
+        job_id=d["job"],
+        task_name=d["task"],
+        queue=d["q"],
+        payload=payload,
+        error=d.get("error"),
+        error_class=d.get("ec"),
+        reason=d["rsn"],
+        attempts=[attempt_record(a) for a in d.get("atts", [])],
+        dead_at_ms=d["dead_at"],
+        replay_of=d.get("rof"),
+    )
+
+
+def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
+    return ClaimedJob(
+        id=it["id"],
+        task_name=it["task"],
+        queue=it["q"],
+        payload=payload,
+        attempt=it["att"],
+        lease_token=token,
+        lease_expires_at=it["le"],
+        deadline=it.get("dl"),
+        max_attempts=it["ma"],
+        priority=it["pr"],
+        timeout_ms=it.get("to"),
+        heartbeat_ms=it.get("hbms") or None,
+        options=it.get("opt"),
+        enqueued_at=it["enq"],
+        replay_of=it.get("rof"),
+        started_at=now,
+    )
