@@ -216,7 +216,7 @@ def worker(
     if shutdown_grace is not None:  # validated before APP is imported
         from queue_core.durations import parse_duration
 
-        grace = parse_duration(_duration_arg(shutdown_grace), field="--shutdown-grace")
+        grace = parse_duration(shutdown_grace, field="--shutdown-grace")
     queue = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     if queues is not None and not names:
