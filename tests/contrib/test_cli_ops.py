@@ -109,12 +109,16 @@ class _NoScan:
         return getattr(self._inner, name)
 
 
-def test_jobs_list_names_the_missing_ability(run, app: App, monkeypatch: pytest.MonkeyPatch):
+def test_jobs_list_names_the_missing_ability(run, app: App):
     app.queue.enqueue("app.add", args=(1,))
-    storage = _NoScan(Queue(app.url).storage())
+    inner = Queue(app.url)
+    storage = _NoScan(inner.storage())
     assert not isinstance(storage, SupportsJobScan)
     app.module.noscan = Queue(storage=storage)
-    result = run("jobs", "list", "--app", f"{app.module_name}:noscan")
+    try:
+        result = run("jobs", "list", "--app", f"{app.module_name}:noscan")
+    finally:
+        inner.close()
     assert result.exit_code == 1
     assert "lacks the optional SupportsJobScan ability (a list_jobs method)" in result.stderr
     assert result.stdout == ""
