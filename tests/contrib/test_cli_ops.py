@@ -362,3 +362,58 @@ def test_worker_shutdown_grace_reaches_the_worker(
     assert bad.exit_code == 2
     assert "--shutdown-grace" in bad.stderr and "'0'" in bad.stderr
     assert len(seen) == 3
+
+
+# --------------------------------------------------------------------------- every backend
+
+
+@pytest.mark.parametrize("url_fixture", ["postgres_url", "redis_url", "sqs_url"])
+def test_ops_commands_on_every_server_backend(
+    run, url_fixture: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+):
+    from queue_core import TaskError
+
+    url = request.getfixturevalue(url_fixture)
+    q = Queue(url)
+    try:
+        @q.task(name="ops.ok")
+        def ok(n: int) -> int:
+            return n
+
+        @q.task(name="ops.boom")
+        def boom(n: int) -> None:
+            raise TaskError.fatal(f"boom {n}")
+
+        for i in range(5):
+            boom.delay(i)
+        done = ok.delay(1)
+        q.run_worker(burst=True, slots=2)
+        waiting = ok.delay(2)
+
+        listed = run("jobs", "list", "--task", "ops.boom", "--json", "--url", url)
+        assert listed.exit_code == 0, listed.stderr
+        assert [r["state"] for r in json.loads(listed.stdout)] == ["dead"] * 5
+        page = json.loads(run("jobs", "list", "--limit", "1", "--json", "--url", url).stdout)
+        assert [r["id"] for r in page] == [waiting.id]
+        assert json.loads(run("jobs", "list", "--state", "succeeded", "--json",
+                              "--url", url).stdout)[0]["result"] == 1
+
+        assert run("jobs", "cancel", waiting.id, "--url", url).exit_code == 0
+        assert q.job(waiting.id).status() is JobState.CANCELLED
+        assert run("jobs", "cancel", done.id, "--url", url).exit_code == 1
+
+        monkeypatch.setattr(bulk, "PAGE", 2)
+        retried = run("dlq", "retry", "--all", "--task", "ops.boom", "--yes", "--url", url)
+        assert retried.exit_code == 0, retried.stderr
+        assert "Retried 5 dead-letter entries" in retried.stdout
+        assert q.dead_letters() == []
+        q.run_worker(burst=True, slots=2)  # the replays die again: 5 new entries
+
+        monkeypatch.setattr(bulk, "CHUNK", 2)
+        monkeypatch.setattr(commands, "show_progress", lambda as_json: True)
+        purged = run("dlq", "purge", "--yes", "--url", url)
+        assert purged.exit_code == 0, purged.stderr
+        assert purged.stdout.strip() == "Purged 5 dead-letter entries."
+        assert q.dead_letters() == []
+    finally:
+        q.close()
