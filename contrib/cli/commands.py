@@ -20,15 +20,27 @@ import click
 
 import queue_core
 from contrib.cli.app import CliUsageError, StorageMissing, load_app, open_queue
+from contrib.cli.bulk import (
+    ConfirmationRefused,
+    confirm,
+    dead_entries,
+    job_info,
+    progress,
+    purge_in_chunks,
+    show_progress,
+)
 from contrib.cli.output import echo_json, kv_block, table
+from contrib.dashboard.data import scan_jobs
 from queue_core import (
     ConfigError,
+    JobState,
     NotFound,
     QueueCoreError,
     SerializationError,
     StorageError,
     StorageUnavailable,
 )
+from queue_core.model import ms_from_dt
 from queue_core.registry import mask_url
 
 __all__ = ["cli", "main"]
@@ -62,7 +74,7 @@ def _fail(exc: BaseException) -> NoReturn:
         message = message.replace(url, mask_url(url))
     if isinstance(exc, (ConfigError, SerializationError, CliUsageError)):
         raise CliUsage(message) from exc
-    if isinstance(exc, (NotFound, StorageMissing)):
+    if isinstance(exc, (NotFound, StorageMissing, ConfirmationRefused)):
         raise CliError(message) from exc
     if isinstance(exc, StorageUnavailable):
         raise CliError(f"storage unavailable: {message}") from exc
@@ -75,7 +87,7 @@ def _fail(exc: BaseException) -> NoReturn:
 def _translated() -> Iterator[None]:
     try:
         yield
-    except (QueueCoreError, CliUsageError, StorageMissing) as exc:
+    except (QueueCoreError, CliUsageError, StorageMissing, ConfirmationRefused) as exc:
         _fail(exc)
 
 
@@ -175,6 +187,9 @@ def _positive_float(
               help="Lease length in seconds (default: the Queue's lease).")
 @click.option("--reap-interval", type=float, default=5.0, show_default=True,
               callback=_positive_float, metavar="S", help="Seconds between reaper passes.")
+@click.option("--shutdown-grace", default=None, metavar="S",
+              help="On SIGTERM/SIGINT, how long running attempts may take to finish before "
+                   "they are released for retry (seconds or e.g. 30s, 2m; default 30).")
 @click.option("--isolation", type=click.Choice(["thread", "process"]), default=None,
               help="Default isolation for sync bodies of tasks that set none themselves "
                    "(default: thread).")
@@ -187,6 +202,7 @@ def worker(
     burst: bool,
     lease: float | None,
     reap_interval: float,
+    shutdown_grace: str | None,
     isolation: str | None,
     log_level: str,
 ) -> None:
@@ -194,8 +210,13 @@ def worker(
 
     The current directory is put on sys.path first, so `queue-core worker tasks:queue`
     finds ./tasks.py. SIGTERM or SIGINT stops the worker gracefully: it stops claiming,
-    lets running attempts finish within a grace period and releases the rest for retry.
+    lets running attempts finish within --shutdown-grace and releases the rest for retry.
     """
+    grace = None
+    if shutdown_grace is not None:  # validated before APP is imported
+        from queue_core.durations import parse_duration
+
+        grace = parse_duration(shutdown_grace, field="--shutdown-grace")
     queue = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     if queues is not None and not names:
@@ -207,6 +228,8 @@ def worker(
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     if isolation is not None:
         options["isolation"] = isolation
+    if grace is not None:
+        options["shutdown_grace"] = grace
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
 
 
@@ -358,18 +381,100 @@ def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> N
     click.echo(f"\nReplay it with: queue-core dlq retry {entry.id}")
 
 
+def _entries(n: int) -> str:
+    return f"{n} dead-letter entr{'y' if n == 1 else 'ies'}"
+
+
 @dlq.command("retry")
-@click.argument("dead_id")
-@click.option("--queue", "queue_name", default=None, help="Enqueue the replay on this queue.")
+@click.argument("dead_id", required=False)
+@click.option("--all", "retry_all", is_flag=True,
+              help="Replay every dead-letter entry (of --task) instead of one DEAD_ID.")
+@click.option("--task", "task_name", default=None, help="With --all: only entries of this task.")
+@click.option("--queue", "queue_name", default=None, help="Enqueue the replays on this queue.")
+@click.option("--yes", "-y", is_flag=True, help="With --all: do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the new jobs as JSON objects with 'id' and 'replay_of'.")
 @_storage_options
-def dlq_retry(dead_id: str, queue_name: str | None, app: str | None, url: str | None) -> None:
-    """Replay the dead-letter entry DEAD_ID with a fresh retry budget; print the new job id."""
+def dlq_retry(
+    dead_id: str | None,
+    retry_all: bool,
+    task_name: str | None,
+    queue_name: str | None,
+    yes: bool,
+    as_json: bool,
+    app: str | None,
+    url: str | None,
+) -> None:
+    """Replay the dead-letter entry DEAD_ID (or, with --all, every entry) as a new job
+    with a fresh retry budget; print the new job id."""
+    if retry_all == (dead_id is not None):
+        raise CliUsageError(
+            "dlq retry takes one DEAD_ID or --all (optionally with --task NAME), not "
+            + ("both" if retry_all else "neither")
+        )
+    if task_name is not None and not retry_all:
+        raise CliUsageError(f"--task {task_name!r} filters --all; it cannot be used with DEAD_ID")
     queue, where = _queue(app, url)
+    if dead_id is not None:
+        try:
+            new_id = queue.retry_dead(dead_id, queue=queue_name)
+        except NotFound as exc:
+            raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
+        if as_json:
+            echo_json({"id": new_id, "replay_of": dead_id})
+        else:
+            click.echo(new_id)
+        return
+    _retry_all(queue, where, task_name, queue_name, yes=yes, as_json=as_json)
+
+
+def _retry_all(
+    queue: queue_core.Queue,
+    where: str,
+    task_name: str | None,
+    queue_name: str | None,
+    *,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """``dlq retry --all``: replay the entries present when it starts, oldest first.
+
+    The entries are listed first (so the prompt can say how many, and replays that die
+    again while this runs are not replayed a second time), then retried one by one. An
+    entry gone meanwhile (retried or purged by someone else) is counted, not an error.
+    """
+    scope = f" of task {task_name!r}" if task_name else ""
+    ids = [e.id for e in reversed(dead_entries(queue, task_name))]
+    if not ids:
+        if as_json:
+            echo_json({"retried": [], "missing": []})
+        else:
+            click.echo(f"No dead-letter entries{scope} to retry ({where}).")
+        return
+    confirm(f"Retry {_entries(len(ids))}{scope} from {where}?", yes=yes)
+    retried: list[dict[str, str]] = []
+    missing: list[str] = []
     try:
-        new_id = queue.retry_dead(dead_id, queue=queue_name)
-    except NotFound as exc:
-        raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
-    click.echo(new_id)
+        with progress(show_progress(as_json), len(ids), "Retrying") as update:
+            for dead in ids:
+                try:
+                    retried.append({"id": queue.retry_dead(dead, queue=queue_name),
+                                    "replay_of": dead})
+                except NotFound:
+                    missing.append(dead)
+                update(1)
+    except QueueCoreError:
+        click.echo(
+            f"Stopped by an error after retrying {len(retried)} of {_entries(len(ids))} "
+            f"({len(missing)} already gone).",
+            err=True,
+        )
+        raise
+    if as_json:
+        echo_json({"retried": retried, "missing": missing})
+        return
+    gone = f" {len(missing)} were already gone (retried or purged meanwhile)." if missing else ""
+    click.echo(f"Retried {_entries(len(retried))}{scope} as new jobs.{gone}")
 
 
 def _parse_older_than(value: str | None) -> float | None:
@@ -392,15 +497,32 @@ def dlq_purge(
     """Delete dead-letter entries (all, or of one task, or older than DURATION)."""
     seconds = _parse_older_than(older_than)  # validate before asking anything
     queue, where = _queue(app, url)
-    scope = "every dead-letter entry"
+    scope = ""
     if task_name:
         scope += f" of task {task_name!r}"
     if older_than:
         scope += f" dead for at least {older_than}"
-    if not yes:
-        click.confirm(f"Delete {scope} from {where}?", abort=True, err=True)
-    removed = queue.purge_dead(task_name=task_name, older_than=seconds)
-    click.echo(f"Purged {removed} dead-letter entr{'y' if removed == 1 else 'ies'}.")
+    bar = show_progress(False)
+    if yes and not bar:  # nobody to ask or show progress to: one purge_dead call
+        removed = queue.purge_dead(task_name=task_name, older_than=seconds)
+        click.echo(f"Purged {_entries(removed)}.")
+        return
+    # Count first: the prompt says how many, and the bar needs a length.
+    before = None if seconds is None else queue.clock.now_ms() - round(seconds * 1000)
+    matching = [
+        e for e in dead_entries(queue, task_name)
+        if before is None or ms_from_dt(e.dead_at) <= before
+    ]
+    if not matching:
+        click.echo(f"No dead-letter entries{scope} to purge ({where}).")
+        return
+    confirm(f"Delete {_entries(len(matching))}{scope} from {where}?", yes=yes)
+    if bar:
+        with progress(bar, len(matching), "Purging") as update:
+            removed = purge_in_chunks(queue, task_name, before, matching, update)
+    else:
+        removed = queue.storage().purge_dead(task_name, before)
+    click.echo(f"Purged {_entries(removed)}.")
 
 
 # --------------------------------------------------------------------------- stats / jobs
@@ -474,6 +596,122 @@ def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> N
     if attempts:
         click.echo(f"\nAttempts ({len(attempts)}):")
         click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
+
+
+_STATES = [state.value for state in JobState]
+
+_SCAN_LIMIT = 5000
+"""Default bound of the client-side scan behind ``jobs list --task``."""
+
+
+@jobs.command("list")
+@click.option("--state", type=click.Choice(_STATES), default=None, help="Only jobs in this state.")
+@click.option("--queue", "queue_name", default=None, metavar="Q", help="Only jobs of this queue.")
+@click.option("--task", "task_name", default=None, metavar="T", help="Only jobs of this task.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--scan-limit", type=click.IntRange(min=1), default=_SCAN_LIMIT, show_default=True,
+              help="With --task: read at most this many jobs to find the page (the storage "
+                   "cannot filter by task, so the CLI does).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of JobInfo objects.")
+@_storage_options
+def jobs_list(
+    state: str | None,
+    queue_name: str | None,
+    task_name: str | None,
+    limit: int,
+    offset: int,
+    scan_limit: int,
+    as_json: bool,
+    app: str | None,
+    url: str | None,
+) -> None:
+    """List jobs, newest first, one page at a time (needs a storage with the
+    SupportsJobScan ability; every built-in backend has it)."""
+    queue, where = _queue(app, url)
+    page = scan_jobs(
+        queue.storage(),
+        state=JobState(state) if state else None,
+        queue=queue_name,
+        task=task_name,
+        limit=limit,
+        offset=offset,
+        max_scan=scan_limit,
+    )
+    if page is None:
+        raise CliError(
+            f"storage {where} cannot list jobs: it lacks the optional SupportsJobScan ability "
+            f"(a list_jobs method); `queue-core jobs show ID` and `stats` work on any storage"
+        )
+    infos = [job_info(queue, record) for record in page.jobs]
+    note = None
+    if task_name:
+        note = (
+            f"Filtered by task here: the storage's list_jobs cannot filter by task, so the CLI "
+            f"read {page.scanned} job{'' if page.scanned == 1 else 's'} (newest first)"
+        )
+        if page.truncated:
+            note += (
+                f" and stopped at --scan-limit {scan_limit}: older jobs of task "
+                f"{task_name!r} may exist (raise --scan-limit to look further)."
+            )
+        else:
+            note += "."
+    if as_json:
+        echo_json([info.to_dict() for info in infos])
+        if note:
+            click.echo(note, err=True)
+        return
+    filters = [f"{k} {v!r}" for k, v in
+               (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+    if not infos:
+        scope = f" ({', '.join(filters)})" if filters else ""
+        click.echo(f"No jobs{scope} at offset {offset} ({where}).")
+    else:
+        click.echo(table(
+            ("id", "task_name", "queue", "state", "reason", "attempts", "priority",
+             "enqueued_at", "finished_at"),
+            [[i.id, i.task_name, i.queue, i.state, i.reason, f"{i.attempts}/{i.max_attempts}",
+              i.priority, i.enqueued_at, i.finished_at] for i in infos],
+        ))
+        shown = f"Jobs {offset + 1}-{offset + len(infos)}"
+        if page.has_next:
+            nxt = ["queue-core", "jobs", "list", f"--offset {offset + limit}", f"--limit {limit}"]
+            nxt += [f"--{k} {v}" for k, v in
+                    (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+            click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+        else:
+            click.echo(f"\n{shown}; no more jobs.")
+    if note:
+        click.echo(f"\n{note}")
+
+
+@jobs.command("cancel")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the job's id, state and cancel_requested as a JSON object.")
+@_storage_options
+def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
+    """Cancel a job: a queued job ends cancelled at once; a running one is asked to stop
+    (its worker stops it and records the end). Exit 1 for an unknown id or a job that
+    had already finished otherwise."""
+    queue, where = _queue(app, url)
+    try:
+        state = queue.cancel(job_id)
+    except NotFound as exc:
+        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+    requested = state is JobState.RUNNING
+    if as_json:
+        echo_json({"id": job_id, "state": state.value, "cancel_requested": requested})
+    elif state is JobState.CANCELLED:
+        click.echo(f"Job {job_id} is cancelled.")
+    elif requested:
+        click.echo(
+            f"Job {job_id} is running: cancel requested; its worker stops it and records "
+            f"the end (state stays running until then)."
+        )
+    if state is not JobState.CANCELLED and not requested:
+        raise CliError(f"job {job_id!r} had already finished ({state.value}): nothing to cancel")
 
 
 @cli.command()

@@ -152,7 +152,10 @@ def test_dlq_retry_replays_with_a_fresh_budget(run, populated: Populated):
     assert entry.id in again.stderr
 
 
-def test_dlq_purge_asks_first(run, populated: Populated):
+def test_dlq_purge_asks_first(run, populated: Populated, monkeypatch):
+    import contrib.cli.bulk
+
+    monkeypatch.setattr(contrib.cli.bulk, "stdin_is_interactive", lambda: True)  # a terminal
     url = populated.app.url
     declined = run("dlq", "purge", "--task", "app.explode", "--url", url, input="n\n")
     assert declined.exit_code == 1

@@ -20,6 +20,10 @@ READ_ONLY = [
     ["dlq", "show", "some-dead-id"],
     ["dlq", "retry", "some-dead-id"],
     ["dlq", "purge", "--yes"],
+    ["jobs", "list"],
+    ["jobs", "list", "--task", "t", "--json"],
+    ["jobs", "cancel", "some-job-id"],
+    ["dlq", "retry", "--all", "--yes"],
 ]
 
 
