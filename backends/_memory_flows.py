@@ -61,6 +61,15 @@ class _Step:
     job_id: str | None = None
     result: bytes | None = None
     """A succeeded step's result, kept with the step (its job may be pruned first)."""
+    seen: StepView = field(init=False)
+    """The step as the decisions see it (kept in step with ``state``: views are cheap)."""
+
+    def __post_init__(self) -> None:
+        self.seen = StepView(self.id, self.state, self.deps)
+
+    def set(self, state: StepState, reason: str | None) -> None:
+        self.state, self.reason = state, reason
+        self.seen = StepView(self.id, state, self.deps)
 
 
 @dataclass(slots=True)
@@ -84,7 +93,7 @@ class _Execution:
     def view(self) -> ExecutionView:
         return ExecutionView(
             state=self.state,
-            steps=tuple(StepView(s.id, s.state, s.deps) for s in self.steps),
+            steps=tuple(s.seen for s in self.steps),
             max_parallel=self.new.max_parallel,
             timeout_ms=self.new.timeout_ms,
             deadline_at=self.deadline_at,
@@ -146,7 +155,7 @@ class FlowBook:
         if admission.state is _E.SKIPPED:
             e.state, e.reason, e.finished_at = admission.state, admission.reason, t
             for s in steps:
-                s.state, s.reason = StepState.NOT_RUN, ExecutionReason.CONCURRENCY_LIMIT.value
+                s.set(StepState.NOT_RUN, ExecutionReason.CONCURRENCY_LIMIT.value)
             heapq.heappush(self._finished, (t, e.seq, e.id))
             return e.state
         if key is not None:
@@ -180,7 +189,7 @@ class FlowBook:
         e = self.executions.get(job.spec.execution_id or "")
         if e is not None and job.spec.step_id in e.by_id:
             step = e.by_id[job.spec.step_id]
-            step.state, step.reason = StepState.RUNNING, None
+            step.set(StepState.RUNNING, None)
 
     def reap_deadlines(self, t: int, limit: int) -> list[ReapedJob]:
         """Running executions whose deadline passed end ``timed_out`` (``advance``)."""
@@ -212,7 +221,7 @@ class FlowBook:
         for step_id, state in tr.ended:
             step = e.by_id[step_id]
             job = self._host._jobs.get(step.job_id or "")
-            step.state, step.reason = state, job.reason if job is not None else None
+            step.set(state, job.reason if job is not None else None)
         e.state, e.reason, e.failed_step, e.deadline_at = (
             tr.state,
             tr.reason,
@@ -241,7 +250,7 @@ class FlowBook:
         return [r for r in reaped if r is not None]
 
     def _time_out(self, step: _Step, t: int) -> ReapedJob | None:
-        step.state, step.reason = StepState.TIMED_OUT, Reason.FLOW_TIMEOUT.value
+        step.set(StepState.TIMED_OUT, Reason.FLOW_TIMEOUT.value)
         job = self._host._jobs.get(step.job_id or "")
         if job is None or job.state is not JobState.RUNNING:
             return None
@@ -258,13 +267,13 @@ class FlowBook:
         )
 
     def _not_run(self, step: _Step, reason: ExecutionReason | None, t: int) -> None:
-        step.state, step.reason = StepState.NOT_RUN, reason.value if reason else None
+        step.set(StepState.NOT_RUN, reason.value if reason else None)
         job = self._host._jobs.get(step.job_id or "")
         if job is not None and job.state is JobState.QUEUED:
             self._host._end(job, JobState.CANCELLED, Reason.NOT_RUN.value, t)
 
     def _release(self, e: _Execution, step: _Step, t: int) -> None:
-        step.state, step.reason = StepState.QUEUED, None
+        step.set(StepState.QUEUED, None)
         step.job_id = step_job_id(e.id, step.idx)
         spec = replace(e.new.jobs[step.idx], flow_deadline_at=e.deadline_at)
         self._host._add_job(spec, t)

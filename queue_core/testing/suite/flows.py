@@ -155,6 +155,25 @@ class FlowStartContract(ContractBase):
         assert list(join) == ["join"]
         assert claim_steps(storage, T0 + 3) == {}
 
+    def test_wide_fan_out_and_fan_in_release_each_step_once(self, storage: Storage) -> None:
+        flows = flows_of(storage)
+        width = 500
+        graph: dict[str, list[str]] = {"root": []}
+        graph.update({f"s{i}": ["root"] for i in range(width)})
+        graph["join"] = [f"s{i}" for i in range(width)]
+        new = make_execution(make_spec(graph))
+        flows.start_execution(new, now=T0)
+        root = claim_steps(storage, T0 + 1)["root"]
+        storage.finish([complete_end(root.ref)], now=T0 + 2)
+        claimed = storage.claim("w", ["default"], 2 * width, LEASE, now=T0 + 3)
+        assert sorted(c.step_id or "" for c in claimed) == sorted(f"s{i}" for i in range(width))
+        ends = [complete_end(c.ref) for c in claimed]
+        assert storage.finish(ends[:-1], now=T0 + 4) == [True] * (width - 1)
+        assert states(flows, new.id)["join"] is _S.PENDING
+        storage.finish(ends[-1:], now=T0 + 5)
+        assert states(flows, new.id)["join"] is _S.QUEUED
+        assert list(claim_steps(storage, T0 + 6, limit=5)) == ["join"]
+
     def test_max_parallel_is_never_exceeded(self, storage: Storage) -> None:
         flows = flows_of(storage)
         new = make_execution(make_spec({f"s{i}": [] for i in range(6)}, max_parallel=2))
