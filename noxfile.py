@@ -8,13 +8,14 @@ fresh venv per run (``.ci/run``), and reinstalling everything per session would 
 CI time for no isolation we need. Set it up once::
 
     python -m venv .venv && . .venv/bin/activate
-    pip install -e ".[test,lint,docs,all]" nox
+    pip install -e ".[test,lint,docs,all,flows,dashboard]" nox
     nox -s tests            # what CI runs (bash .ci/run)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -29,6 +30,22 @@ PY = sys.executable
 
 nox.options.sessions = ["tests"]
 nox.options.error_on_missing_interpreters = True
+nox.options.default_venv_backend = "none"  # every session runs in the current environment
+
+
+class _NoUvProbeNoise(logging.Filter):
+    """Drop nox's "uv binary not found." line.
+
+    nox probes for uv before every session, even one with ``python=False`` that builds
+    no virtualenv, and logs the miss at INFO; no session here uses uv, so the line only
+    misleads (it reads like a missing dependency).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeNoise())
 
 PYTEST_EXIT_MESSAGES = {
     1: "some tests failed",
@@ -47,7 +64,8 @@ def _require_installed(session: nox.Session) -> None:
     except subprocess.CalledProcessError:
         session.error(
             f"{PY} cannot import queue_core and pytest: run nox from a venv where "
-            "`pip install -e '.[test,lint,docs,all]' nox` was done (sessions reuse it)"
+            "`pip install -e '.[test,lint,docs,all,flows,dashboard]' nox` was done "
+            "(sessions reuse it)"
         )
 
 

@@ -5,7 +5,11 @@
   module that exports it (``mkdocs build --strict``, also run by ``nox -s docs``, then
   checks that every directive renders);
 * every relative Markdown link in README.md and docs/**/*.md points at an existing file;
-* every CLI command appears in docs/guides/cli.md.
+* every CLI command appears in docs/guides/cli.md;
+* README.md links every guide (docs/guides/*.md) and every backend page (docs/backends/*.md).
+
+That every code block of README.md and docs/guides runs as written is checked by the
+test suite (tests/docs, run by ``nox -s tests``), not here: it needs the test servers.
 """
 
 from __future__ import annotations
@@ -77,6 +81,12 @@ def main() -> int:
             path = (page.parent / target.split("#", 1)[0]).resolve()
             if not path.exists():
                 problems.append(f"{page.relative_to(ROOT)}: broken link {target}")
+
+    readme = (ROOT / "README.md").read_text()
+    linked = {(ROOT / t.split("#", 1)[0]).resolve() for t in LINK.findall(readme)}
+    for page in sorted([*(DOCS / "guides").glob("*.md"), *(DOCS / "backends").glob("*.md")]):
+        if page.resolve() not in linked:
+            problems.append(f"README.md does not link {page.relative_to(ROOT)}")
 
     cli_doc = (DOCS / "guides" / "cli.md").read_text()
     commands: list[str] = []

@@ -102,12 +102,42 @@ def _parse_string(value: str, field: str) -> float:
     if _BARE_NUMBER.fullmatch(text):
         return float(text)
     if not _GO_DURATION.fullmatch(text):
-        raise _invalid(value, field)
+        raise _invalid(value, field, _unit_hint(text))
     total = 0.0
     for number, unit in _PART.findall(text):
         multiplier, divisor = _UNITS[unit]
         total += float(number) * multiplier / divisor
     return total
+
+
+_WORD_PART = re.compile(rf"({_NUMBER})\s*([^\d\s.]+)")
+_HOURS_PER = {"d": 24, "day": 24, "days": 24, "w": 168, "wk": 168, "week": 168, "weeks": 168}
+_SPELLED = {
+    "sec": "s", "secs": "s", "second": "s", "seconds": "s", "S": "s",
+    "min": "m", "mins": "m", "minute": "m", "minutes": "m", "M": "m",
+    "hr": "h", "hrs": "h", "hour": "h", "hours": "h", "H": "h",
+    "msec": "ms", "MS": "ms", "Ms": "ms",
+}
+_UNIT_LIST = "ns, us, ms, s, m, h"
+
+
+def _unit_hint(text: str) -> str:
+    """Why a string is not a duration, when it is a number with an unknown unit.
+
+    ``"1d"`` -> ``'d' is not a unit: write 1d as '24h'``; ``"5 min"`` -> ``... '5m'``.
+    """
+    for number, unit in _WORD_PART.findall(text):
+        if unit in _UNITS:
+            continue
+        if unit.lower() in _HOURS_PER:
+            hours = float(number) * _HOURS_PER[unit.lower()]
+            use = f"{hours:g}h"
+        elif unit in _SPELLED or unit.lower() in _SPELLED:
+            use = f"{number}{_SPELLED.get(unit, _SPELLED.get(unit.lower()))}"
+        else:
+            return f"{unit!r} is not a unit; units are {_UNIT_LIST}"
+        return f"{unit!r} is not a unit: write {number}{unit} as {use!r}; units are {_UNIT_LIST}"
+    return ""
 
 
 def parse_optional_duration(

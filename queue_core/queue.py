@@ -8,21 +8,25 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Final, TypeVar, overload
 
+from typing_extensions import Unpack
+
 from queue_core.clock import Clock, SystemClock
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
+from queue_core.handle import JobHandle
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
 from queue_core.policy import RetryPolicy
 from queue_core.registry import mask_url, open_storage, resolve_url
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
-    UNSET,
-    JobHandle,
+    CallOptions,
     Task,
+    TaskOptions,
     build_spec,
     check_name,
     check_timeout,
+    default_task_name,
 )
 
 __all__ = ["Queue"]
@@ -119,31 +123,7 @@ class Queue:
 
     @overload
     def task(
-        self,
-        func: None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: Any = UNSET,
-        max_retries: Any = UNSET,
-        max_attempts: Any = UNSET,
-        retry_backoff: Any = UNSET,
-        retry_backoff_kind: Any = UNSET,
-        retry_coefficient: Any = UNSET,
-        retry_max_delay: Any = UNSET,
-        retry_jitter: Any = UNSET,
-        retry: Any = UNSET,
-        retry_on: Any = UNSET,
-        dont_retry_on: Any = UNSET,
-        non_retryable: Any = UNSET,
-        timeout: Any = UNSET,
-        heartbeat: Any = UNSET,
-        schedule_to_start: Any = UNSET,
-        concurrency: Any = UNSET,
-        isolation: Any = UNSET,
-        kill_grace: Any = UNSET,
-        dead_letter_replay: Any = UNSET,
-        priority: Any = UNSET,
+        self, func: None = None, /, *, name: str | None = None, **options: Unpack[TaskOptions]
     ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
 
     def task(
@@ -152,38 +132,21 @@ class Queue:
         /,
         *,
         name: str | None = None,
-        queue: Any = UNSET,
-        max_retries: Any = UNSET,
-        max_attempts: Any = UNSET,
-        retry_backoff: Any = UNSET,
-        retry_backoff_kind: Any = UNSET,
-        retry_coefficient: Any = UNSET,
-        retry_max_delay: Any = UNSET,
-        retry_jitter: Any = UNSET,
-        retry: Any = UNSET,
-        retry_on: Any = UNSET,
-        dont_retry_on: Any = UNSET,
-        non_retryable: Any = UNSET,
-        timeout: Any = UNSET,
-        heartbeat: Any = UNSET,
-        schedule_to_start: Any = UNSET,
-        concurrency: Any = UNSET,
-        isolation: Any = UNSET,
-        kill_grace: Any = UNSET,
-        dead_letter_replay: Any = UNSET,
-        priority: Any = UNSET,
+        **options: Unpack[TaskOptions],
     ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
         """Register a function as a task: ``@queue.task`` or ``@queue.task(...)``.
 
-        Every option of SPEC §2 is accepted and validated here; see
-        :meth:`Task.apply` for their meaning. ``name`` defaults to
-        ``module.qualname``.
+        Every option of SPEC §2 (:class:`~queue_core.task.TaskOptions`) is accepted and
+        validated here. ``name`` defaults to ``module.qualname``; a function declared in
+        a script run as ``python tasks.py`` is named after the module a worker imports
+        (``tasks.send_welcome_email``), not ``__main__``.
 
         Raises:
             ConfigError: a bad option value, conflicting options, or a name already
                 registered on this queue.
             TypeError: an unknown option.
         """
+        spec = build_spec(is_async=False, options=options)  # unknown options fail here
         if name is not None:
             check_name(name, "name")
 
@@ -192,30 +155,10 @@ class Queue:
                 raise TypeError(f"@queue.task expects a function, got {fn!r}")
             import inspect
 
-            spec = build_spec(
-                is_async=inspect.iscoroutinefunction(fn),
-                queue=queue,
-                max_retries=max_retries,
-                max_attempts=max_attempts,
-                retry_backoff=retry_backoff,
-                retry_backoff_kind=retry_backoff_kind,
-                retry_coefficient=retry_coefficient,
-                retry_max_delay=retry_max_delay,
-                retry_jitter=retry_jitter,
-                retry=retry,
-                retry_on=retry_on,
-                dont_retry_on=dont_retry_on,
-                non_retryable=non_retryable,
-                timeout=timeout,
-                heartbeat=heartbeat,
-                schedule_to_start=schedule_to_start,
-                concurrency=concurrency,
-                isolation=isolation,
-                kill_grace=kill_grace,
-                dead_letter_replay=dead_letter_replay,
-                priority=priority,
-            )
-            task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+            task_spec = spec
+            if inspect.iscoroutinefunction(fn):  # isolation='process' conflicts with async
+                task_spec = build_spec(is_async=True, options=options)
+            task_name = name or default_task_name(fn)
             with self._lock:
                 if task_name in self._tasks:
                     raise ConfigError(
@@ -225,7 +168,7 @@ class Queue:
                         field="name",
                         value=task_name,
                     )
-                task: Task[Any, Any] = Task(self, fn, name=task_name, spec=spec)
+                task: Task[Any, Any] = Task(self, fn, name=task_name, spec=task_spec)
                 self._tasks[task_name] = task
             return task
 
@@ -258,7 +201,7 @@ class Queue:
         task_name: str,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
-        **overrides: Any,
+        **overrides: Unpack[CallOptions],
     ) -> JobHandle:
         """Enqueue a job by task name (as the CLI does).
 

@@ -3,8 +3,11 @@
 Payloads and results cross the :class:`~queue_core.storage.Storage` protocol as opaque
 bytes. The default :class:`JsonSerializer` writes the payload envelope
 ``{"args":[...],"kwargs":{...}}`` (UTF-8), which dead-letter entries decode back into
-``args``/``kwargs`` (:func:`queue_core.model.decode_json_payload`). JSON turns tuples
-into lists. :class:`PickleSerializer` carries any picklable value but must be chosen
+``args``/``kwargs`` (:func:`queue_core.model.decode_json_payload`). It refuses what JSON
+would silently change -- dicts with non-string keys (``{1: "a"}`` would arrive as
+``{"1": "a"}``), NaN and infinities -- with a :class:`SerializationError` naming where
+the value is. Tuples arrive as lists (``(1, 2)`` -> ``[1, 2]``); that is the one change
+it makes. :class:`PickleSerializer` carries any picklable value but must be chosen
 explicitly (``Queue(serializer="pickle")``): unpickling runs code, so only use it with
 storage that only trusted producers can write to.
 """
@@ -12,6 +15,7 @@ storage that only trusted producers can write to.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol, runtime_checkable
@@ -80,7 +84,7 @@ def _make_encode() -> Callable[[Any], str]:
         return _ENCODER.encode
     c_encode = make(
         None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
-        False, False, True,
+        False, False, False,  # sort_keys, skipkeys, allow_nan: NaN/Infinity raise ValueError
     )
     join = "".join
 
@@ -94,24 +98,65 @@ _ENCODE: Final = _make_encode()
 _DECODE: Final = json.loads
 _JSON_SCALARS: Final = (str, int, float, bool, type(None))
 _JSON_HINT: Final = (
-    "use str, int, float, bool, None, lists and dicts with string keys, "
+    "use str, int, float (finite), bool, None, lists and dicts with string keys, "
     "or choose serializer='pickle'"
 )
 
 
+def _changed_by_json(value: Any) -> bool:
+    """Whether ``value`` holds a dict with a non-string key (JSON would stringify it).
+
+    Only called when the encoded text has a dict beyond the envelope (a ``{``), so plain
+    scalar and list arguments never pay for the walk.
+    """
+    kind = type(value)
+    if kind in _PLAIN:
+        return False
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
+        for item in value:
+            if _changed_by_json(item):
+                return True
+        return False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str and not isinstance(key, str):
+                return True
+            if _changed_by_json(item):
+                return True
+    return False
+
+
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _walk(value: Any, path: str, seen: set[int]) -> Iterator[tuple[str, str]]:
-    """Yield (path, problem) for the parts of ``value`` JSON cannot encode."""
+    """Yield (path, problem) for the parts of ``value`` JSON cannot encode, or cannot
+    encode without changing them (non-string dict keys, NaN, infinities)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, f"is {value!r}, which JSON cannot represent"
+        return
     if isinstance(value, _JSON_SCALARS):
         return
     if isinstance(value, (list, tuple, dict)):
         if id(value) in seen:
-            yield path, "contains a circular reference and"
+            yield path, "contains a circular reference and is not JSON-serializable"
             return
         seen.add(id(value))
         if isinstance(value, dict):
             for key, item in value.items():
                 if not isinstance(key, _JSON_SCALARS):
-                    yield f"{path} key {key!r}", f"of type {type(key).__name__!r}"
+                    yield (
+                        f"{path} key {key!r}",
+                        f"of type {type(key).__name__!r} is not JSON-serializable "
+                        "(dict keys must be strings)",
+                    )
+                    return
+                if not isinstance(key, str):
+                    yield (
+                        f"{path} key {key!r}",
+                        f"of type {type(key).__name__!r} is not a string: JSON would turn "
+                        f"it into {json.dumps(str(key))}, so the dict would not arrive as sent",
+                    )
                     return
                 yield from _walk(item, f"{path}[{key!r}]", seen)
         else:
@@ -119,14 +164,14 @@ def _walk(value: Any, path: str, seen: set[int]) -> Iterator[tuple[str, str]]:
                 yield from _walk(item, f"{path}[{index}]", seen)
         seen.discard(id(value))
         return
-    yield path, f"of type {type(value).__name__!r}"
+    yield path, f"of type {type(value).__name__!r} is not JSON-serializable"
 
 
 def _json_error(
     label: str, value: Any, exc: Exception, *, what: str = "argument"
 ) -> SerializationError:
     for path, problem in _walk(value, label, set()):
-        return SerializationError(f"{what} {path} {problem} is not JSON-serializable; {_JSON_HINT}")
+        return SerializationError(f"{what} {path} {problem}; {_JSON_HINT}")
     return SerializationError(f"{what} {label} is not JSON-serializable ({exc}); {_JSON_HINT}")
 
 
@@ -134,7 +179,9 @@ class JsonSerializer:
     """The default serializer: compact UTF-8 JSON.
 
     The payload is exactly ``{"args":[...],"kwargs":{...}}``. Values must be JSON
-    types; tuples come back as lists.
+    types that come back equal: ``str``, ``int``, finite ``float``, ``bool``, ``None``,
+    lists and dicts with string keys. Dicts with other keys, NaN and infinities are
+    refused (``SerializationError``) rather than changed; tuples come back as lists.
     """
 
     name: str = "json"
@@ -144,11 +191,15 @@ class JsonSerializer:
 
         Raises:
             SerializationError: naming the first argument (``args[1]``,
-                ``kwargs['to']``, or a path inside one) that JSON cannot encode, and
-                its type.
+                ``kwargs['to']``, or a path inside one) that JSON cannot encode or would
+                change (a non-string dict key, NaN, an infinity), and its type.
         """
         try:
-            return _ENCODE({"args": args, "kwargs": kwargs}).encode("utf-8")
+            text = _ENCODE({"args": args, "kwargs": kwargs})
+            # The envelope holds two "{"; a third means a dict (or a brace in a string).
+            if text.count("{", 2) > 1 and _changed_by_json((args, kwargs)):
+                raise ValueError("a dict key is not a string")
+            return text.encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             try:
                 error = self._payload_error(args, kwargs, exc)
@@ -197,7 +248,10 @@ class JsonSerializer:
                 cannot encode.
         """
         try:
-            return _ENCODE(value).encode("utf-8")
+            text = _ENCODE(value)
+            if "{" in text and _changed_by_json(value):
+                raise ValueError("a dict key is not a string")
+            return text.encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             try:
                 error = _json_error("value", value, exc, what="result")

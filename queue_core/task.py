@@ -1,9 +1,12 @@
-"""Tasks: ``@queue.task``, its options, per-call overrides and the ``JobHandle``.
+"""Tasks: ``@queue.task``, its options (declared once, in :class:`TaskOptions`), and
+per-call overrides.
 
 Every option is validated when it is given -- decorator options at decoration, per-call
 overrides at :meth:`Task.apply` -- and every bad value is a
 :class:`~queue_core.errors.ConfigError` naming the option, the value and what is
-accepted.
+accepted. The arguments of a call are bound against the body's signature at
+:meth:`Task.delay` / :meth:`Task.apply` / :meth:`Task.map`: a call that does not fit is a
+``TypeError`` there, not a failed attempt on a worker.
 """
 
 from __future__ import annotations
@@ -14,16 +17,21 @@ import math
 import numbers
 import os
 import random
-import time
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, ParamSpec, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, ParamSpec, TypedDict, TypeVar
+
+from typing_extensions import Unpack
 
 from queue_core.durations import parse_duration, to_ms
-from queue_core.errors import ConfigError, JobCancelled, JobFailed, JobSkipped
-from queue_core.model import AttemptRecord, JobInfo, JobRecord, JobState, NewJob, dt_from_ms
+from queue_core.errors import ConfigError
+from queue_core.handle import JobHandle
+from queue_core.model import NewJob
 from queue_core.policy import (
+    BackoffKind,
     RetryPolicy,
     lost_delay_ms,
     merge_policies,
@@ -34,7 +42,7 @@ from queue_core.policy import (
 if TYPE_CHECKING:
     from queue_core.queue import Queue
 
-__all__ = ["Concurrency", "JobHandle", "Replay", "Task"]
+__all__ = ["CallOptions", "Concurrency", "JobHandle", "Replay", "Task", "TaskOptions"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -118,6 +126,94 @@ class Replay:
                 "dead_letter_replay.max_replays", max_replays, "an integer from 1 to 100"
             )
         object.__setattr__(self, "max_replays", int(max_replays))
+
+
+Duration = float | str | timedelta
+"""A duration: seconds as a number, a Go-style string (``"90s"``, ``"1h30m"``) or a
+``timedelta``."""
+
+
+class TaskOptions(TypedDict, total=False):
+    """The task options of SPEC §2, declared once.
+
+    ``@queue.task(**options)`` and ``Task.apply(..., **options)`` take exactly these
+    keywords (``apply`` also takes ``delay`` and ``run_at``, see :class:`CallOptions`);
+    an option that is not given keeps the task's value, then the queue's default.
+    Meaning and defaults:
+
+    * ``queue`` -- queue name (``"default"``).
+    * ``max_retries`` / ``max_attempts`` -- retries after the first attempt / attempts
+      including the first; give one, not both (0 retries).
+    * ``retry_backoff`` -- first retry delay (1 s).
+    * ``retry_backoff_kind`` -- ``"exponential"`` or ``"fixed"`` (exponential).
+    * ``retry_coefficient`` -- growth factor of exponential backoff (2.0).
+    * ``retry_max_delay`` -- cap on any delay (10 min).
+    * ``retry_jitter`` -- subtractive jitter fraction in [0, 1] (0.1).
+    * ``retry`` -- a whole :class:`~queue_core.RetryPolicy` instead of the flat options.
+    * ``retry_on`` / ``dont_retry_on`` -- exception classes: whitelist / blacklist.
+    * ``non_retryable`` -- exception class *names* never retried.
+    * ``timeout`` -- bound on one attempt; ``None`` = no limit (the queue's
+      ``default_timeout``, else 300 s).
+    * ``heartbeat`` -- max silence between ``ctx.heartbeat()`` calls, >= 1 s (off).
+    * ``schedule_to_start`` -- max wait between ready and claimed, >= 1 s (off).
+    * ``concurrency`` -- a :class:`Concurrency` limit across all workers (none).
+    * ``isolation`` -- ``"thread"`` or ``"process"`` for sync bodies (the worker's
+      default, thread).
+    * ``kill_grace`` -- SIGTERM -> SIGKILL grace for process isolation (10 s).
+    * ``dead_letter_replay`` -- a :class:`Replay` setting (off).
+    * ``priority`` -- higher runs first within a queue (0).
+    """
+
+    queue: str
+    max_retries: int | None
+    max_attempts: int | None
+    retry_backoff: Duration | None
+    retry_backoff_kind: BackoffKind | None
+    retry_coefficient: float | None
+    retry_max_delay: Duration | None
+    retry_jitter: float | None
+    retry: RetryPolicy | None
+    retry_on: Iterable[type[BaseException]] | type[BaseException] | None
+    dont_retry_on: Iterable[type[BaseException]] | type[BaseException] | None
+    non_retryable: Iterable[str] | None
+    timeout: Duration | None
+    heartbeat: Duration | None
+    schedule_to_start: Duration | None
+    concurrency: Concurrency | int | None
+    isolation: Literal["thread", "process"]
+    kill_grace: Duration
+    dead_letter_replay: Replay | None
+    priority: int
+
+
+class CallOptions(TaskOptions, total=False):
+    """:class:`TaskOptions` plus what only one call can say: when the job is ready.
+
+    * ``delay`` -- wait this long before the job is ready (a duration; 0/None = now).
+    * ``run_at`` -- the job is ready at this time (a datetime or epoch seconds).
+    """
+
+    delay: Duration | None
+    run_at: datetime | float | None
+
+
+TASK_OPTIONS: Final[frozenset[str]] = frozenset(TaskOptions.__annotations__)
+_CALL_ONLY: Final[frozenset[str]] = frozenset({"delay", "run_at"})
+
+
+def _reject_unknown(options: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, sorted(allowed), n=1)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise TypeError(
+            f"{where} got unexpected keyword argument(s) {', '.join(hints)}; "
+            f"options are: {', '.join(sorted(allowed))}"
+        )
 
 
 # --------------------------------------------------------------------------- option checks
@@ -212,45 +308,38 @@ class TaskSpec:
     priority: Any = UNSET
 
 
-def build_spec(
-    *,
-    is_async: bool,
-    queue: Any = UNSET,
-    max_retries: Any = UNSET,
-    max_attempts: Any = UNSET,
-    retry_backoff: Any = UNSET,
-    retry_backoff_kind: Any = UNSET,
-    retry_coefficient: Any = UNSET,
-    retry_max_delay: Any = UNSET,
-    retry_jitter: Any = UNSET,
-    retry: Any = UNSET,
-    retry_on: Any = UNSET,
-    dont_retry_on: Any = UNSET,
-    non_retryable: Any = UNSET,
-    timeout: Any = UNSET,
-    heartbeat: Any = UNSET,
-    schedule_to_start: Any = UNSET,
-    concurrency: Any = UNSET,
-    isolation: Any = UNSET,
-    kill_grace: Any = UNSET,
-    dead_letter_replay: Any = UNSET,
-    priority: Any = UNSET,
-) -> TaskSpec:
-    """Validate task options (decorator or per-call); raise ConfigError on the first bad one."""
+def build_spec(*, is_async: bool, options: TaskOptions | None = None) -> TaskSpec:
+    """Validate task options (decorator or per-call); raise ConfigError on the first bad one.
+
+    Raises:
+        TypeError: an option that is not one of :class:`TaskOptions`.
+        ConfigError: a bad value or conflicting options.
+    """
+    opts: dict[str, Any] = dict(options) if options else {}
+    _reject_unknown(opts, TASK_OPTIONS, "task options")
 
     def given(v: Any) -> Any:
         return None if v is UNSET else v
 
+    def get(name: str) -> Any:
+        return opts.get(name, UNSET)
+
+    queue, timeout, heartbeat = get("queue"), get("timeout"), get("heartbeat")
+    schedule_to_start, concurrency = get("schedule_to_start"), get("concurrency")
+    isolation, kill_grace = get("isolation"), get("kill_grace")
+    dead_letter_replay, priority = get("dead_letter_replay"), get("priority")
+    retry_on, dont_retry_on = get("retry_on"), get("dont_retry_on")
+
     policy = policy_from_options(
-        max_retries=given(max_retries),
-        max_attempts=given(max_attempts),
-        retry_backoff=given(retry_backoff),
-        retry_backoff_kind=given(retry_backoff_kind),
-        retry_coefficient=given(retry_coefficient),
-        retry_max_delay=given(retry_max_delay),
-        retry_jitter=given(retry_jitter),
-        non_retryable=given(non_retryable),
-        retry=given(retry),
+        max_retries=given(get("max_retries")),
+        max_attempts=given(get("max_attempts")),
+        retry_backoff=given(get("retry_backoff")),
+        retry_backoff_kind=given(get("retry_backoff_kind")),
+        retry_coefficient=given(get("retry_coefficient")),
+        retry_max_delay=given(get("retry_max_delay")),
+        retry_jitter=given(get("retry_jitter")),
+        non_retryable=given(get("non_retryable")),
+        retry=given(get("retry")),
     )
     if retry_on not in (UNSET, None) and dont_retry_on not in (UNSET, None):
         raise ConfigError(
@@ -343,6 +432,118 @@ def body_takes_ctx(func: Callable[..., Any]) -> bool:
     )
 
 
+def call_signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    """The signature a call of ``func`` binds against: its own, minus the ``ctx``
+    parameter the worker injects. ``None`` when it cannot be inspected."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    if body_takes_ctx(func):
+        sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "ctx"])
+    return sig
+
+
+def _positional_fast_path(sig: inspect.Signature | None) -> tuple[int, float]:
+    """``(min, max)`` counts of positional-only calls that certainly bind.
+
+    A call with no keyword arguments and a positional count in this range fits the
+    signature without :meth:`inspect.Signature.bind` (the common ``.delay(a, b)``); any
+    other call is bound in full. ``(1, 0)`` (an empty range) when there is no fast path.
+    """
+    if sig is None:
+        return 0, math.inf
+    required = 0
+    most: float = 0
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            most += 1
+            if p.default is p.empty:
+                required = int(most)
+        elif p.kind is p.VAR_POSITIONAL:
+            most = math.inf
+        elif p.kind is p.KEYWORD_ONLY and p.default is p.empty:
+            return 1, 0
+    return required, most
+
+
+def _describe(sig: inspect.Signature) -> str:
+    """``(a: int, b: str = 'x', *, flag: bool)``, string annotations shown as written."""
+    parts: list[str] = []
+    kw_marker = False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not kw_marker:
+            parts.append("*")
+            kw_marker = True
+        elif p.kind is p.VAR_POSITIONAL:
+            kw_marker = True
+        star = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        text = star + p.name
+        if p.annotation is not p.empty:
+            ann = p.annotation
+            text += ": " + (ann if isinstance(ann, str) else inspect.formatannotation(ann))
+        if p.default is not p.empty:
+            text += f" = {p.default!r}"
+        parts.append(text)
+        if p.kind is p.POSITIONAL_ONLY and (
+            (nxt := _next_kind(sig, p.name)) is None or nxt is not p.POSITIONAL_ONLY
+        ):
+            parts.append("/")
+    return f"({', '.join(parts)})" if parts else "no arguments"
+
+
+def _next_kind(sig: inspect.Signature, name: str) -> Any:
+    names = list(sig.parameters)
+    i = names.index(name) + 1
+    return sig.parameters[names[i]].kind if i < len(names) else None
+
+
+def default_task_name(func: Callable[..., Any]) -> str:
+    """``module.qualname`` of ``func``, with the module a worker will import.
+
+    A function declared in a script run as ``python tasks.py`` lives in ``__main__``,
+    a name no worker can import; like celery and rq, the task takes the module name
+    the script has when imported (``tasks``): from ``__main__.__spec__`` when it was
+    run with ``python -m pkg.tasks``, else from the file name. Only a ``__main__``
+    without a file (a REPL, ``python -c``) keeps ``__main__``: such tasks can run only
+    in a worker of the same process (``queue.run_worker``).
+
+    Raises:
+        ConfigError: the script's file name is not an importable module name.
+    """
+    module = getattr(func, "__module__", None) or "__main__"
+    qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", func))
+    if module in _MAIN_NAMES:  # __mp_main__: the script imported again in a spawned child
+        module = _main_module_name(module, qualname)
+    return f"{module}.{qualname}"
+
+
+_MAIN_NAMES: Final = ("__main__", "__mp_main__")
+
+
+def _main_module_name(module: str, qualname: str) -> str:
+    main = sys.modules.get(module)
+    spec = getattr(main, "__spec__", None)
+    spec_name = getattr(spec, "name", None)
+    if isinstance(spec_name, str) and spec_name and spec_name not in _MAIN_NAMES:
+        # python -m pkg.tasks: the spec names the module (a package's __main__ too).
+        return spec_name
+    file = getattr(main, "__file__", None)
+    if not isinstance(file, str) or not file:
+        return module
+    stem = Path(file).stem
+    if not stem.isidentifier():
+        raise ConfigError(
+            f"invalid task name for {qualname!r}: it is declared in the script {file!r}, "
+            f"run as __main__, and {stem!r} is not an importable module name, so no worker "
+            "could import the task — rename the file (e.g. tasks.py) or pass name=",
+            code="invalid_option",
+            field="name",
+            value=file,
+        )
+    return stem
+
+
 _UUID4_CLEAR: Final = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
 
@@ -379,6 +580,10 @@ class Task(Generic[P, R]):
         self.spec = spec
         self.is_async = inspect.iscoroutinefunction(func)
         self.takes_ctx = body_takes_ctx(func)
+        self.signature: inspect.Signature | None = call_signature(func)
+        """The body's signature without the injected ``ctx`` parameter (what a call
+        binds against), or ``None`` when it cannot be inspected."""
+        self._fast_min, self._fast_max = _positional_fast_path(self.signature)
         self.queue_name: str = _pick(UNSET, spec.queue, "default")
         self.policy = merge_policies(owner.retry_policy, spec.policy)
         """The queue defaults merged with the task's retry options."""
@@ -429,6 +634,25 @@ class Task(Generic[P, R]):
 
     # ------------------------------------------------------------------ calling
 
+    def check_arguments(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], method: str = "delay"
+    ) -> None:
+        """Bind ``args``/``kwargs`` against the body's signature (without ``ctx``).
+
+        Raises:
+            TypeError: naming the task, what does not fit and the parameters it takes.
+        """
+        sig = self.signature
+        if sig is None:
+            return
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"{self.__name__}.{method}(): {exc} — task {self.name!r} takes "
+                f"{_describe(sig)}"
+            ) from None
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the body inline, in this process, like a plain function call."""
         if self.takes_ctx and "ctx" not in kwargs:
@@ -469,8 +693,11 @@ class Task(Generic[P, R]):
         """Enqueue one job with these arguments and the task's options.
 
         Raises:
+            TypeError: the arguments do not fit the body's signature (nothing is written).
             SerializationError: an argument cannot be serialized (nothing is written).
         """
+        if kwargs or not self._fast_min <= len(args) <= self._fast_max:
+            self.check_arguments(args, kwargs, "delay")
         job = self._make(args, kwargs, self._template, self._fixed_lost_delay, self.policy)
         return self._owner._submit_one(job)
 
@@ -478,90 +705,37 @@ class Task(Generic[P, R]):
         self,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
-        *,
-        delay: Any = None,
-        run_at: Any = None,
-        timeout: Any = UNSET,
-        priority: Any = UNSET,
-        queue: Any = UNSET,
-        max_retries: Any = UNSET,
-        max_attempts: Any = UNSET,
-        retry_backoff: Any = UNSET,
-        retry_backoff_kind: Any = UNSET,
-        retry_coefficient: Any = UNSET,
-        retry_max_delay: Any = UNSET,
-        retry_jitter: Any = UNSET,
-        retry: Any = UNSET,
-        retry_on: Any = UNSET,
-        dont_retry_on: Any = UNSET,
-        non_retryable: Any = UNSET,
-        heartbeat: Any = UNSET,
-        schedule_to_start: Any = UNSET,
-        concurrency: Any = UNSET,
-        isolation: Any = UNSET,
-        kill_grace: Any = UNSET,
-        dead_letter_replay: Any = UNSET,
+        **options: Unpack[CallOptions],
     ) -> JobHandle:
         """Enqueue one job with per-call overrides of the task's options.
 
         Overrides are validated here (``ConfigError``) and merged over the task's
-        options: queue defaults -> task -> call, field by field.
+        options: queue defaults -> task -> call, field by field. The options are those
+        of :class:`TaskOptions` (``timeout``, ``priority``, ``queue``, ``max_retries``,
+        ...) plus ``delay`` and ``run_at`` (:class:`CallOptions`).
 
         Args:
             args: positional arguments of the body.
             kwargs: keyword arguments of the body.
-            delay: wait this long before the job is ready (a duration; 0/None = now).
-            run_at: the job is ready at this time (datetime or epoch seconds).
-            timeout: per-attempt bound (``None`` = no limit).
-            priority: higher runs first within a queue.
-            queue: the queue to put the job on.
-            max_retries: retries after the first attempt.
-            max_attempts: attempts including the first.
-            retry_backoff: first retry delay.
-            retry_backoff_kind: ``"exponential"`` or ``"fixed"``.
-            retry_coefficient: growth factor.
-            retry_max_delay: cap on a delay.
-            retry_jitter: subtractive jitter fraction.
-            retry: a whole RetryPolicy.
-            retry_on: exception classes to retry (whitelist).
-            dont_retry_on: exception classes never retried.
-            non_retryable: exception class names never retried.
-            heartbeat: max silence between heartbeats (>= 1 s).
-            schedule_to_start: max wait from ready to claimed (>= 1 s).
-            concurrency: a Concurrency limit.
-            isolation: ``"thread"`` or ``"process"``.
-            kill_grace: SIGTERM -> SIGKILL grace for process isolation.
-            dead_letter_replay: a Replay setting.
+            **options: per-call overrides; see :class:`CallOptions`.
 
         Returns:
             The handle of the new job.
+
+        Raises:
+            TypeError: the arguments do not fit the body's signature, or an unknown option.
+            ConfigError: a bad option value.
+            SerializationError: an argument cannot be serialized (nothing is written).
         """
-        spec = build_spec(
-            is_async=self.is_async,
-            queue=queue,
-            max_retries=max_retries,
-            max_attempts=max_attempts,
-            retry_backoff=retry_backoff,
-            retry_backoff_kind=retry_backoff_kind,
-            retry_coefficient=retry_coefficient,
-            retry_max_delay=retry_max_delay,
-            retry_jitter=retry_jitter,
-            retry=retry,
-            retry_on=retry_on,
-            dont_retry_on=dont_retry_on,
-            non_retryable=non_retryable,
-            timeout=timeout,
-            heartbeat=heartbeat,
-            schedule_to_start=schedule_to_start,
-            concurrency=concurrency,
-            isolation=isolation,
-            kill_grace=kill_grace,
-            dead_letter_replay=dead_letter_replay,
-            priority=priority,
-        )
+        opts: dict[str, Any] = dict(options)
+        _reject_unknown(opts, TASK_OPTIONS | _CALL_ONLY, f"{self.name}.apply()")
+        delay = opts.pop("delay", None)
+        run_at = opts.pop("run_at", None)
+        spec = build_spec(is_async=self.is_async, options=opts)  # type: ignore[arg-type]
         delay_ms = _check_delay(delay)
         run_at_ms = _check_run_at(run_at)
         args_t, kwargs_d = _check_args(args, kwargs)
+        self.check_arguments(args_t, kwargs_d, "apply")
         fields_ = self._job_fields(self.spec, spec)
         policy = self.policy.merged(spec.policy)
         job = self._make(
@@ -580,18 +754,17 @@ class Task(Generic[P, R]):
         """Enqueue one job per element (a tuple of positional arguments) in one batch.
 
         Raises:
+            TypeError: an element does not fit the body's signature (nothing is written).
             SerializationError: an element cannot be serialized (nothing is written).
         """
-        jobs = [
-            self._make(
-                tuple(a) if isinstance(a, (tuple, list)) else (a,),
-                {},
-                self._template,
-                self._fixed_lost_delay,
-                self.policy,
+        jobs = []
+        for a in arg_tuples:
+            args = tuple(a) if isinstance(a, (tuple, list)) else (a,)
+            if not self._fast_min <= len(args) <= self._fast_max:
+                self.check_arguments(args, {}, "map")
+            jobs.append(
+                self._make(args, {}, self._template, self._fixed_lost_delay, self.policy)
             )
-            for a in arg_tuples
-        ]
         return self._owner._submit_many(jobs)
 
     def __repr__(self) -> str:
@@ -606,120 +779,3 @@ def _check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise _invalid("kwargs", kwargs, "a dict with string keys, or None")
     return tuple(args), kwargs
-
-
-# --------------------------------------------------------------------------- JobHandle
-
-
-class JobHandle:
-    """A reference to one enqueued job.
-
-    Attributes:
-        id: the job id.
-    """
-
-    __slots__ = ("id", "_queue")
-
-    def __init__(self, queue: Queue, job_id: str) -> None:
-        self.id = job_id
-        self._queue = queue
-
-    def _record(self) -> JobRecord:
-        from queue_core.errors import NotFound
-
-        rec = self._queue.storage().get_job(self.id)
-        if rec is None:
-            raise NotFound(f"no job with id {self.id!r}")
-        return rec
-
-    def status(self) -> JobState:
-        """The job's current state."""
-        return self._record().state
-
-    def info(self) -> JobInfo:
-        """A snapshot of the job: state, reason, attempts, result and timestamps."""
-        rec = self._record()
-        result = None
-        if rec.result is not None and rec.state is JobState.SUCCEEDED:
-            result = self._queue.serializer.loads_result(rec.result)
-        return JobInfo(
-            id=rec.id,
-            state=rec.state,
-            reason=rec.reason,
-            task_name=rec.task_name,
-            queue=rec.queue,
-            attempts=rec.attempts,
-            max_attempts=rec.max_attempts,
-            result=result,
-            error=rec.error.message if rec.error else None,
-            error_class=rec.error.error_class if rec.error else None,
-            priority=rec.priority,
-            enqueued_at=dt_from_ms(rec.enqueued_at),
-            run_at=dt_from_ms(rec.run_at),
-            started_at=dt_from_ms(rec.started_at),
-            finished_at=dt_from_ms(rec.finished_at),
-            replay_of=rec.replay_of,
-            dead_id=rec.dead_id,
-        )
-
-    def attempts(self) -> list[AttemptRecord]:
-        """The records of every attempt so far, oldest first."""
-        return self._queue.storage().list_attempts(self.id)
-
-    def cancel(self) -> JobState:
-        """Cancel the job: a queued job ends at once, a running one is asked to stop."""
-        return self._queue.storage().cancel(self.id)
-
-    def result(self, timeout: float | None = None) -> Any:
-        """Wait for the job to finish and return its value.
-
-        Args:
-            timeout: seconds to wait; ``None`` waits as long as it takes.
-
-        Raises:
-            JobFailed: the job is dead; ``.dead`` is its dead-letter entry.
-            JobCancelled: the job was cancelled.
-            JobSkipped: the job was skipped at enqueue.
-            TimeoutError: the job has not finished within ``timeout``.
-        """
-        end = None if timeout is None else time.monotonic() + timeout
-        pause = 0.002
-        while True:
-            rec = self._record()
-            if rec.state.finished:
-                return self._value(rec)
-            now = time.monotonic()
-            if end is not None and now >= end:
-                raise TimeoutError(
-                    f"job {self.id} has not finished within {timeout} s (state {rec.state})"
-                )
-            wait = pause if end is None else min(pause, max(0.0, end - now))
-            time.sleep(wait)
-            pause = min(pause * 1.5, 0.1)
-
-    def _value(self, rec: JobRecord) -> Any:
-        if rec.state is JobState.SUCCEEDED:
-            if rec.result is None:
-                return None
-            return self._queue.serializer.loads_result(rec.result)
-        if rec.state is JobState.DEAD:
-            dead = self._queue.dead_letter(rec.dead_id) if rec.dead_id else None
-            err = rec.error
-            detail = f": {err.error_class}: {err.message}" if err else ""
-            raise JobFailed(
-                f"job {self.id} ({rec.task_name}) is dead ({rec.reason}){detail}",
-                job_id=self.id,
-                dead=dead,
-            )
-        if rec.state is JobState.SKIPPED:
-            raise JobSkipped(f"job {self.id} was skipped ({rec.reason})", job_id=self.id)
-        raise JobCancelled(f"job {self.id} ended {rec.state} ({rec.reason})", job_id=self.id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, JobHandle) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def __repr__(self) -> str:
-        return f"<JobHandle {self.id}>"

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from queue_core import ConfigError, Queue
-from queue_core.registry import mask_url, resolve_url
+from queue_core.registry import ENV_URL, mask_url, resolve_url
 
-__all__ = ["CliUsageError", "load_app", "open_queue"]
+__all__ = [
+    "CliUsageError",
+    "StorageMissing",
+    "check_storage_exists",
+    "load_app",
+    "open_queue",
+    "sqlite_file",
+]
 
 _DEFAULT_ATTRIBUTES = ("queue", "app")
 
@@ -42,49 +52,187 @@ def _import_module(module_name: str, spec: str) -> Any:
         ) from exc
 
 
+def _close_names(name: str, obj: Any) -> list[str]:
+    public = [n for n in dir(obj) if not n.startswith("_")]
+    return difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+
+
+def _queue_names(module: Any) -> list[str]:
+    return [n for n in dir(module) if isinstance(getattr(module, n, None), Queue)]
+
+
+def _did_you_mean(names: list[str], spec_of: Any = repr) -> str:
+    if not names:
+        return ""
+    return "; did you mean " + " or ".join(spec_of(n) for n in names) + "?"
+
+
 def load_app(spec: str) -> Queue:
     """Import ``module:attribute`` (``attribute`` may be dotted) and return that Queue.
 
-    ``module`` alone looks for an attribute named ``queue`` (then ``app``).
+    ``module`` alone looks for an attribute named ``queue`` (then ``app``). A mistake
+    gets a suggestion: ``tasks.queue`` -> ``tasks:queue``, a close attribute name, or
+    which part of a dotted attribute is missing on what.
 
     Raises:
         CliUsageError: the spec is malformed, the module or attribute is missing, or the
             object found is not a :class:`queue_core.Queue`.
     """
-    module_name, sep, attribute = spec.strip().partition(":")
+    text = spec.strip()
+    module_name, sep, attribute = text.partition(":")
     if not module_name or (sep and not attribute):
         raise CliUsageError(
             f"invalid APP {spec!r}: expected module:attribute, e.g. myapp.tasks:queue"
         )
-    module = _import_module(module_name, spec)
+    try:
+        module = _import_module(module_name, spec)
+    except CliUsageError as exc:
+        hint = _dotted_instead_of_colon(module_name, sep)
+        if hint is None:
+            raise
+        raise CliUsageError(f"{exc}; did you mean {hint!r}?") from exc
     candidates = [attribute] if attribute else list(_DEFAULT_ATTRIBUTES)
     for name in candidates:
         obj: Any = module
-        try:
-            for part in name.split("."):
-                obj = getattr(obj, part)
-        except AttributeError:
-            continue
-        if not isinstance(obj, Queue):
-            raise CliUsageError(
-                f"invalid APP {spec!r}: {module_name}:{name} is a {type(obj).__name__}, "
-                "not a queue_core.Queue"
-            )
-        return obj
+        parts = name.split(".")
+        for depth, part in enumerate(parts):
+            if not hasattr(obj, part):
+                if not attribute:  # looking for a default name: try the next one
+                    break
+                found = ":".join((module_name, ".".join(parts[:depth]))) if depth else None
+                if depth == 0:
+                    queues = _queue_names(module)
+                    close = [n for n in _close_names(part, obj) if n in queues] or queues
+                    close = close or _close_names(part, obj)
+                    suggestion = _did_you_mean(close, lambda n: repr(f"{module_name}:{n}"))
+                    raise CliUsageError(
+                        f"invalid APP {spec!r}: module {module_name!r} has no attribute "
+                        f"{part!r}{suggestion}"
+                    )
+                if isinstance(obj, Queue):
+                    raise CliUsageError(
+                        f"invalid APP {spec!r}: {found} is a Queue, which has no attribute "
+                        f"{part!r} — APP names the Queue object itself: did you mean "
+                        f"{found!r}?"
+                    )
+                raise CliUsageError(
+                    f"invalid APP {spec!r}: {found} (a {type(obj).__name__}) has no "
+                    f"attribute {part!r}{_did_you_mean(_close_names(part, obj))}"
+                )
+            obj = getattr(obj, part)
+        else:
+            if not isinstance(obj, Queue):
+                queues = _queue_names(module)
+                hint = _did_you_mean(queues, lambda n: repr(f"{module_name}:{n}"))
+                raise CliUsageError(
+                    f"invalid APP {spec!r}: {module_name}:{name} is a {type(obj).__name__}, "
+                    f"not a queue_core.Queue{hint}"
+                )
+            return obj
     wanted = " or ".join(repr(c) for c in candidates)
-    raise CliUsageError(f"invalid APP {spec!r}: module {module_name!r} has no attribute {wanted}")
+    queues = _queue_names(module)
+    hint = _did_you_mean(queues, lambda n: repr(f"{module_name}:{n}"))
+    raise CliUsageError(
+        f"invalid APP {spec!r}: module {module_name!r} has no attribute {wanted}{hint}"
+    )
 
 
-def open_queue(app: str | None, url: str | None) -> tuple[Queue, str]:
+def _dotted_instead_of_colon(module_name: str, sep: str) -> str | None:
+    """``tasks:queue`` when ``tasks.queue`` was given and ``tasks`` has a Queue ``queue``."""
+    if sep or "." not in module_name:
+        return None
+    parent, _, attribute = module_name.rpartition(".")
+    try:
+        module = importlib.import_module(parent)
+    except Exception:  # noqa: BLE001 - only a hint: any failure means no suggestion
+        return None
+    if isinstance(getattr(module, attribute, None), Queue):
+        return f"{parent}:{attribute}"
+    return None
+
+
+# --------------------------------------------------------------------------- storage
+
+
+class StorageMissing(Exception):
+    """A read-only command was pointed at storage that does not exist (exit code 1)."""
+
+
+_HOW_TO_POINT = (
+    "point the command at your app's storage with --app MODULE:ATTR (e.g. --app "
+    "tasks:queue, the Queue your tasks are declared on), --url URL, or env QUEUE_CORE_URL"
+)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (relative to the working directory), or ``None``
+    for other schemes, in-memory SQLite and URI-style filenames."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "sqlite" or "uri=true" in parts.query.lower():
+        return None
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if path in ("", ":memory:"):
+        return None
+    return Path(path)
+
+
+def check_storage_exists(url: str | None, source: str) -> None:
+    """Refuse storage that a read-only command would create instead of reading.
+
+    Args:
+        url: the resolved storage URL (``None``: a Queue built on a storage object).
+        source: where the URL came from, for the message (``"--url"``, ...).
+
+    Raises:
+        StorageMissing: a ``sqlite:///`` file that does not exist, or ``memory://``
+            (which exists only inside the process that created it).
+    """
+    if url is None:
+        return
+    masked = mask_url(url)
+    if url.lower().startswith("memory:"):
+        raise StorageMissing(
+            f"storage {masked} ({source}) does not exist outside the process that created "
+            f"it, so there is nothing to read here; {_HOW_TO_POINT} naming persistent storage"
+        )
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise StorageMissing(
+            f"storage {masked} ({source}) does not exist: there is no file "
+            f"{path.resolve()}; {_HOW_TO_POINT}"
+        )
+
+
+def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tuple[Queue, str]:
     """The queue for a non-worker command and a masked description of where it lives.
 
     ``--app`` wins, then ``--url``, then env ``QUEUE_CORE_URL``, then the embedded default.
+
+    Args:
+        app: the ``--app`` value.
+        url: the ``--url`` value.
+        create: ``False`` for read-only commands: storage that does not exist is an
+            error (:class:`StorageMissing`) instead of being created empty.
     """
     if app:
-        return load_app(app), f"app {app}"
+        queue = load_app(app)
+        if not create:
+            check_storage_exists(queue.url, f"the storage of --app {app}")
+        return queue, f"app {app}"
     if url is not None and not url.strip():
         raise ConfigError(
             "invalid storage URL '': it is empty", code="invalid_url", field="url", value=url
         )
     resolved = resolve_url(url)
+    if not create:
+        if url:
+            source = "from --url"
+        elif os.environ.get(ENV_URL):
+            source = f"from env {ENV_URL}"
+        else:
+            source = f"the default: no --app, --url or {ENV_URL} was given"
+        check_storage_exists(resolved, source)
     return Queue(resolved), mask_url(resolved)

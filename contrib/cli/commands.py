@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 import queue_core
-from contrib.cli.app import CliUsageError, load_app, open_queue
+from contrib.cli.app import CliUsageError, StorageMissing, load_app, open_queue
 from contrib.cli.output import echo_json, kv_block, table
 from queue_core import (
     ConfigError,
@@ -62,7 +62,7 @@ def _fail(exc: BaseException) -> NoReturn:
         message = message.replace(url, mask_url(url))
     if isinstance(exc, (ConfigError, SerializationError, CliUsageError)):
         raise CliUsage(message) from exc
-    if isinstance(exc, NotFound):
+    if isinstance(exc, (NotFound, StorageMissing)):
         raise CliError(message) from exc
     if isinstance(exc, StorageUnavailable):
         raise CliError(f"storage unavailable: {message}") from exc
@@ -75,7 +75,7 @@ def _fail(exc: BaseException) -> NoReturn:
 def _translated() -> Iterator[None]:
     try:
         yield
-    except (QueueCoreError, CliUsageError) as exc:
+    except (QueueCoreError, CliUsageError, StorageMissing) as exc:
         _fail(exc)
 
 
@@ -111,13 +111,19 @@ def _storage_options(f: F) -> F:
     return f
 
 
-def _queue(app: str | None, url: str | None) -> tuple[queue_core.Queue, str]:
-    """The queue for this command; one built from a URL is closed when the command ends."""
+def _queue(
+    app: str | None, url: str | None, *, create: bool = False
+) -> tuple[queue_core.Queue, str]:
+    """The queue for this command; one built from a URL is closed when the command ends.
+
+    Read-only commands (the default, ``create=False``) refuse storage that does not exist
+    rather than create it empty; only ``enqueue`` and ``migrate`` create storage.
+    """
     ctx = click.get_current_context()
     root = ctx.find_root().obj or {}
     app = app if app is not None else root.get("app")
     url = url if url is not None else root.get("url")
-    queue, where = open_queue(app, url)
+    queue, where = open_queue(app, url, create=create)
     if not app:  # close what the CLI opened; an --app Queue belongs to its module
         ctx.call_on_close(queue.close)
     return queue, where
@@ -263,7 +269,7 @@ def enqueue(
         overrides["delay"] = _duration_arg(delay)
     if priority is not None:
         overrides["priority"] = priority
-    queue, _ = _queue(app, url)
+    queue, _ = _queue(app, url, create=True)
     handle = queue.enqueue(task_name, args=tuple(args), kwargs=kwargs, **overrides)
     click.echo(handle.id)
 
@@ -400,18 +406,29 @@ def dlq_purge(
 # --------------------------------------------------------------------------- stats / jobs
 
 
-_STAT_FIELDS = ("ready", "scheduled", "running", "succeeded", "dead", "cancelled",
+_STAT_FIELDS = ("queued", "due", "scheduled", "running", "succeeded", "dead", "cancelled",
                 "skipped", "timed_out")
+"""Columns of ``stats``: the job states, with ``queued`` split into ``due`` (ready to
+run now) and ``scheduled`` (``run_at`` in the future); ``queued = due + scheduled``."""
+
+
+def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
+    return {
+        "queue": s.queue, "queued": s.ready + s.scheduled, "due": s.ready,
+        "scheduled": s.scheduled, "running": s.running, "succeeded": s.succeeded,
+        "dead": s.dead, "cancelled": s.cancelled, "skipped": s.skipped, "timed_out": s.timed_out,
+    }
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of QueueStats objects.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON array of per-queue objects with these columns as keys.")
 @_storage_options
 def stats(as_json: bool, app: str | None, url: str | None) -> None:
-    """Job counts per queue."""
+    """Job counts per queue, by state: queued (= due + scheduled), running, succeeded,
+    dead, cancelled, skipped, timed_out."""
     queue, where = _queue(app, url)
-    per_queue = queue.stats()
-    rows = [{"queue": s.queue, **{f: getattr(s, f) for f in _STAT_FIELDS}} for s in per_queue]
+    rows = [_stat_row(s) for s in queue.stats()]
     if as_json:
         echo_json(rows)
         return
@@ -463,6 +480,16 @@ def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> N
 @_storage_options
 def migrate(app: str | None, url: str | None) -> None:
     """Create or upgrade the storage schema (idempotent)."""
-    queue, where = _queue(app, url)
+    queue, where = _queue(app, url, create=True)
     queue.migrate()
     click.echo(f"Schema is up to date ({where}).")
+
+
+def _register_dashboard() -> None:
+    """``queue-core dashboard``: the command lives with the dashboard (contrib.dashboard)."""
+    from contrib.dashboard.cli import dashboard_command
+
+    cli.add_command(dashboard_command)
+
+
+_register_dashboard()

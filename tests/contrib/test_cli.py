@@ -129,6 +129,7 @@ def test_dlq_show_prints_every_attempt(run, populated: Populated):
 
 
 def test_dlq_show_unknown_id_exits_1_naming_it(run, app: App):
+    app.queue.migrate()
     result = run("dlq", "show", "no-such-dead-id", "--url", app.url)
     assert result.exit_code == 1
     assert "no-such-dead-id" in result.stderr
@@ -183,13 +184,16 @@ def test_stats_table_and_json(run, populated: Populated):
     default = next(r for r in rows if r["queue"] == "default")
     assert default["succeeded"] == 1
     assert default["dead"] == 4
-    assert default["ready"] == 0 and default["running"] == 0
+    assert default["queued"] == 0 and default["running"] == 0
+    populated.app.queue.enqueue("app.add", args=(1,))
+    populated.app.queue.enqueue("app.add", args=(1,), delay="1h")
     table = run("stats", "--url", populated.app.url)
     assert table.exit_code == 0
     header, _rule, *body = table.stdout.splitlines()
-    assert header.split() == ["queue", "ready", "scheduled", "running", "succeeded", "dead",
-                              "cancelled", "skipped", "timed_out"]
-    assert body[0].split()[:6] == ["default", "0", "0", "0", "1", "4"]
+    # the job states, with queued split into due (ready now) and scheduled (run_at later)
+    assert header.split() == ["queue", "queued", "due", "scheduled", "running", "succeeded",
+                              "dead", "cancelled", "skipped", "timed_out"]
+    assert body[0].split()[:7] == ["default", "2", "1", "1", "0", "1", "4"]
 
 
 def test_jobs_show_info_and_attempts(run, populated: Populated):
@@ -221,8 +225,9 @@ def test_storage_from_app_then_url_then_env(run, populated: Populated, tmp_path)
     by_app = json.loads(run("dlq", "list", "--json", "--app", populated.app.spec,
                             "--url", other).stdout)
     assert len(by_app) == 4  # --app wins over --url
-    by_url = json.loads(run("dlq", "list", "--json", "--url", other).stdout)
-    assert by_url == []
+    by_url = run("dlq", "list", "--json", "--url", other)
+    assert by_url.exit_code == 1 and "does not exist" in by_url.stderr  # and is not created
+    assert not (tmp_path / "other.db").exists()
     by_env = run("dlq", "list", "--json", env={"QUEUE_CORE_URL": populated.app.url})
     assert len(json.loads(by_env.stdout)) == 4
     group_level = run("--url", populated.app.url, "dlq", "list", "--json")

@@ -130,7 +130,7 @@ def test_unserializable_args_write_nothing(queue: Queue) -> None:
     with pytest.raises(SerializationError):
         body.delay(object())
     with pytest.raises(SerializationError):
-        body.apply(args=(1,), kwargs={"x": {1, 2}})
+        body.apply(kwargs={"x": {1, 2}})
     with pytest.raises(SerializationError):
         body.map([(1,), (object(),)])
     assert _stored(queue) == []
@@ -158,3 +158,19 @@ def test_bad_queue_options() -> None:
     with pytest.raises(ConfigError) as err2:
         Queue("memory://", serializer="yaml")
     assert err2.value.code == "invalid_option"
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("1d", "'d' is not a unit: write 1d as '24h'"),
+        ("2w", "'w' is not a unit: write 2w as '336h'"),
+        ("5 min", "'min' is not a unit: write 5min as '5m'"),
+        ("1h30x", "'x' is not a unit; units are ns, us, ms, s, m, h"),
+    ],
+)
+def test_duration_with_an_unknown_unit_names_it(value: str, hint: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        Queue("memory://", lease=value)
+    assert err.value.code == "invalid_duration"
+    assert hint in str(err.value) and repr(value) in str(err.value)

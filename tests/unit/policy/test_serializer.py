@@ -23,7 +23,7 @@ json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
-    | st.floats(allow_nan=False)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda children: st.lists(children, max_size=4)
     | st.dictionaries(st.text(max_size=8), children, max_size=4),
@@ -75,8 +75,33 @@ def test_json_result_round_trip(value: Any) -> None:
     assert JSON.loads_result(JSON.dumps_result(value)) == value
 
 
-def test_nan_survives_a_result_round_trip() -> None:
-    assert math.isnan(JSON.loads_result(JSON.dumps_result(float("nan"))))
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -math.inf])
+def test_nan_and_infinities_are_refused_not_written(value: float) -> None:
+    # json.dumps would write NaN/Infinity, which is not JSON: other readers reject it.
+    with pytest.raises(SerializationError, match=r"args\[1\]\['x'\] is .*cannot represent"):
+        JSON.dumps_payload((1, {"x": value}), {})
+    with pytest.raises(SerializationError, match=r"kwargs\['v'\]\[0\] is"):
+        JSON.dumps_payload((), {"v": [value]})
+    with pytest.raises(SerializationError, match=r"result value\[2\] is"):
+        JSON.dumps_result([1, 2, value])
+
+
+@pytest.mark.parametrize("key", [1, 1.5, True, None])
+def test_dicts_with_non_string_keys_are_refused_not_changed(key: object) -> None:
+    # {1: "a"} would arrive as {"1": "a"}: refused, naming where the key is.
+    with pytest.raises(SerializationError) as info:
+        JSON.dumps_payload(("x", [{"ok": {key: "a"}}]), {})
+    message = str(info.value)
+    assert f"args[1][0]['ok'] key {key!r}" in message and "is not a string" in message
+    with pytest.raises(SerializationError, match=r"kwargs\['d'\] key"):
+        JSON.dumps_payload((), {"d": {key: 1}})
+    with pytest.raises(SerializationError, match="result value key"):
+        JSON.dumps_result({key: 1})
+
+
+def test_strings_with_braces_and_string_keyed_dicts_still_pass() -> None:
+    data = JSON.dumps_payload(("{1: 'a'}", {"k": {"n": [1.5, "}"]}}), {"s": "{"})
+    assert JSON.loads_payload(data) == (("{1: 'a'}", {"k": {"n": [1.5, "}"]}}), {"s": "{"})
 
 
 @pytest.mark.parametrize(

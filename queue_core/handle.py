@@ -1,0 +1,143 @@
+"""``JobHandle``: a reference to one enqueued job (state, attempts, result, cancel).
+
+Also importable as ``queue_core.JobHandle`` and ``queue_core.task.JobHandle``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from queue_core.errors import JobCancelled, JobFailed, JobSkipped, NotFound
+from queue_core.model import AttemptRecord, JobInfo, JobRecord, JobState, dt_from_ms
+
+if TYPE_CHECKING:
+    from queue_core.queue import Queue
+
+__all__ = ["JobHandle"]
+
+_FIRST_PAUSE = 0.002
+_MAX_PAUSE = 0.1
+
+
+@runtime_checkable
+class _SleepingClock(Protocol):
+    def sleep(self, seconds: float) -> None: ...
+
+
+class JobHandle:
+    """A reference to one enqueued job.
+
+    Attributes:
+        id: the job id.
+    """
+
+    __slots__ = ("id", "_queue")
+
+    def __init__(self, queue: Queue, job_id: str) -> None:
+        self.id = job_id
+        self._queue = queue
+
+    def _record(self) -> JobRecord:
+        rec = self._queue.storage().get_job(self.id)
+        if rec is None:
+            raise NotFound(f"no job with id {self.id!r}")
+        return rec
+
+    def status(self) -> JobState:
+        """The job's current state."""
+        return self._record().state
+
+    def info(self) -> JobInfo:
+        """A snapshot of the job: state, reason, attempts, result and timestamps."""
+        rec = self._record()
+        result = None
+        if rec.result is not None and rec.state is JobState.SUCCEEDED:
+            result = self._queue.serializer.loads_result(rec.result)
+        return JobInfo(
+            id=rec.id,
+            state=rec.state,
+            reason=rec.reason,
+            task_name=rec.task_name,
+            queue=rec.queue,
+            attempts=rec.attempts,
+            max_attempts=rec.max_attempts,
+            result=result,
+            error=rec.error.message if rec.error else None,
+            error_class=rec.error.error_class if rec.error else None,
+            priority=rec.priority,
+            enqueued_at=dt_from_ms(rec.enqueued_at),
+            run_at=dt_from_ms(rec.run_at),
+            started_at=dt_from_ms(rec.started_at),
+            finished_at=dt_from_ms(rec.finished_at),
+            replay_of=rec.replay_of,
+            dead_id=rec.dead_id,
+        )
+
+    def attempts(self) -> list[AttemptRecord]:
+        """The records of every attempt so far, oldest first."""
+        return self._queue.storage().list_attempts(self.id)
+
+    def cancel(self) -> JobState:
+        """Cancel the job: a queued job ends at once, a running one is asked to stop."""
+        return self._queue.storage().cancel(self.id)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job to finish and return its value.
+
+        The wait is measured on the queue's clock (``Queue(clock=...)``): it polls the
+        job with pauses growing from 2 ms to 100 ms, and pauses with the clock's
+        ``sleep(seconds)`` when the clock has one (a test clock then advances instead of
+        sleeping), else with :func:`time.sleep`.
+
+        Args:
+            timeout: seconds to wait; ``None`` waits as long as it takes.
+
+        Raises:
+            JobFailed: the job is dead; ``.dead`` is its dead-letter entry.
+            JobCancelled: the job was cancelled.
+            JobSkipped: the job was skipped at enqueue.
+            TimeoutError: the job has not finished within ``timeout``.
+        """
+        clock = self._queue.clock
+        sleep = clock.sleep if isinstance(clock, _SleepingClock) else time.sleep
+        end = None if timeout is None else clock.monotonic() + timeout
+        pause = _FIRST_PAUSE
+        while True:
+            rec = self._record()
+            if rec.state.finished:
+                return self._value(rec)
+            now = clock.monotonic()
+            if end is not None and now >= end:
+                raise TimeoutError(
+                    f"job {self.id} has not finished within {timeout} s (state {rec.state})"
+                )
+            sleep(pause if end is None else min(pause, max(0.0, end - now)))
+            pause = min(pause * 1.5, _MAX_PAUSE)
+
+    def _value(self, rec: JobRecord) -> Any:
+        if rec.state is JobState.SUCCEEDED:
+            if rec.result is None:
+                return None
+            return self._queue.serializer.loads_result(rec.result)
+        if rec.state is JobState.DEAD:
+            dead = self._queue.dead_letter(rec.dead_id) if rec.dead_id else None
+            err = rec.error
+            detail = f": {err.error_class}: {err.message}" if err else ""
+            raise JobFailed(
+                f"job {self.id} ({rec.task_name}) is dead ({rec.reason}){detail}",
+                job_id=self.id,
+                dead=dead,
+            )
+        if rec.state is JobState.SKIPPED:
+            raise JobSkipped(f"job {self.id} was skipped ({rec.reason})", job_id=self.id)
+        raise JobCancelled(f"job {self.id} ended {rec.state} ({rec.reason})", job_id=self.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.id}>"

@@ -1,0 +1,103 @@
+"""What a newcomer meets first: read-only commands never create storage, APP mistakes
+get a suggestion, ``stats`` columns are the job states."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.contrib.conftest import App
+
+READ_ONLY = [
+    ["jobs", "show", "some-job-id"],
+    ["stats"],
+    ["stats", "--json"],
+    ["dlq", "list"],
+    ["dlq", "show", "some-dead-id"],
+    ["dlq", "retry", "some-dead-id"],
+    ["dlq", "purge", "--yes"],
+]
+
+
+@pytest.fixture
+def empty_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("QUEUE_CORE_URL", raising=False)
+    return folder
+
+
+def test_jobs_show_in_an_empty_folder_creates_nothing_and_says_where_it_looked(
+    empty_dir: Path,
+) -> None:
+    # the console script, as a newcomer types it
+    env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
+    script = str(Path(sys.executable).with_name("queue-core"))
+    out = subprocess.run([script, "jobs", "show", "X"], cwd=empty_dir, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert list(empty_dir.iterdir()) == []
+    [line] = out.stderr.strip().splitlines()
+    assert "storage sqlite:///queue_core.db" in line and "does not exist" in line
+    assert str(empty_dir / "queue_core.db") in line
+    for way in ("--app", "--url", "QUEUE_CORE_URL"):
+        assert way in line
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", READ_ONLY, ids=" ".join)
+def test_read_only_commands_never_create_storage(run, empty_dir: Path, command) -> None:
+    result = run(*command)
+    assert result.exit_code == 1, result.stdout
+    assert "does not exist" in result.stderr and "--app" in result.stderr
+    by_url = run(*command, "--url", "sqlite:///elsewhere.db")
+    assert by_url.exit_code == 1
+    assert "sqlite:///elsewhere.db (from --url) does not exist" in by_url.stderr
+    by_env = run(*command, env={"QUEUE_CORE_URL": "sqlite:///env.db"})
+    assert by_env.exit_code == 1
+    assert "from env QUEUE_CORE_URL" in by_env.stderr
+    assert list(empty_dir.iterdir()) == []
+
+
+def test_read_only_command_on_an_apps_missing_storage_and_on_memory(run, app: App) -> None:
+    assert not app.db.exists()  # the app's Queue was built, its file not yet written
+    result = run("stats", "--app", app.spec)
+    assert result.exit_code == 1
+    assert f"the storage of --app {app.spec}" in result.stderr
+    assert not app.db.exists()
+    memory = run("dlq", "list", "--url", "memory://")
+    assert memory.exit_code == 1
+    assert "outside the process that created it" in memory.stderr
+
+
+def test_commands_that_write_still_create_storage(run, empty_dir: Path) -> None:
+    assert run("migrate").exit_code == 0
+    assert (empty_dir / "queue_core.db").exists()
+    stats = run("stats")
+    assert stats.exit_code == 0 and "No jobs" in stats.stdout
+
+
+def test_app_mistakes_get_a_suggestion(run, app: App) -> None:
+    name = app.module_name
+    cases = {
+        f"{name}.queue": f"did you mean '{name}:queue'?",
+        f"{name}:queue.nope": f"{name}:queue is a Queue, which has no attribute 'nope'",
+        f"{name}:queu": f"has no attribute 'queu'; did you mean '{name}:queue'?",
+        f"{name}:not_a_queue": f"not a queue_core.Queue; did you mean '{name}:queue'?",
+    }
+    for spec, message in cases.items():
+        result = run("worker", spec, "--burst")
+        assert result.exit_code == 2, (spec, result.stderr)
+        assert message in result.stderr, (spec, result.stderr)
+    assert run("worker", "no_such_pkg.queue", "--burst").stderr.count("did you mean") == 0
+
+
+def test_bad_duration_names_the_unit(run, app: App) -> None:
+    result = run("dlq", "purge", "--older-than", "1d", "--url", app.url)
+    assert result.exit_code == 2
+    assert "'d' is not a unit: write 1d as '24h'" in result.stderr
