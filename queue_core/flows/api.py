@@ -12,11 +12,11 @@ definition is stored with the execution, so no process needs the ``Flow`` object
 from __future__ import annotations
 
 import inspect
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from typing_extensions import Unpack
@@ -94,9 +94,7 @@ def _ms(seconds: Any) -> int | None:
     return None if seconds is UNSET or seconds is None else to_ms(seconds)
 
 
-def _step_spec(
-    step_id: str, task_name: str, ts: TaskSpec, depends_on: tuple[str, ...]
-) -> StepSpec:
+def _step_spec(step_id: str, task_name: str, ts: TaskSpec, depends_on: tuple[str, ...]) -> StepSpec:
     """A code step from a task's validated options (only those given explicitly)."""
     return StepSpec(
         id=step_id,
@@ -229,8 +227,11 @@ class Flow:
             )
         for bad in ("concurrency", "dead_letter_replay"):
             if options.get(bad) is not None:
-                raise _invalid(bad, options.get(bad), "no value: not a step option (flows "
-                               "take concurrency=, steps do not)")
+                raise _invalid(
+                    bad,
+                    options.get(bad),
+                    "no value: not a step option (flows take concurrency=, steps do not)",
+                )
         deps = tuple(self._dep_id(d) for d in depends_on)
         build_spec(is_async=False, options=options)  # bad options fail before decoration
 
@@ -282,9 +283,9 @@ class Flow:
             input=owner.serializer.dumps_result(input),
             empty_payload=owner.serializer.dumps_payload((), {}),
             queue_defaults=owner.retry_policy,
-            default_timeout_ms=None if owner.default_timeout is None else to_ms(
-                owner.default_timeout
-            ),
+            default_timeout_ms=None
+            if owner.default_timeout is None
+            else to_ms(owner.default_timeout),
             rng=random.random,
             conc_key=self._conc_key,
         )
@@ -309,7 +310,7 @@ def _spec_fields(spec: FlowSpec) -> dict[str, Any]:
     }
 
 
-def load_flow(owner: Queue, path: str | Path) -> Flow:
+def load_flow(owner: Queue, path: str | os.PathLike[str]) -> Flow:
     """A flow from a YAML flow file (:func:`queue_core.flows.files.load_flow_file`)."""
     from queue_core.flows.files import load_flow_file
 
@@ -386,8 +387,7 @@ class ExecutionHandle:
             now = clock.monotonic()
             if end is not None and now >= end:
                 raise TimeoutError(
-                    f"execution {self.id} has not finished within {timeout} s "
-                    f"(state {rec.state})"
+                    f"execution {self.id} has not finished within {timeout} s (state {rec.state})"
                 )
             sleep(pause if end is None else min(pause, max(0.0, end - now)))
             pause = min(pause * 1.5, _MAX_PAUSE)

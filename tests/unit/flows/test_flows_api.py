@@ -92,7 +92,9 @@ def test_a_step_without_retries_fails_the_execution(queue: Queue) -> None:
         execution.result(timeout=5)
     err = failed.value
     assert (err.state, err.reason, err.step_id) == (
-        ExecutionState.FAILED, ExecutionReason.STEP_FAILED, "broken",
+        ExecutionState.FAILED,
+        ExecutionReason.STEP_FAILED,
+        "broken",
     )
     steps = {s.step_id: s for s in execution.steps()}
     assert len(steps["broken"].attempts) == 1
@@ -137,13 +139,18 @@ def test_the_worker_stops_a_step_at_the_flow_deadline(queue: Queue) -> None:
     with pytest.raises(ExecutionFailed) as failed:
         execution.result(timeout=5)
     assert (failed.value.state, failed.value.reason, failed.value.step_id) == (
-        ExecutionState.TIMED_OUT, ExecutionReason.FLOW_TIMEOUT, None,
+        ExecutionState.TIMED_OUT,
+        ExecutionReason.FLOW_TIMEOUT,
+        None,
     )
     steps = {s.step_id: s for s in execution.steps()}
     assert steps["slow"].state is StepState.TIMED_OUT
     assert [(a.outcome, a.reason) for a in steps["slow"].attempts] == [
         (Outcome.TIMED_OUT, "flow_timeout")
     ]
+    # recorded by the worker (the reaper's record carries no message and no mode)
+    attempt = steps["slow"].attempts[0]
+    assert attempt.mode == "thread" and "flow's deadline" in (attempt.message or "")
     assert steps["never"].state is StepState.NOT_RUN
 
 
@@ -166,9 +173,7 @@ def test_yaml_script_steps_run_with_results_on_stdin(queue: Queue, tmp_path: Pat
     assert execution.result(timeout=5) == {"first": [1, 2], "second": {"sum": 3, "in": {"x": 1}}}
 
 
-def test_declaring_refuses_bad_steps_and_unsupported_storage(
-    queue: Queue, tmp_path: Path
-) -> None:
+def test_declaring_refuses_bad_steps_and_unsupported_storage(queue: Queue, tmp_path: Path) -> None:
     flow = queue.flow("bad")
 
     @flow.step
@@ -195,7 +200,7 @@ def test_declaring_refuses_bad_steps_and_unsupported_storage(
     sql = Queue(f"sqlite:///{tmp_path / 'q.db'}")
     try:
         flow2 = sql.flow("nowhere")
-        flow2.step(lambda: 1)
+        flow2.step(id="one")(lambda: 1)
         with pytest.raises(ConfigError) as unsupported:
             flow2.start()
         assert unsupported.value.code == "unsupported"
@@ -232,3 +237,18 @@ def test_cancel_a_running_execution(queue: Queue) -> None:
     with pytest.raises(ExecutionFailed) as cancelled:
         execution.result(timeout=1)
     assert cancelled.value.reason is ExecutionReason.CANCELLED
+
+
+def test_a_script_exiting_non_zero_fails_with_exit_code(queue: Queue, tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("import sys\nprint('nope', file=sys.stderr)\nsys.exit(3)\n")
+    (tmp_path / "flow.yaml").write_text(
+        "id: bad-script\ntasks:\n  - id: bad\n    type: script\n    file: bad.py\n"
+    )
+    execution = queue.load_flow(tmp_path / "flow.yaml").start()
+    drain(queue)
+    with pytest.raises(ExecutionFailed) as failed:
+        execution.result(timeout=5)
+    assert (failed.value.reason, failed.value.step_id) == (ExecutionReason.STEP_FAILED, "bad")
+    attempt = execution.steps()[0].attempts[0]
+    assert (attempt.outcome, attempt.reason) == (Outcome.FAILED, "exit_code")
+    assert "3" in (attempt.message or "")
