@@ -252,3 +252,49 @@ def test_a_script_exiting_non_zero_fails_with_exit_code(queue: Queue, tmp_path: 
     attempt = execution.steps()[0].attempts[0]
     assert (attempt.outcome, attempt.reason) == (Outcome.FAILED, "exit_code")
     assert "3" in (attempt.message or "")
+
+
+def test_an_async_step_is_cancelled_at_the_flow_deadline(queue: Queue) -> None:
+    import anyio
+
+    flow = queue.flow("slow-async", timeout="1s")
+
+    @flow.step
+    async def wait() -> None:
+        await anyio.sleep(30)
+
+    execution = flow.start()
+    started = time.monotonic()
+    drain(queue)
+    assert time.monotonic() - started < 5
+    (step,) = execution.steps()
+    assert (step.state, [(a.outcome, a.reason, a.mode) for a in step.attempts]) == (
+        StepState.TIMED_OUT,
+        [(Outcome.TIMED_OUT, "flow_timeout", "async")],
+    )
+    assert execution.status() is ExecutionState.TIMED_OUT
+
+
+def test_max_parallel_holds_with_a_real_worker(queue: Queue) -> None:
+    import threading
+
+    flow = queue.flow("bounded", max_parallel=2)
+    lock = threading.Lock()
+    running = [0]
+    peak = [0]
+
+    def body() -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return 1
+
+    for i in range(6):
+        flow.step(id=f"s{i}")(body)
+    execution = flow.start()
+    drain(queue)
+    assert execution.result(timeout=5) == {f"s{i}": 1 for i in range(6)}
+    assert peak[0] == 2
