@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from typing_extensions import Self
 
+from backends._memory_flows import FlowBook, MemoryFlows
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     AttemptEnd,
@@ -156,6 +157,8 @@ class _Job:
             replay_of=s.replay_of,
             dead_id=self.dead_id,
             cancel_requested=self.cancel_requested,
+            execution_id=s.execution_id,
+            step_id=s.step_id,
         )
 
 
@@ -197,7 +200,7 @@ _TimedEntry = tuple[int, int, str]  # (time, gen or seq, job_id)
 _DeadKey = tuple[int, int, str]  # (dead_at, seq, dead_id)
 
 
-class MemoryStorage(Storage):
+class MemoryStorage(MemoryFlows, Storage):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:
@@ -208,7 +211,8 @@ class MemoryStorage(Storage):
 
     Supports :class:`~queue_core.storage.SupportsWakeup` (a condition variable notified
     whenever a job may have become ready) and
-    :class:`~queue_core.storage.SupportsJobScan`.
+    :class:`~queue_core.storage.SupportsJobScan` and
+    :class:`~queue_core.storage.SupportsFlows` (the reference: ``backends/_memory_flows.py``).
     """
 
     def __init__(
@@ -248,6 +252,7 @@ class MemoryStorage(Storage):
         """Sorted ``(dead_at, seq, dead_id)`` of every entry (newest last)."""
         self._dead_by_task: dict[str, list[_DeadKey]] = {}
         self._closed = False
+        self._flows = FlowBook(self)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -439,31 +444,33 @@ class MemoryStorage(Storage):
             if len(set(ids)) != len(ids) or any(i in self._jobs for i in ids):
                 dup = next(i for k, i in enumerate(ids) if i in self._jobs or i in ids[:k])
                 raise StorageError(f"job id {dup!r} already exists")
-            states: list[JobState] = []
-            for spec in jobs:
-                ready_at = (spec.run_at if spec.run_at is not None else t) + spec.delay_ms
-                job = _Job(
-                    spec=spec,
-                    seq=next(self._seq),
-                    state=JobState.QUEUED,
-                    enqueued_at=t,
-                    ready_at=ready_at,
-                    lost_delay_ms=spec.lost_delay_ms,
-                )
-                key = spec.concurrency_key
-                if (
-                    spec.concurrency_skip
-                    and key is not None
-                    and spec.concurrency_limit is not None
-                    and self._active_by_key.get(key, 0) >= spec.concurrency_limit
-                ):
-                    self._end(job, JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value, t, new=True)
-                else:
-                    self._enter(job, JobState.QUEUED, new=True)
-                states.append(job.state)
+            states = [self._add_job(spec, t).state for spec in jobs]
             if JobState.QUEUED in states:
                 self._cond.notify_all()
             return states
+
+    def _add_job(self, spec: NewJob, t: int) -> _Job:
+        """Store one new job, ``queued`` or (a full ``skip`` key) ``skipped``."""
+        ready_at = (spec.run_at if spec.run_at is not None else t) + spec.delay_ms
+        job = _Job(
+            spec=spec,
+            seq=next(self._seq),
+            state=JobState.QUEUED,
+            enqueued_at=t,
+            ready_at=ready_at,
+            lost_delay_ms=spec.lost_delay_ms,
+        )
+        key = spec.concurrency_key
+        if (
+            spec.concurrency_skip
+            and key is not None
+            and spec.concurrency_limit is not None
+            and self._active_by_key.get(key, 0) >= spec.concurrency_limit
+        ):
+            self._end(job, JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value, t, new=True)
+        else:
+            self._enter(job, JobState.QUEUED, new=True)
+        return job
 
     # ------------------------------------------------------------------ claim / lease
 
@@ -518,6 +525,8 @@ class MemoryStorage(Storage):
         s = job.spec
         job.deadline = t + s.timeout_ms if s.timeout_ms is not None else None
         job.heartbeat_expires_at = t + s.heartbeat_ms if s.heartbeat_ms is not None else None
+        self._flows.job_started(job)
+        flow_end = s.flow_deadline_at
         return ClaimedJob(
             id=s.id,
             task_name=s.task_name,
@@ -526,7 +535,7 @@ class MemoryStorage(Storage):
             attempt=job.attempt,
             lease_token=job.lease_token,
             lease_expires_at=job.lease_expires_at,
-            deadline=job.deadline,
+            deadline=job.deadline if flow_end is None else min(job.deadline or flow_end, flow_end),
             max_attempts=s.max_attempts,
             priority=s.priority,
             timeout_ms=s.timeout_ms,
@@ -535,6 +544,9 @@ class MemoryStorage(Storage):
             enqueued_at=job.enqueued_at,
             replay_of=s.replay_of,
             started_at=t,
+            execution_id=s.execution_id,
+            step_id=s.step_id,
+            flow_deadline_at=flow_end,
         )
 
     def renew(
@@ -601,6 +613,7 @@ class MemoryStorage(Storage):
                     self._dead_letter(job, reason, end.error, t)
                 else:
                     self._end(job, state, reason, t)
+                self._flows.job_ended(job, t)
                 took.append(True)
             if any(took):
                 self._cond.notify_all()
@@ -612,6 +625,7 @@ class MemoryStorage(Storage):
         """See :meth:`queue_core.storage.Storage.reap`."""
         with self._cond:
             t = self._now(now)
+            reaped = self._flows.reap_deadlines(t, limit)
             stale: list[tuple[int, int, _Job, ReapVerdict]] = []
             for job in self._running.values():
                 verdict = reap_verdict(
@@ -627,8 +641,7 @@ class MemoryStorage(Storage):
                 if verdict is not None:
                     stale.append((job.lease_expires_at, job.seq, job, verdict))
             stale.sort(key=lambda s: (s[0], s[1]))
-            reaped: list[ReapedJob] = []
-            for _, _, job, verdict in stale[:limit]:
+            for _, _, job, verdict in stale[: limit - len(reaped)]:
                 reaped.append(self._reap_attempt(job, verdict, t))
             while len(reaped) < limit and self._sts and self._sts[0][0] <= t:
                 _, gen, job_id = heapq.heappop(self._sts)
@@ -636,6 +649,7 @@ class MemoryStorage(Storage):
                 if queued is None:
                     continue
                 self._dead_letter(queued, Reason.SCHEDULE_TO_START.value, None, t)
+                self._flows.job_ended(queued, t)
                 reaped.append(
                     ReapedJob(
                         job_id=job_id,
@@ -664,6 +678,7 @@ class MemoryStorage(Storage):
             self._dead_letter(job, verdict.job_reason, None, t)
         else:
             self._end(job, verdict.state, verdict.job_reason, t)
+        self._flows.job_ended(job, t)
         return ReapedJob(
             job_id=job.id,
             attempt=attempt.number,
@@ -685,6 +700,7 @@ class MemoryStorage(Storage):
                 del self._jobs[job_id]
                 self._counts[job.spec.queue][job.state] -= 1
                 deleted += 1
+            self._flows.prune(cutoff, limit)
             return deleted
 
     # ------------------------------------------------------------------ control and reads
@@ -698,6 +714,7 @@ class MemoryStorage(Storage):
                 raise NotFound(f"no job with id {job_id!r}")
             if job.state is JobState.QUEUED:
                 self._end(job, JobState.CANCELLED, Reason.CANCELLED.value, t)
+                self._flows.job_ended(job, t)
                 self._cond.notify_all()  # may free a skip-concurrency slot
             elif job.state is JobState.RUNNING:
                 job.cancel_requested = True
@@ -777,9 +794,9 @@ class MemoryStorage(Storage):
             entry = self._dead.get(dead_id)
             if entry is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
-            self._drop_dead(entry)
             new_id = uuid.uuid4().hex
             spec = replay_job(entry.spec, dead_id=dead_id, new_id=new_id, queue=queue, now=t)
+            self._drop_dead(entry)
             job = _Job(
                 spec=spec,
                 seq=next(self._seq),

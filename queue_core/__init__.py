@@ -20,6 +20,7 @@ from queue_core.context import JobContext
 from queue_core.durations import parse_duration
 from queue_core.errors import (
     ConfigError,
+    ExecutionFailed,
     JobCancelled,
     JobError,
     JobFailed,
@@ -49,6 +50,7 @@ from queue_core.serializer import Serializer
 from queue_core.storage import (
     Storage,
     StorageFactory,
+    SupportsFlows,
     SupportsJobScan,
     SupportsMigrate,
     SupportsWakeup,
@@ -61,6 +63,7 @@ __all__ = [
     "Concurrency",
     "ConfigError",
     "DeadJob",
+    "ExecutionFailed",
     "JobCancelled",
     "JobContext",
     "JobError",
@@ -86,6 +89,7 @@ __all__ = [
     "StorageError",
     "StorageFactory",
     "StorageUnavailable",
+    "SupportsFlows",
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsWakeup",

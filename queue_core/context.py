@@ -44,12 +44,16 @@ class JobContext:
         job_id: the job's id.
         attempt: the 1-based number of this attempt.
         deadline: when this attempt times out (aware UTC datetime), or ``None``.
+        execution_id: for a flow step, its execution's id (``None`` otherwise).
+        step_id: for a flow step, its step id (``None`` otherwise).
     """
 
     __slots__ = (
         "job_id",
         "attempt",
         "deadline",
+        "execution_id",
+        "step_id",
         "_heartbeat_ms",
         "_last_write_ms",
         "_sink",
@@ -65,6 +69,8 @@ class JobContext:
         job_id: str = "test-job",
         attempt: int = 1,
         deadline: datetime | None = None,
+        execution_id: str | None = None,
+        step_id: str | None = None,
         heartbeat_interval: float | None = None,
         on_heartbeat: Callable[..., Any] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -75,6 +81,8 @@ class JobContext:
             job_id: the job id reported by ``ctx.job_id``.
             attempt: the attempt number reported by ``ctx.attempt``.
             deadline: the attempt deadline reported by ``ctx.deadline``.
+            execution_id: the flow execution reported by ``ctx.execution_id``.
+            step_id: the flow step reported by ``ctx.step_id``.
             heartbeat_interval: the task's ``heartbeat`` bound in seconds; heartbeats
                 reach ``on_heartbeat`` at most every third of it. ``None``: every call
                 reaches it.
@@ -86,6 +94,8 @@ class JobContext:
         self.job_id = job_id
         self.attempt = attempt
         self.deadline = deadline
+        self.execution_id = execution_id
+        self.step_id = step_id
         self._heartbeat_ms = (
             int(heartbeat_interval * 1000) if heartbeat_interval is not None else 0
         )

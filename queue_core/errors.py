@@ -16,6 +16,8 @@
         ├── JobFailed              the job is dead; ``.dead`` carries the dead-letter entry
         ├── JobCancelled           the job was cancelled
         └── JobSkipped             the job was skipped at enqueue (concurrency limit)
+    ExecutionFailed            raised by ``ExecutionHandle.result()`` for a flow execution
+                               that did not succeed
 
 ``JobHandle.result(timeout)`` raises the built-in :class:`TimeoutError` when the job has
 not finished in time.
@@ -26,10 +28,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from queue_core.flows.model import ExecutionReason, ExecutionState
     from queue_core.model import DeadJob
 
 __all__ = [
     "ConfigError",
+    "ExecutionFailed",
     "JobCancelled",
     "JobError",
     "JobFailed",
@@ -185,3 +189,31 @@ class JobCancelled(JobError):
 
 class JobSkipped(JobError):
     """The job was skipped at enqueue because its concurrency limit was reached."""
+
+
+class ExecutionFailed(QueueCoreError):
+    """A flow execution ended without succeeding (``ExecutionHandle.result()``, SPEC §7).
+
+    Attributes:
+        state: the execution's final state (``failed``, ``timed_out``, ``cancelled``,
+            ``skipped``).
+        reason: ``step_failed``, ``flow_timeout``, ``cancelled`` or ``concurrency_limit``.
+        step_id: the step to blame for ``step_failed``; ``None`` when no single step is.
+        execution_id: the execution's id.
+    """
+
+    def __init__(
+        self,
+        state: ExecutionState,
+        reason: ExecutionReason | None,
+        step_id: str | None = None,
+        *,
+        execution_id: str | None = None,
+    ) -> None:
+        where = f" (step {step_id!r})" if step_id is not None else ""
+        what = f"execution {execution_id} " if execution_id is not None else "execution "
+        super().__init__(f"{what}ended {state}: {reason}{where}")
+        self.state = state
+        self.reason = reason
+        self.step_id = step_id
+        self.execution_id = execution_id

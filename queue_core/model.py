@@ -104,6 +104,11 @@ class Reason(str, Enum):
     """The attempt (or execution) was ended by its flow's deadline; not retried."""
     STEP_FAILED = "step_failed"
     """An execution failed because one of its steps ended dead."""
+    NOT_RUN = "not_run"
+    """A step job whose execution ended before it could run (or run again): the job
+    ends ``cancelled`` with this reason and is never claimed."""
+    EXIT_CODE = "exit_code"
+    """A ``type: script`` step exited with a non-zero code (the code is in the message)."""
 
     def __str__(self) -> str:
         return self.value
@@ -181,6 +186,13 @@ class NewJob:
     """Core-owned JSON text (per-call overrides); stored and returned verbatim."""
     replay_of: str | None = None
     """Dead-letter id this job replays, if any."""
+    execution_id: str | None = None
+    """Flows: the execution this job is a step of (``None`` for ordinary jobs)."""
+    step_id: str | None = None
+    """Flows: the step this job runs."""
+    flow_deadline_at: int | None = None
+    """Flows: epoch ms of the execution's deadline, set by storage when it releases the
+    step (copied from the execution's ``deadline_at``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +228,13 @@ class ClaimedJob:
     replay_of: str | None = None
     started_at: int = 0
     """Epoch ms the storage recorded as this attempt's start."""
+    execution_id: str | None = None
+    """Flows: the execution this job is a step of (``None`` for ordinary jobs)."""
+    step_id: str | None = None
+    flow_deadline_at: int | None = None
+    """Flows: the execution's deadline. ``deadline`` is then the earlier of the attempt's
+    own deadline and this one; the worker ends an attempt stopped by this one
+    ``timed_out`` / ``flow_timeout`` (decision ``TIME_OUT``), never retried."""
 
     @property
     def ref(self) -> LeaseRef:
@@ -471,6 +490,9 @@ class JobRecord:
     dead_id: str | None = None
     """Dead-letter entry id when the job is dead."""
     cancel_requested: bool = False
+    execution_id: str | None = None
+    """Flows: the execution this job is a step of."""
+    step_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=True)

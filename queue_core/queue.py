@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
@@ -13,6 +14,9 @@ from typing_extensions import Unpack
 from queue_core.clock import Clock, SystemClock
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
+from queue_core.flows import api as _flows
+from queue_core.flows.api import ExecutionHandle, Flow
+from queue_core.flows.model import ExecutionInfo, ExecutionState
 from queue_core.handle import JobHandle
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
 from queue_core.policy import RetryPolicy
@@ -21,6 +25,7 @@ from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
     CallOptions,
+    Concurrency,
     Task,
     TaskOptions,
     build_spec,
@@ -234,6 +239,50 @@ class Queue:
     def cancel(self, job_id: str) -> JobState:
         """Cancel a job; return its state afterwards (``NotFound`` for an unknown id)."""
         return self._storage.cancel(job_id)
+
+    # ------------------------------------------------------------------ flows
+
+    def flow(
+        self,
+        name: str,
+        *,
+        concurrency: Concurrency | int | None = None,
+        max_parallel: int = 0,
+        timeout: float | str | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        queue: str | None = None,
+    ) -> Flow:
+        """Declare a flow: a DAG of steps (``@flow.step``) with an execution-wide
+        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`."""
+        return Flow(
+            self,
+            name,
+            concurrency=concurrency,
+            max_parallel=max_parallel,
+            timeout=timeout,
+            retry=retry,
+            queue=queue,
+        )
+
+    def load_flow(self, path: str | os.PathLike[str]) -> Flow:
+        """A flow from a YAML flow file (SPEC §7 "Flow files")."""
+        return _flows.load_flow(self, path)
+
+    def execution(self, execution_id: str) -> ExecutionHandle:
+        """A handle on an existing flow execution (``NotFound`` for an unknown id)."""
+        handle = ExecutionHandle(self, execution_id)
+        handle.status()
+        return handle
+
+    def executions(
+        self,
+        flow: str | Flow | None = None,
+        state: ExecutionState | str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[ExecutionInfo]:
+        """A page of flow executions, newest first (``flow``: a name or a ``Flow``)."""
+        return _flows.executions(self, flow, state, limit, offset)
 
     # ------------------------------------------------------------------ dead letters
 

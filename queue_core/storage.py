@@ -35,7 +35,9 @@ default 7 days; ``?retention=<duration>`` in URLs where supported) and removed b
 until purged. Nothing grows without bound.
 
 Optional abilities beyond this set are separate ``Supports*`` protocols; the core checks
-for them with ``isinstance`` and degrades without them.
+for them with ``isinstance`` and degrades without them. Flows are one of them:
+:class:`~queue_core.flows.storage.SupportsFlows` (defined beside its records in
+:mod:`queue_core.flows.storage`, re-exported here).
 
 Building a storage from a URL is part of what a backend provides: the backend *class* is a
 :class:`StorageFactory` (it has ``from_url(url) -> Storage``, normally a classmethod), and
@@ -47,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from queue_core.flows.storage import SupportsFlows
 from queue_core.model import (
     AttemptEnd,
     AttemptRecord,
@@ -64,6 +67,7 @@ from queue_core.model import (
 __all__ = [
     "Storage",
     "StorageFactory",
+    "SupportsFlows",
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsWakeup",

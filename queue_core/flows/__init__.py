@@ -1,7 +1,7 @@
 """Flows: DAGs of steps with ``depends_on``, ``max_parallel``, an execution deadline and
 execution concurrency (SPEC §7).
 
-This package holds the parts that need no storage:
+The parts that need no storage:
 
 - :mod:`queue_core.flows.model`: states, reasons, public records and the serializable
   flow definition (:class:`FlowSpec`) stored with each execution;
@@ -9,6 +9,13 @@ This package holds the parts that need no storage:
 - :mod:`queue_core.flows.decide`: the pure decisions storage applies atomically;
 - :mod:`queue_core.flows.files`: YAML flow files (PyYAML + pydantic, imported lazily);
 - :mod:`queue_core.flows.script`: running a ``type: script`` step as a subprocess.
+
+Flows in storage and in the facade:
+
+- :mod:`queue_core.flows.storage`: the ``SupportsFlows`` ability and its records;
+- :mod:`queue_core.flows.jobs`: the step jobs the core computes at ``flow.start``;
+- :mod:`queue_core.flows.calls`: a step's call, built by parameter name on the worker;
+- :mod:`queue_core.flows.api`: ``Flow``, ``ExecutionHandle`` (``queue.flow`` & co.).
 
 ``model``, ``dag`` and ``decide`` read no clock and do no I/O; ``files`` and ``script`` are
 imported only on demand, so importing :mod:`queue_core` never needs PyYAML or pydantic.

@@ -185,7 +185,21 @@ def replay_job(
 
     Everything else -- priority, ``max_attempts``, ``lost_delay_ms``, timeouts,
     heartbeat, schedule-to-start, concurrency, ``options`` -- is kept as stored.
+
+    Raises:
+        ConfigError: ``invalid_option`` for a flow step's job (``execution_id`` set): its
+            execution has already failed, and a lone replayed step would have no
+            execution to report to -- replay the execution instead. Storage calls this
+            before it removes the entry, so a refused replay changes nothing.
     """
+    if spec.execution_id is not None:
+        raise ConfigError(
+            f"job {spec.id} is step {spec.step_id!r} of flow execution {spec.execution_id}: "
+            "a step's dead letter cannot be replayed on its own; replay the execution",
+            code="invalid_option",
+            field="dead_id",
+            value=dead_id,
+        )
     return dataclasses.replace(
         spec,
         id=new_id,

@@ -15,12 +15,12 @@ A backend author runs every contract test on their storage like this::
 pytest then collects every inherited ``test_*`` method. The tests use only the
 :class:`~queue_core.storage.Storage` protocol, pass explicit ``now`` times (epoch ms
 around :data:`T0`) and never sleep. Tests of an optional ability (``SupportsWakeup``,
-``SupportsJobScan``) skip with the ability's name when the storage lacks it; nothing
-else skips, except the retention tests: they need a ``storage_with_retention`` fixture, a
-function that builds a fresh storage with a given ``?retention=`` value (``"0"``, ``"1d"``)
-and closes it at teardown, and skip naming it when the backend provides none. Override
-``retention_ms`` on the class when the ``storage`` fixture's storage was built with a
-retention other than the default 7 days.
+``SupportsJobScan``, ``SupportsFlows``) skip with the ability's name when the storage
+lacks it; nothing else skips, except the retention tests: they need a
+``storage_with_retention`` fixture, a function that builds a fresh storage with a given
+``?retention=`` value (``"0"``, ``"1d"``) and closes it at teardown, and skip naming it
+when the backend provides none. Override ``retention_ms`` on the class when the
+``storage`` fixture's storage was built with a retention other than the default 7 days.
 
 This is the only part of queue-core that imports pytest.
 """

@@ -71,6 +71,9 @@ class WorkerState:
     # set by run_async
     _queues: list[str]
     _tasks: dict[str, Task[Any, Any]]
+    """The queue's tasks, plus the one ``type: script`` flow steps run with."""
+    _specs: dict[str, Any]
+    """Flow definitions (``FlowSpec``) read for script steps, by spec hash."""
     _io: anyio.CapacityLimiter
     _flush_wake: anyio.Event
     _slot_wake: anyio.Event

@@ -163,7 +163,13 @@ class Claiming(Running):
         """On the claim thread: the attempt for a plain sync body, or ``None`` when the
         job must go through the loop (async, process, per-call options, bad payload)."""
         task = self._tasks.get(job.task_name)
-        if task is None or task.is_async or self._isolation(task) == "process" or job.options:
+        if (
+            task is None
+            or task.is_async
+            or self._isolation(task) == "process"
+            or job.options
+            or job.execution_id is not None  # a flow step's call is read from storage
+        ):
             return None
         try:
             args, kwargs = self._serializer.loads_payload(job.payload)
@@ -232,7 +238,12 @@ class Claiming(Running):
             self._dead(att, Reason.UNKNOWN_TASK, error_info(exc))
             self._free(att)
             return
-        if task.is_async or self._isolation(task) == "process" or job.options:
+        if (
+            task.is_async
+            or self._isolation(task) == "process"
+            or job.options
+            or job.execution_id is not None
+        ):
             self._tg.start_soon(self._run, att)
         else:
             self._start_thread(att, task, None)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from queue_core.errors import SerializationError
+from queue_core.flows.script import ScriptFailed
 from queue_core.model import (
     Action,
     AttemptEnd,
@@ -27,6 +28,7 @@ from queue_core.model import (
 from queue_core.policy import RetryPolicy, classify, decide, error_names
 from queue_core.task import check_isolation
 from queue_core.worker.base import WorkerState
+from queue_core.worker.flowsteps import flow_binds
 from queue_core.worker.log import log_attempt_end
 from queue_core.worker.slots import Attempt
 
@@ -143,7 +145,8 @@ class AttemptRecording(WorkerState):
         decision = decide(
             policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
         )
-        self._decided(att, Outcome.FAILED, Reason.ERROR, decision, info or error_info(exc))
+        reason = Reason.EXIT_CODE if isinstance(exc, ScriptFailed) else Reason.ERROR
+        self._decided(att, Outcome.FAILED, reason, decision, info or error_info(exc))
 
     def _dead(
         self,
@@ -188,9 +191,18 @@ class AttemptRecording(WorkerState):
         else:
             att.ended = True
 
-    def _timed_out(self, att: Attempt, reason: Reason = Reason.TIMEOUT) -> None:
-        decision = decide(self._policy(att), att.job.attempt, Outcome.TIMED_OUT, rng=self._rng)
-        if reason is Reason.HEARTBEAT_TIMEOUT:
+    def _timed_out(self, att: Attempt, reason: Reason | None = None) -> None:
+        """Record ``att`` as timed out: by its heartbeat bound, its own ``timeout``, or
+        (``reason`` ``None`` and the flow's deadline comes first) ``flow_timeout``,
+        which the decision never retries."""
+        if reason is None:
+            reason = Reason.FLOW_TIMEOUT if flow_binds(att.job) else Reason.TIMEOUT
+        decision = decide(
+            self._policy(att), att.job.attempt, Outcome.TIMED_OUT, reason=reason, rng=self._rng
+        )
+        if reason is Reason.FLOW_TIMEOUT:
+            message = f"attempt {att.job.attempt} was stopped by its flow's deadline"
+        elif reason is Reason.HEARTBEAT_TIMEOUT:
             message = (
                 f"attempt {att.job.attempt} sent no heartbeat for "
                 f"{(att.job.heartbeat_ms or 0) / 1000:g} s"

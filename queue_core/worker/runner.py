@@ -37,6 +37,7 @@ from queue_core.errors import ConfigError
 from queue_core.storage import SupportsWakeup
 from queue_core.task import check_isolation
 from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
+from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
@@ -188,7 +189,8 @@ class Worker(Claiming):
     async def run_async(self) -> None:
         """The worker's task group (use :meth:`run` from sync code)."""
         self._queues = self.queues
-        self._tasks = self.queue.tasks
+        self._tasks = {SCRIPT_TASK: script_task(self.queue), **self.queue.tasks}
+        self._specs = {}
         self._io = anyio.CapacityLimiter(8)
         self._flush_wake = anyio.Event()
         self._slot_wake = anyio.Event()

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from anyio import to_thread
 
 from queue_core.context import JobContext
 from queue_core.errors import LeaseLost, SerializationError, StorageError
 from queue_core.model import ErrorInfo, Outcome, Reason, dt_from_ms
 from queue_core.policy import decide
 from queue_core.task import DEFAULT_KILL_GRACE, Task
+from queue_core.worker.flowsteps import step_call
 from queue_core.worker.log import log
 from queue_core.worker.recording import error_info
 from queue_core.worker.services import Services, deadline_of
@@ -100,6 +102,29 @@ class Running(Services):
             return None
         return args, kwargs
 
+    async def _step_decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
+        """A flow step's arguments, built from storage (``get_step_inputs``) by
+        parameter name; ``None`` after dead-lettering a call that cannot be built."""
+        job = att.job
+        try:
+            kwargs: dict[str, Any] = await to_thread.run_sync(
+                step_call,
+                self.storage,
+                job,
+                task.signature,
+                self._serializer.loads_result,
+                self._specs,
+                limiter=self._io,
+            )
+        except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
+            self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+            return None
+        misfit = self._misfit(task, (), kwargs)
+        if misfit is not None:
+            self._dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
+            return None
+        return (), kwargs
+
     # ------------------------------------------------------------------ run
 
     async def _run(self, att: Attempt) -> None:
@@ -110,7 +135,10 @@ class Running(Services):
                 att.call = self._call_options(att.job.options)
             if task.is_async:
                 att.mode = "async"
-            decoded = self._decode(att, task)
+            if att.job.execution_id is None:
+                decoded = self._decode(att, task)
+            else:
+                decoded = await self._step_decode(att, task)
             if decoded is None:
                 self._free(att)
                 return
@@ -188,6 +216,8 @@ class Running(Services):
             job_id=job.id,
             attempt=job.attempt,
             deadline=dt_from_ms(job.deadline),
+            execution_id=job.execution_id,
+            step_id=job.step_id,
             heartbeat_interval=hb_ms / 1000.0 if hb_ms else None,
             on_heartbeat=sink,
         )

@@ -16,6 +16,7 @@ from queue_core.errors import LeaseLost, NotFound, StorageError
 from queue_core.model import DeadJob, LeaseRef, Reason, ms_from_dt
 from queue_core.policy import renew_interval
 from queue_core.task import Replay
+from queue_core.worker.flowsteps import flow_deadline_of
 from queue_core.worker.log import log
 from queue_core.worker.recording import AttemptRecording
 from queue_core.worker.slots import Attempt
@@ -40,11 +41,13 @@ def deadline_of(att: Attempt) -> float | None:
     with the mode and the error -- must land first, or it is refused as no longer
     current. So the worker is early by at most the lead, never by a slow claim.
     """
+    flow = flow_deadline_of(att.job, att.claimed_at, DEADLINE_LEAD)
     timeout_ms = att.job.timeout_ms
     if timeout_ms is None:
-        return None
+        return flow
     timeout = timeout_ms / 1000.0
-    return att.claimed_at + timeout - min(DEADLINE_LEAD, timeout / 10.0)
+    own = att.claimed_at + timeout - min(DEADLINE_LEAD, timeout / 10.0)
+    return own if flow is None else min(own, flow)
 
 
 def _silence_limit(att: Attempt) -> float | None:

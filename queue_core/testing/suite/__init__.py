@@ -12,6 +12,7 @@ from queue_core.testing.suite.concurrency import ConcurrencyContract
 from queue_core.testing.suite.dead import DeadLetterContract
 from queue_core.testing.suite.enqueue import EnqueueContract
 from queue_core.testing.suite.finish import FinishContract
+from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
 from queue_core.testing.suite.optional import OptionalAbilitiesContract
 from queue_core.testing.suite.payload import PayloadContract
@@ -29,6 +30,7 @@ __all__ = [
     "DeadLetterContract",
     "EnqueueContract",
     "FinishContract",
+    "FlowContract",
     "LeaseContract",
     "OptionalAbilitiesContract",
     "PayloadContract",
@@ -57,8 +59,11 @@ class StorageContract(
     RaceContract,
     PayloadContract,
     OptionalAbilitiesContract,
+    FlowContract,
 ):
-    """Every contract test. Subclass it as ``TestMyStorage`` and provide ``storage``
+    """Every contract test (the flow tests, :class:`FlowContract`, skip naming
+    ``SupportsFlows`` on a storage without that ability). Subclass it as
+    ``TestMyStorage`` and provide ``storage``
     (and ``storage_with_retention``, see :data:`StorageWithRetention`, when the backend
     takes a ``?retention=`` option: the retention tests skip without it).
 

@@ -1,0 +1,437 @@
+"""The flows facade (SPEC §7): ``queue.flow(...)``, ``@flow.step``, ``flow.start``,
+:class:`ExecutionHandle`, ``queue.execution(s)`` and ``queue.load_flow``.
+
+A :class:`Flow` is a :class:`~queue_core.flows.FlowSpec` being declared: each
+``@flow.step`` registers its function as a task of the queue (so a worker that imports
+the module runs it by name) and adds a step. ``flow.start(input)`` computes every step's
+job (:mod:`queue_core.flows.jobs`) and hands the execution to storage
+(:class:`~queue_core.flows.storage.SupportsFlows`), which runs it from then on: the
+definition is stored with the execution, so no process needs the ``Flow`` object again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+
+from typing_extensions import Unpack
+
+from queue_core.durations import parse_duration, to_ms
+from queue_core.errors import ConfigError, ExecutionFailed, NotFound
+from queue_core.flows.jobs import build_execution
+from queue_core.flows.model import (
+    ConcurrencySpec,
+    ExecutionInfo,
+    ExecutionState,
+    FlowSpec,
+    StepRun,
+    StepSpec,
+    retry_fields,
+)
+from queue_core.flows.storage import ExecutionRecord, SupportsFlows
+from queue_core.model import JobState
+from queue_core.policy import RetryPolicy
+from queue_core.task import (
+    UNSET,
+    Concurrency,
+    Task,
+    TaskOptions,
+    TaskSpec,
+    build_spec,
+    check_concurrency,
+    check_name,
+    fq_name,
+    new_job_id,
+)
+
+if TYPE_CHECKING:
+    from queue_core.queue import Queue
+
+__all__ = ["ExecutionHandle", "Flow", "executions", "flows_of", "load_flow"]
+
+_FIRST_PAUSE = 0.002
+_MAX_PAUSE = 0.1
+
+
+@runtime_checkable
+class _SleepingClock(Protocol):
+    def sleep(self, seconds: float) -> None: ...
+
+
+def flows_of(queue: Queue) -> SupportsFlows:
+    """The queue's storage as :class:`SupportsFlows`.
+
+    Raises:
+        ConfigError: ``unsupported``, naming the ability, when the storage lacks it.
+    """
+    storage = queue.storage()
+    if not isinstance(storage, SupportsFlows):
+        raise ConfigError(
+            f"flows need a storage with the SupportsFlows ability; "
+            f"{type(storage).__name__} does not have it (memory:// does)",
+            code="unsupported",
+            field="storage",
+            value=type(storage).__name__,
+        )
+    return storage
+
+
+def _invalid(field: str, value: object, expected: str) -> ConfigError:
+    return ConfigError(
+        f"invalid {field}: {value!r} — expected {expected}",
+        code="invalid_option",
+        field=field,
+        value=value,
+    )
+
+
+def _ms(seconds: Any) -> int | None:
+    return None if seconds is UNSET or seconds is None else to_ms(seconds)
+
+
+def _step_spec(step_id: str, task_name: str, ts: TaskSpec, depends_on: tuple[str, ...]) -> StepSpec:
+    """A code step from a task's validated options (only those given explicitly)."""
+    return StepSpec(
+        id=step_id,
+        kind="code",
+        task=task_name,
+        depends_on=depends_on,
+        queue=None if ts.queue is UNSET else ts.queue,
+        priority=None if ts.priority is UNSET else ts.priority,
+        timeout_ms=None if ts.timeout is UNSET else (_ms(ts.timeout) or 0),
+        heartbeat_ms=_ms(ts.heartbeat),
+        schedule_to_start_ms=_ms(ts.schedule_to_start),
+        isolation=None if ts.isolation is UNSET else ts.isolation,
+        kill_grace_ms=_ms(ts.kill_grace),
+        retry=retry_fields(ts.policy),
+        retry_on=tuple(fq_name(c) for c in ts.retry_on),
+        dont_retry_on=tuple(fq_name(c) for c in ts.dont_retry_on),
+    )
+
+
+class Flow:
+    """A flow of a queue: a DAG of steps with an execution-wide deadline (SPEC §7).
+
+    Built by ``queue.flow(name, ...)`` (steps declared with :meth:`step`) or by
+    ``queue.load_flow(path)`` (a YAML flow file; its steps are fixed).
+
+    Attributes:
+        name: the flow's name (executions are listed under it).
+    """
+
+    def __init__(
+        self,
+        owner: Queue,
+        name: str,
+        *,
+        concurrency: Concurrency | int | None = None,
+        max_parallel: int = 0,
+        timeout: float | str | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        queue: str | None = None,
+        spec: FlowSpec | None = None,
+    ) -> None:
+        self._owner = owner
+        self.name = check_name(name, "name")
+        conc = check_concurrency(concurrency)
+        self._conc_key = None if conc is None else (f"{name}:{conc.key}" if conc.key else name)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise _invalid("retry", retry, "a RetryPolicy(...) or None")
+        timeout_ms = None if timeout is None else to_ms(parse_duration(timeout, field="timeout"))
+        if spec is None:
+            self._fields: dict[str, Any] = {
+                "name": name,
+                "concurrency": (
+                    None if conc is None else ConcurrencySpec(conc.limit, conc.behavior)
+                ),
+                "max_parallel": max_parallel,
+                "timeout_ms": timeout_ms,
+                "retry": retry_fields(retry),
+                "queue": None if queue is None else check_name(queue, "queue"),
+            }
+            self._steps: tuple[StepSpec, ...] = ()
+            # the flow's own fields are checked now, with a stand-in step
+            FlowSpec(**self._fields, steps=(StepSpec(id="_", kind="code", task="_"),))
+            self._fixed = False
+        else:
+            self._conc_key = None if spec.concurrency is None else spec.name
+            self._fields = _spec_fields(spec)
+            self._steps = spec.steps
+            self._fixed = True
+        self._step_of_task: dict[int, str] = {}
+
+    @property
+    def spec(self) -> FlowSpec:
+        """The definition as declared so far (what each execution stores).
+
+        Raises:
+            ConfigError: ``invalid_flow`` while the flow has no step.
+        """
+        return FlowSpec(**self._fields, steps=self._steps)
+
+    def __repr__(self) -> str:
+        return f"<Flow {self.name!r} steps={[s.id for s in self._steps]}>"
+
+    # ------------------------------------------------------------------ declaring
+
+    @overload
+    def step(self, func: Callable[..., Any], /) -> Task[Any, Any]: ...
+
+    @overload
+    def step(
+        self,
+        func: None = None,
+        /,
+        *,
+        id: str | None = None,
+        depends_on: Sequence[Task[Any, Any] | str] = (),
+        **options: Unpack[TaskOptions],
+    ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+
+    def step(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        id: str | None = None,
+        depends_on: Sequence[Task[Any, Any] | str] = (),
+        **options: Unpack[TaskOptions],
+    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
+        """Declare a step: ``@flow.step`` or ``@flow.step(id=..., depends_on=[...], ...)``.
+
+        The function is registered as a task of the queue named ``<flow>.<step id>``
+        (a worker that imports the module declaring the flow knows it) and returned as
+        that :class:`~queue_core.Task`. Its parameters
+        named after a dependency receive that step's result; ``input`` receives the
+        execution input; ``ctx`` the :class:`~queue_core.JobContext` (with
+        ``ctx.execution_id`` and ``ctx.step_id``). Options are the task options of
+        SPEC §2, merged queue defaults → flow → step; ``concurrency`` and
+        ``dead_letter_replay`` are not step options.
+
+        Raises:
+            ConfigError: a bad option, an unknown dependency, a cycle, a duplicate id,
+                or a flow loaded from a file (its steps are fixed).
+            TypeError: an unknown option.
+        """
+        if self._fixed:
+            raise ConfigError(
+                f"flow {self.name!r} was loaded from {self._fields['source']}; its steps are "
+                "fixed — declare steps on a flow made with queue.flow(...)",
+                code="invalid_flow",
+                field="steps",
+            )
+        for bad in ("concurrency", "dead_letter_replay"):
+            if options.get(bad) is not None:
+                raise _invalid(
+                    bad,
+                    options.get(bad),
+                    "no value: not a step option (flows take concurrency=, steps do not)",
+                )
+        deps = tuple(self._dep_id(d) for d in depends_on)
+        build_spec(is_async=False, options=options)  # bad options fail before decoration
+
+        def decorate(fn: Callable[..., Any]) -> Task[Any, Any]:
+            step_id = id if id is not None else getattr(fn, "__name__", None)
+            if not isinstance(step_id, str) or not step_id:
+                raise _invalid("id", step_id, "a step id (the function's name by default)")
+            ts = build_spec(is_async=inspect.iscoroutinefunction(fn), options=options)
+            task_name = f"{self.name}.{step_id}"
+            steps = (*self._steps, _step_spec(step_id, task_name, ts, deps))
+            FlowSpec(**self._fields, steps=steps)  # unknown dependency, cycle, duplicate id
+            task = self._owner.task(name=task_name, **options)(fn)
+            self._steps = steps
+            self._step_of_task[builtins_id(task)] = step_id
+            return task
+
+        return decorate(func) if func is not None else decorate
+
+    def _dep_id(self, dep: Task[Any, Any] | str) -> str:
+        if isinstance(dep, str):
+            return dep
+        found = self._step_of_task.get(builtins_id(dep))
+        if found is None:
+            raise _invalid("depends_on", dep, f"a step of flow {self.name!r} (or its id)")
+        return found
+
+    # ------------------------------------------------------------------ running
+
+    def start(self, input: Any = None) -> ExecutionHandle:
+        """Start an execution with ``input``; it is ``running`` or ``queued`` (waiting for
+        a concurrency slot) when this returns — or ``skipped`` (``concurrency_limit``).
+
+        Raises:
+            ConfigError: ``unsupported`` when the storage lacks flows; ``invalid_flow``
+                for a flow without steps.
+            SerializationError: ``input`` cannot be serialized (nothing is stored).
+        """
+        flows = flows_of(self._owner)
+        if not self._steps:
+            raise ConfigError(
+                f"flow {self.name!r} has no steps — declare some with @flow.step",
+                code="invalid_flow",
+                field="steps",
+            )
+        owner = self._owner
+        new = build_execution(
+            self.spec,
+            execution_id=new_job_id(),
+            input=owner.serializer.dumps_result(input),
+            empty_payload=owner.serializer.dumps_payload((), {}),
+            queue_defaults=owner.retry_policy,
+            default_timeout_ms=None
+            if owner.default_timeout is None
+            else to_ms(owner.default_timeout),
+            rng=random.random,
+            conc_key=self._conc_key,
+        )
+        flows.start_execution(new)
+        return ExecutionHandle(owner, new.id)
+
+
+def builtins_id(obj: object) -> int:
+    """Identity of a task object (``id`` is a parameter name in :meth:`Flow.step`)."""
+    return id(obj)
+
+
+def _spec_fields(spec: FlowSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "concurrency": spec.concurrency,
+        "max_parallel": spec.max_parallel,
+        "timeout_ms": spec.timeout_ms,
+        "retry": spec.retry,
+        "queue": spec.queue,
+        "source": spec.source,
+    }
+
+
+def load_flow(owner: Queue, path: str | os.PathLike[str]) -> Flow:
+    """A flow from a YAML flow file (:func:`queue_core.flows.files.load_flow_file`)."""
+    from queue_core.flows.files import load_flow_file
+
+    spec = load_flow_file(path)
+    return Flow(owner, spec.name, spec=spec)
+
+
+# --------------------------------------------------------------------------- executions
+
+
+class ExecutionHandle:
+    """A reference to one flow execution.
+
+    Attributes:
+        id: the execution id.
+    """
+
+    __slots__ = ("id", "_queue")
+
+    def __init__(self, queue: Queue, execution_id: str) -> None:
+        self.id = execution_id
+        self._queue = queue
+
+    def _record(self) -> ExecutionRecord:
+        rec = flows_of(self._queue).get_execution(self.id)
+        if rec is None:
+            raise NotFound(f"no flow execution with id {self.id!r}")
+        return rec
+
+    def status(self) -> ExecutionState:
+        """The execution's current state."""
+        return self._record().state
+
+    def info(self) -> ExecutionInfo:
+        """The execution as ``queue.executions()`` lists it."""
+        return self._record().info()
+
+    def steps(self) -> list[StepRun]:
+        """Every step in definition order, with its job's attempt records."""
+        storage = self._queue.storage()
+        return [
+            StepRun(
+                step_id=s.step_id,
+                state=s.state,
+                reason=s.reason,
+                job_id=s.job_id,
+                attempts=storage.list_attempts(s.job_id) if s.job_id else [],
+            )
+            for s in flows_of(self._queue).list_steps(self.id)
+        ]
+
+    def cancel(self) -> ExecutionState:
+        """Cancel: ``cancelling`` while running steps stop, then ``cancelled``."""
+        return flows_of(self._queue).cancel_execution(self.id)
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the execution to finish; return ``{step id: result}`` of every step.
+
+        The wait is measured on the queue's clock, like ``JobHandle.result``.
+
+        Raises:
+            ExecutionFailed: it ended ``failed`` (``step_failed``, naming the step),
+                ``timed_out`` (``flow_timeout``), ``cancelled`` or ``skipped``.
+            TimeoutError: it has not finished within ``timeout`` seconds.
+        """
+        clock = self._queue.clock
+        sleep = clock.sleep if isinstance(clock, _SleepingClock) else time.sleep
+        end = None if timeout is None else clock.monotonic() + timeout
+        pause = _FIRST_PAUSE
+        while True:
+            rec = self._record()
+            if rec.state.finished:
+                return self._value(rec)
+            now = clock.monotonic()
+            if end is not None and now >= end:
+                raise TimeoutError(
+                    f"execution {self.id} has not finished within {timeout} s (state {rec.state})"
+                )
+            sleep(pause if end is None else min(pause, max(0.0, end - now)))
+            pause = min(pause * 1.5, _MAX_PAUSE)
+
+    def _value(self, rec: ExecutionRecord) -> dict[str, Any]:
+        if rec.state is not ExecutionState.SUCCEEDED:
+            raise ExecutionFailed(rec.state, rec.reason, rec.failed_step, execution_id=rec.id)
+        storage, loads = self._queue.storage(), self._queue.serializer.loads_result
+        out: dict[str, Any] = {}
+        for s in flows_of(self._queue).list_steps(self.id):
+            job = storage.get_job(s.job_id) if s.job_id else None
+            ok = job is not None and job.state is JobState.SUCCEEDED and job.result is not None
+            out[s.step_id] = loads(job.result) if ok else None  # type: ignore[union-attr,arg-type]
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecutionHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"<ExecutionHandle {self.id}>"
+
+
+def executions(
+    queue: Queue,
+    flow: str | Flow | None = None,
+    state: ExecutionState | str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> list[ExecutionInfo]:
+    """``queue.executions(...)``: a page of executions, newest first."""
+    name = flow.name if isinstance(flow, Flow) else flow
+    wanted: ExecutionState | None = None
+    if state is not None:
+        try:
+            wanted = ExecutionState(state)
+        except ValueError:
+            raise _invalid(
+                "state", state, "one of " + ", ".join(s.value for s in ExecutionState)
+            ) from None
+    for field, value in (("limit", limit), ("offset", offset)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _invalid(field, value, "an integer >= 0")
+    records = flows_of(queue).list_executions(name, wanted, limit, offset)
+    return [r.info() for r in records]
