@@ -22,6 +22,7 @@ from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
 from backends.redis.errors import translate_errors
+from backends.redis.flows import RedisFlows
 from backends.redis.keys import Keys
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
@@ -64,6 +65,8 @@ _SCRIPTS = (
     "count_pending",
     "next_ready",
     "list_jobs",
+    "flow_start",
+    "flow_apply",
 )
 _STATES = {s.value.encode(): s for s in JobState}
 _OUTCOMES = {o.value: o for o in Outcome}
@@ -99,6 +102,8 @@ def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
 def _load_script(name: str) -> str:
     lua = resources.files("backends.redis").joinpath("lua")
     lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
+    if name.startswith("flow_"):
+        lib += "\n" + lua.joinpath("_flow.lua").read_text(encoding="utf-8")
     return lib + "\n" + lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
 
 
@@ -170,10 +175,12 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
         replay_of=_str_or_none(g(b"ro")),
         dead_id=_str_or_none(g(b"did")),
         cancel_requested=b"cr" in h,
+        execution_id=_str_or_none(g(b"x")),
+        step_id=_str_or_none(g(b"xn")),
     )
 
 
-class RedisStorage(Storage):
+class RedisStorage(RedisFlows, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://`` and ``rediss://`` URLs).
 
     Args:
@@ -192,7 +199,8 @@ class RedisStorage(Storage):
 
     Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
     token to a bounded per-queue list that idle workers ``BLPOP``) and
-    :class:`~queue_core.storage.SupportsJobScan`.
+    :class:`~queue_core.storage.SupportsJobScan` and
+    :class:`~queue_core.storage.SupportsFlows` (``backends/redis/flows.py``).
     """
 
     def __init__(
@@ -240,6 +248,8 @@ class RedisStorage(Storage):
         self._count_pending = s["count_pending"]
         self._next_ready = s["next_ready"]
         self._list_jobs = s["list_jobs"]
+        self._flow_start = s["flow_start"]
+        self._flow_apply = s["flow_apply"]
         self._info_cache: dict[tuple[str, str | None, str], str] = {}
 
     @classmethod
@@ -408,7 +418,7 @@ class RedisStorage(Storage):
         with translate_errors("claim"):
             r = self._run(self._claim, args)
         out: list[ClaimedJob] = []
-        for i in range(0, len(r), 16):
+        for i in range(0, len(r), 19):
             out.append(
                 ClaimedJob(
                     id=r[i].decode(),
@@ -427,6 +437,9 @@ class RedisStorage(Storage):
                     enqueued_at=int(r[i + 13]),
                     replay_of=_str_or_none(r[i + 14]),
                     started_at=r[i + 15],
+                    execution_id=_str_or_none(r[i + 16]),
+                    step_id=_str_or_none(r[i + 17]),
+                    flow_deadline_at=_int_or_none(r[i + 18]),
                 )
             )
         return out
@@ -487,7 +500,9 @@ class RedisStorage(Storage):
             )
         with translate_errors("finish"):
             took = self._run(self._finish, args)
-        return [x == 1 for x in took]
+        # a step job's end returns its execution id: advance it now (reap() would later)
+        self._after_ends([x.decode() for x in took if isinstance(x, bytes)], now)
+        return [x != 0 for x in took]
 
     # ------------------------------------------------------------------ reaper
 
@@ -495,11 +510,13 @@ class RedisStorage(Storage):
         """See :meth:`queue_core.storage.Storage.reap`."""
         if limit <= 0:
             return []
-        args = self._args(now)
-        args.append(limit)
+        t = self._flow_now(now)
+        flows = self._reap_flows_first(t, limit)
+        args = self._args(t)
+        args.append(max(limit - len(flows), 0))
         with translate_errors("reap"):
-            r = self._reap(args=args)
-        return [
+            r = self._reap(args=args) if len(flows) < limit else []
+        reaped = [
             ReapedJob(
                 job_id=r[i].decode(),
                 attempt=r[i + 1],
@@ -509,6 +526,7 @@ class RedisStorage(Storage):
             )
             for i in range(0, len(r), 5)
         ]
+        return flows + reaped + self._reap_flows_after(t, limit)
 
     def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
         """See :meth:`queue_core.storage.Storage.prune`."""
@@ -526,10 +544,12 @@ class RedisStorage(Storage):
         args = self._args(now)
         args.append(job_id)
         with translate_errors("cancel"):
-            state = self._cancel(args=args)
-        if state is None:
+            res = self._cancel(args=args)
+        if res is None:
             raise NotFound(f"no job with id {job_id!r}")
-        return _STATES[state]
+        if res[1]:
+            self._after_ends([res[1].decode()], now)
+        return _STATES[res[0]]
 
     def get_job(self, job_id: str) -> JobRecord | None:
         """See :meth:`queue_core.storage.Storage.get_job`."""
@@ -651,6 +671,14 @@ class RedisStorage(Storage):
         args += (dead_id, new_id, _opt(queue))
         with translate_errors("retry_dead"):
             took = self._retry_dead(args=args)
+        if took == -1:
+            raise ConfigError(
+                f"dead-letter entry {dead_id!r} is a flow step's: replay the execution "
+                "instead (a lone step would run with no execution to report to)",
+                code="invalid_option",
+                field="dead_id",
+                value=dead_id,
+            )
         if not took:
             raise NotFound(f"no dead-letter entry with id {dead_id!r}")
         return new_id

@@ -203,6 +203,8 @@ local function dead_letter(id, reason, em, ec)
   for i, name in ipairs(DEAD_FIELDS) do
     if f[i] then args[#args + 1] = name; args[#args + 1] = f[i] end
   end
+  local x = redis.call('HGET', jk(id), 'x')
+  if x then args[#args + 1] = 'x'; args[#args + 1] = x end
   if em then args[#args + 1] = 'em'; args[#args + 1] = em end
   if ec then args[#args + 1] = 'ec'; args[#args + 1] = ec end
   redis.call('HSET', dk, unpack(args))
@@ -242,4 +244,18 @@ local function run_score(le, dl, hd)
   if dl and dl < s then s = dl end
   if hd and hd < s then s = hd end
   return s
+end
+
+-- flows: a step job (hash field x = its execution) changed state by an event. The change
+-- becomes a pending event of the execution ("idx|new job state|job reason"), the
+-- execution's version moves (so an advance that read it before retries) and the
+-- execution joins P:xadv, the executions that need an advance. The decision itself is
+-- taken in Python (queue_core.flows.decide, design docs/design/flows-storage.md §10):
+-- the caller advances right after, and reap() advances whatever a killed caller left.
+local function flow_event(id, x)
+  local f = redis.call('HMGET', jk(id), 'xi', 'st', 'rs')
+  redis.call('RPUSH', P .. ':xe:' .. x, f[1] .. '|' .. f[2] .. '|' .. (f[3] or ''))
+  redis.call('HINCRBY', P .. ':x:' .. x, 'v', 1)
+  redis.call('SADD', P .. ':xadv', x)
+  return x
 end

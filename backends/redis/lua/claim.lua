@@ -5,9 +5,13 @@
 -- member of a ready zset is a 16-hex-digit sequence number + the job id, so equal
 -- scores sort by sequence). Jobs past schedule-to-start stay for reap; `queue`
 -- concurrency jobs whose key is at its limit are parked in P:cw:<key> until a slot frees.
--- Returns: flat list, 16 per job: id, task_name, queue, payload, attempt, token,
+-- Returns: flat list, 19 per job: id, task_name, queue, payload, attempt, token,
 --   lease_expires_at, deadline|nil, max_attempts, priority, timeout_ms|nil,
---   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at
+--   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at,
+--   execution_id|nil, step_id|nil, flow_deadline_at|nil. For a flow step the deadline is
+--   the earlier of the attempt's and the flow's, and the step becomes running (directly
+--   in P:xs:<execution>, or as a pending event when earlier events wait for an advance,
+--   so the order of the step's changes is kept).
 defer_counts()
 local wid, limit, lease, nonce = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local byprio, plist = {}, {}
@@ -35,7 +39,7 @@ local function try(q, p, r, m, score)
   local id = string.sub(m, 17)
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'ss', 'ra', 'ck', 'cl', 'csk', 'tn', 'pl', 'ma',
-                       'to', 'hb', 'op', 'eq', 'ro', 'att')
+                       'to', 'hb', 'op', 'eq', 'ro', 'att', 'x', 'xi', 'xn', 'fd')
   if f[1] ~= 'queued' then
     unready_later(r, m)
     return 'gone'
@@ -69,14 +73,27 @@ local function try(q, p, r, m, score)
                'le', le)
   end
   zop('ZADD', RUN, run_score(le, dl, hd), id)
+  local x, fd = f[16], tonumber(f[19])
+  if x then
+    local xe = P .. ':xe:' .. x
+    if redis.call('LLEN', xe) == 0 then
+      redis.call('HSET', P .. ':xs:' .. x, f[17], 'running|1|')
+    else
+      redis.call('RPUSH', xe, f[17] .. '|running|')
+    end
+    redis.call('HINCRBY', P .. ':x:' .. x, 'v', 1)
+  end
+  local edl = dl
+  if fd and (not edl or fd < edl) then edl = fd end
   count(q, 'queued', -1)
   count(q, 'running', 1)
   local o = #out
   out[o + 1] = id; out[o + 2] = f[7]; out[o + 3] = q; out[o + 4] = f[8]
-  out[o + 5] = att; out[o + 6] = tok; out[o + 7] = le; out[o + 8] = dl or false
+  out[o + 5] = att; out[o + 6] = tok; out[o + 7] = le; out[o + 8] = edl or false
   out[o + 9] = f[9]; out[o + 10] = p; out[o + 11] = f[10] or false
   out[o + 12] = f[11] or false; out[o + 13] = f[12] or false; out[o + 14] = f[13]
   out[o + 15] = f[14] or false; out[o + 16] = NOW
+  out[o + 17] = x or false; out[o + 18] = f[18] or false; out[o + 19] = fd or false
   return 'claimed'
 end
 

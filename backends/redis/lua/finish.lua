@@ -8,14 +8,15 @@
 --       has_result ('1'/'0'), result, attempt info (JSON array: outcome, reason,
 --       error_class, error_type, message, traceback, mode), error message, error
 --       class ('' = no error)
--- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end
+-- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end; for a step
+--          job that took, its execution id instead of 1 (the caller advances it)
 defer_counts()
 local S = 12
 local out = {}
 for b = 3, #ARGV - 1, S do
   local id = ARGV[b + 1]
   local k = jk(id)
-  local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss')
+  local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss', 'x')
   if f[1] ~= 'running' or f[2] ~= ARGV[b + 2] or f[3] ~= ARGV[b + 3] then
     out[#out + 1] = 0
   else
@@ -35,7 +36,15 @@ for b = 3, #ARGV - 1, S do
     else
       terminal(id, q, act, nz(ARGV[b + 7]), ck, true)
     end
-    out[#out + 1] = 1
+    local x = f[10]
+    if x then
+      if act == 'succeeded' and ARGV[b + 8] == '1' then
+        redis.call('HSET', P .. ':xo:' .. x, redis.call('HGET', k, 'xi'), ARGV[b + 9])
+      end
+      out[#out + 1] = flow_event(id, x)
+    else
+      out[#out + 1] = 1
+    end
   end
 end
 flush_counts()

@@ -12,4 +12,17 @@ for _, m in ipairs(ms) do
   redis.call('ZREM', ALL, id)
   count(q, state, -1)
 end
+-- finished flow executions go with the same cutoff (their step jobs finished no later
+-- than the execution, so the loop above takes them in the same or an earlier call)
+local xs = redis.call('ZRANGEBYSCORE', P .. ':xfin', '-inf', NOW - RET, 'LIMIT', 0,
+                      tonumber(ARGV[4]))
+for _, e in ipairs(xs) do
+  local fl = redis.call('HGET', P .. ':x:' .. e, 'fl')
+  redis.call('DEL', P .. ':x:' .. e, P .. ':xs:' .. e, P .. ':xe:' .. e, P .. ':xo:' .. e,
+             P .. ':xj:' .. e)
+  redis.call('ZREM', P .. ':xl', e)
+  if fl then redis.call('ZREM', P .. ':xl:' .. fl, e) end
+  redis.call('ZREM', P .. ':xfin', e)
+  redis.call('SREM', P .. ':xadv', e)
+end
 return #ms

@@ -4,7 +4,8 @@
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, limit
 -- Returns: flat list, 5 per job: job_id, attempt (0 = none ran), outcome|nil, reason,
---          state after the reap
+--          state after the reap. A step job's change is recorded as a pending event of
+--          its execution (flow_event); the caller then advances P:xadv.
 -- What happens to a running attempt mirrors queue_core.policy.outcomes.reap_verdict
 -- (which bound wins: queue_core.policy.leases.expired_bound); the contract suite pins
 -- every case, so keep the two in step.
@@ -14,7 +15,7 @@ local stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT', 0, limit)
 for _, id in ipairs(stale) do
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
-                       'wid', 'sa', 'pr', 'ss', 'lc')
+                       'wid', 'sa', 'pr', 'ss', 'lc', 'x')
   if f[1] ~= 'running' then
     redis.call('ZREM', RUN, id)
   else
@@ -44,6 +45,7 @@ for _, id in ipairs(stale) do
       state = 'dead'
       dead_letter(id, 'retries_exhausted', nil, nil)
     end
+    if f[16] then flow_event(id, f[16]) end
     n = n + 1
     local o = #out
     out[o + 1] = id; out[o + 2] = att; out[o + 3] = outcome; out[o + 4] = reason
@@ -53,11 +55,12 @@ end
 if n < limit then
   local late = redis.call('ZRANGEBYSCORE', STS, '-inf', NOW, 'LIMIT', 0, limit - n)
   for _, id in ipairs(late) do
-    local f = redis.call('HMGET', jk(id), 'st', 'q', 'pr', 'mem', 'ck')
+    local f = redis.call('HMGET', jk(id), 'st', 'q', 'pr', 'mem', 'ck', 'x')
     if f[1] == 'queued' then
       unready(id, f[2], f[3], f[4], f[5])
       count(f[2], 'queued', -1)
       dead_letter(id, 'schedule_to_start', nil, nil)
+      if f[6] then flow_event(id, f[6]) end
       local o = #out
       out[o + 1] = id; out[o + 2] = 0; out[o + 3] = false; out[o + 4] = 'schedule_to_start'
       out[o + 5] = 'dead'

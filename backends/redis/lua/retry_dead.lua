@@ -5,12 +5,14 @@
 -- replay_of = the entry.
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, dead_id, new_job_id, queue ('' = the entry's queue)
--- Returns: 1, or 0 when there is no such entry (a concurrent retry took it)
+-- Returns: 1, or 0 when there is no such entry (a concurrent retry took it), or -1 when
+--          the entry is a flow step's (x = its execution): replay the execution instead
 local did, id = ARGV[4], ARGV[5]
 local dk = P .. ':d:' .. did
 local names = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op'}
 local f = redis.call('HMGET', dk, unpack(names))
 if not f[1] then return 0 end
+if redis.call('HEXISTS', dk, 'x') == 1 then return -1 end
 redis.call('DEL', dk)
 redis.call('ZREM', DZ, did)
 redis.call('ZREM', P .. ':dt:' .. f[1], did)

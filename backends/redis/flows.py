@@ -1,0 +1,563 @@
+"""Flow executions on Redis (:class:`~queue_core.flows.storage.SupportsFlows`).
+
+Shape (B) of ``docs/design/flows-storage.md`` §10: a durable event record plus an
+idempotent advance. The scripts that end a step job's attempt (``finish.lua``,
+``reap.lua``, ``cancel.lua``) append the step's end to the execution's pending events
+(``P:xe:<id>``) and add the execution to ``P:xadv`` *in the same script*; then Python
+advances the execution: it reads the execution (with its version), folds the pending
+events through :func:`queue_core.flows.decide.step_ended`, judges the rest with
+:func:`~queue_core.flows.decide.advance` (or ``cancel`` / ``start``), and hands the
+transitions to ``flow_apply.lua``, which writes them only if the version is unchanged
+(an optimistic lock, like ``WATCH``/``MULTI``; on a conflict the advance reads again).
+No rule of :mod:`queue_core.flows.decide` is re-derived in Lua.
+
+The caller of ``finish``/``cancel`` advances right after; ``reap`` advances every
+execution left in ``P:xadv`` (a worker killed between its finish and the advance
+stalls nothing: the next reaper finishes the job), the running executions whose
+deadline passed (``P:xdl``), and re-runs promotion for concurrency keys in ``P:xpk``.
+The key layout is in ``lua/_flow.lua``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from redis.commands.core import Script
+
+from backends.redis.errors import translate_errors
+from queue_core.errors import NotFound, StorageError
+from queue_core.flows import decide
+from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
+from queue_core.flows.model import (
+    ConcurrencySpec,
+    ExecutionReason,
+    ExecutionState,
+    StepState,
+)
+from queue_core.flows.storage import (
+    ExecutionRecord,
+    NewExecution,
+    StepInputs,
+    StepRecord,
+    step_job_id,
+)
+from queue_core.model import JobState, NewJob, Outcome, ReapedJob
+
+__all__ = ["RedisFlows"]
+
+_E = ExecutionState
+_S = StepState
+_XF = ["fl", "sh", "st", "rs", "fs", "mp", "to", "dl", "ca", "sa", "fa", "ck", "cl", "cb",
+       "v", "sp"]
+_TRIES = 200
+"""Optimistic-lock retries of one advance before it is left to the reaper."""
+Op = list[Any]
+
+
+def _s(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def _i(value: bytes | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt(value: int | str | None) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Exec:
+    """One execution as read (fields of ``P:x:<id>`` and the step states)."""
+
+    id: str
+    f: dict[str, bytes | None]
+    steps: list[tuple[str, tuple[str, ...]]]
+    """(step id, dependencies) by idx."""
+    states: list[tuple[StepState, bool, str | None]]
+    """(state, released, reason) by idx."""
+
+    @property
+    def version(self) -> str:
+        return _s(self.f["v"]) or "0"
+
+    @property
+    def state(self) -> ExecutionState:
+        return ExecutionState(_s(self.f["st"]))
+
+    @property
+    def conc_key(self) -> str | None:
+        return _s(self.f["ck"])
+
+    def view(self) -> ExecutionView:
+        rs = _s(self.f["rs"])
+        return ExecutionView(
+            state=self.state,
+            steps=tuple(
+                StepView(sid, st[0], deps)
+                for (sid, deps), st in zip(self.steps, self.states, strict=True)
+            ),
+            max_parallel=int(self.f["mp"] or 0),
+            timeout_ms=_i(self.f["to"]),
+            deadline_at=_i(self.f["dl"]),
+            reason=None if rs is None else ExecutionReason(rs),
+            failed_step=_s(self.f["fs"]),
+        )
+
+
+def _parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
+    state, released, reason = raw.decode().split("|", 2)
+    return StepState(state), released == "1", reason or None
+
+
+class RedisFlows:
+    """The :class:`~queue_core.flows.storage.SupportsFlows` operations of ``redis://``,
+    mixed into :class:`backends.redis.RedisStorage`."""
+
+    prefix: str
+    _r: Any
+    _flow_start: Script
+    _flow_apply: Script
+
+    def _args(self, now: int | None) -> list[Any]:  # pragma: no cover - RedisStorage's
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+
+    def _x(self, kind: str, name: str) -> str:
+        return f"{self.prefix}:{kind}:{name}"
+
+    def _flow_now(self, now: int | None) -> int:
+        """``now``, or the server's clock (the scripts' clock when ``now`` is omitted)."""
+        if now is not None:
+            return now
+        with translate_errors("time"):
+            sec, usec = self._r.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def _read_exec(self, eid: str) -> tuple[_Exec | None, list[bytes]]:
+        with translate_errors("read execution"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hmget(self._x("x", eid), _XF)
+            pipe.hgetall(self._x("xs", eid))
+            pipe.lrange(self._x("xe", eid), 0, -1)
+            row, xs, events = pipe.execute()
+        if row[0] is None:
+            return None, []
+        f = dict(zip(_XF, row, strict=True))
+        steps = [(sid, tuple(deps)) for sid, deps in json.loads(f["sp"] or b"[]")]
+        states = [_parse_step(xs[str(i).encode()]) for i in range(len(steps))]
+        return _Exec(eid, f, steps, states), list(events)
+
+    def _run_flow(self, script: Script, now: int, extra: Sequence[Any]) -> Any:
+        args = self._args(now)
+        args += extra
+        with translate_errors("flow"):
+            return script(args=args)
+
+    def _transition_ops(
+        self, x: _Exec, t: Transition, reasons: dict[str, str] | None = None
+    ) -> list[Op]:
+        """The operations of ``flow_apply.lua`` that apply ``t`` to ``x`` (design §3
+        order: the event's step, execution fields, time_out, not_run, cancel, release)."""
+        pos = {sid: str(i) for i, (sid, _) in enumerate(x.steps)}
+        eid = x.id
+        ops: list[Op] = [
+            ["step", eid, pos[sid], st.value, "1", (reasons or {}).get(sid, "")]
+            for sid, st in t.ended
+        ]
+        sets: list[str] = []
+        dels: list[str] = []
+        for name, value in (
+            ("st", t.state.value),
+            ("rs", None if t.reason is None else t.reason.value),
+            ("fs", t.failed_step),
+            ("dl", t.deadline_at),
+        ):
+            if value is None:
+                dels.append(name)
+            else:
+                sets += (name, str(value))
+        ops.append(["exec", eid, sets, dels])
+        deadline = _opt(t.deadline_at)
+        if t.started:
+            ops.append(["started", eid, deadline])
+        if t.finished:
+            ops.append(["finished", eid, x.conc_key or ""])
+        ops += [["time_out", eid, pos[s]] for s in t.time_out]
+        reason = "" if t.not_run_reason is None else t.not_run_reason.value
+        ops += [["not_run", eid, pos[s], reason] for s in t.not_run]
+        ops += [["cancel", eid, pos[s]] for s in t.cancel]
+        ops += [["release", eid, pos[s], deadline] for s in t.release]
+        return ops
+
+    def _apply(self, now: int, cas: list[list[str]], ops: list[Op]) -> list[ReapedJob] | None:
+        """Run ``flow_apply.lua``; ``None`` when a version moved (nothing written)."""
+        res = self._run_flow(self._flow_apply, now, [json.dumps({"cas": cas, "ops": ops})])
+        if res[0] == 0:
+            return None
+        r = res[1]
+        return [
+            ReapedJob(
+                job_id=r[i].decode(),
+                attempt=int(r[i + 1]),
+                outcome=Outcome.TIMED_OUT,
+                reason=r[i + 3].decode(),
+                state=JobState.TIMED_OUT,
+            )
+            for i in range(0, len(r), 5)
+        ]
+
+    def _try_change(
+        self,
+        eid: str,
+        now: int,
+        judge: Callable[[ExecutionView], Transition],
+        cas: list[list[str]] | None = None,
+        extra: list[Op] | None = None,
+    ) -> tuple[bool, ExecutionState | None, list[ReapedJob], str | None]:
+        """One optimistic attempt: fold the pending events, then ``judge`` the result.
+
+        Returns (applied or nothing to do, state after, timed-out jobs, concurrency key to
+        promote); ``False`` first when a version moved.
+        """
+        x, events = self._read_exec(eid)
+        if x is None:
+            return True, None, [], None
+        view = x.view()
+        ops: list[Op] = []
+        finished = False
+        for raw in events:
+            i, st, reason = raw.decode().split("|", 2)
+            sid = x.steps[int(i)][0]
+            state = StepState(st)
+            if state is _S.RUNNING:  # claimed after an end that was not advanced yet
+                view = replace(
+                    view,
+                    steps=tuple(
+                        StepView(s.id, _S.RUNNING, s.depends_on) if s.id == sid else s
+                        for s in view.steps
+                    ),
+                )
+                ops.append(["step", eid, i, _S.RUNNING.value, "1", ""])
+                continue
+            t = decide.step_ended(view, sid, state, now)
+            ops += self._transition_ops(x, t, {sid: reason})
+            finished = finished or t.finished
+            view = decide.apply(view, t)
+        t = judge(view)
+        if t.changes(view):
+            ops += self._transition_ops(x, t)
+            finished = finished or t.finished
+            view = decide.apply(view, t)
+        if events:
+            ops.append(["events", eid, str(len(events))])
+        if not ops and not extra:
+            return True, view.state, [], None
+        reaped = self._apply(now, [["x", eid, x.version], *(cas or [])], ops + (extra or []))
+        if reaped is None:
+            return False, None, [], None
+        ck = x.conc_key if finished else None
+        return True, view.state, reaped, ck
+
+    def _change(
+        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition]
+    ) -> tuple[ExecutionState | None, list[ReapedJob]]:
+        """Fold the pending events and apply ``judge``, retrying on a version conflict;
+        then promote the key of an execution that finished."""
+        for _ in range(_TRIES):
+            done, state, reaped, ck = self._try_change(eid, now, judge)
+            if done:
+                if ck is not None:
+                    self._promote(ck, now)
+                return state, reaped
+        return None, []  # left in P:xadv for the reaper
+
+    def _advance(self, eid: str, now: int) -> list[ReapedJob]:
+        return self._change(eid, now, lambda v: decide.advance(v, now))[1]
+
+    def _key_slots(self, ck: str) -> tuple[str, list[ExecutionSlot], ConcurrencySpec | None]:
+        with translate_errors("read concurrency"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.get(self._x("xkv", ck))
+            pipe.zrange(self._x("xka", ck), 0, -1)
+            kv, members = pipe.execute()
+            pipe = self._r.pipeline(transaction=False)
+            for m in members:
+                pipe.hmget(self._x("x", m.decode()), ["st", "ca", "cl", "cb"])
+            rows = pipe.execute() if members else []
+        slots: list[ExecutionSlot] = []
+        spec: ConcurrencySpec | None = None
+        for m, (st, ca, cl, cb) in zip(members, rows, strict=True):
+            if st is None:
+                continue
+            slots.append(ExecutionSlot(m.decode(), ExecutionState(st.decode()), int(ca)))
+            if cl is not None and spec is None:
+                spec = ConcurrencySpec(int(cl), cb.decode())
+        return (_s(kv) or "0"), slots, spec
+
+    def _promote(self, ck: str, now: int) -> None:
+        """Start the queued executions of ``ck`` that have a place (decide.promote), one
+        at a time under the key's version; forget the key when none is left to start."""
+        for _ in range(_TRIES):
+            kv, slots, spec = self._key_slots(ck)
+            ids = decide.promote(spec, slots) if slots else ()
+            if not ids:
+                if self._apply(now, [["k", ck, kv]], [["unmark", ck]]) is not None:
+                    return
+                continue
+            # on a conflict (the key or the execution moved) read again
+            self._try_change(
+                ids[0], now, lambda v: decide.start(v, now), [["k", ck, kv]], [["kv", ck]]
+            )
+
+    # ------------------------------------------------------------------ hooks
+
+    def _after_ends(self, eids: Sequence[str], now: int | None) -> None:
+        if eids:
+            t = self._flow_now(now)
+            for eid in dict.fromkeys(eids):
+                self._advance(eid, t)
+
+    def _reap_flows_first(self, now: int, limit: int) -> list[ReapedJob]:
+        """Running executions whose deadline passed: ``decide.advance`` times them out."""
+        with translate_errors("reap"):
+            due = self._r.zrangebyscore(f"{self.prefix}:xdl", "-inf", now, 0, limit)
+        reaped: list[ReapedJob] = []
+        for eid in due:
+            reaped += self._advance(eid.decode(), now)
+        return reaped
+
+    def _reap_flows_after(self, now: int, limit: int) -> list[ReapedJob]:
+        """Executions with pending events (ended by this reap, or left by a killed
+        caller), then concurrency keys whose promotion may have been lost."""
+        with translate_errors("reap"):
+            pending = self._r.srandmember(f"{self.prefix}:xadv", limit)
+            keys = self._r.srandmember(f"{self.prefix}:xpk", limit)
+        reaped: list[ReapedJob] = []
+        for eid in pending:
+            reaped += self._advance(eid.decode(), now)
+        for ck in keys:
+            self._promote(ck.decode(), now)
+        return reaped
+
+    # ------------------------------------------------------------------ operations
+
+    def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`."""
+        t = self._flow_now(now)
+        ck = new.conc_key
+        steps = [[s.id, list(s.depends_on)] for s in new.steps]
+        fields: list[str] = ["fl", new.flow, "sh", new.spec_hash, "mp", str(new.max_parallel),
+                             "sp", json.dumps(steps)]
+        if new.timeout_ms is not None:
+            fields += ("to", str(new.timeout_ms))
+        if ck is not None and new.concurrency is not None:
+            fields += ("ck", ck, "cl", str(new.concurrency.limit), "cb",
+                       new.concurrency.behavior)
+        jobs: list[Any] = []
+        for j in new.jobs:
+            jobs += _job_args(j)
+        view0 = ExecutionView(
+            state=_E.QUEUED,
+            steps=new.steps,
+            max_parallel=new.max_parallel,
+            timeout_ms=new.timeout_ms,
+        )
+        shell = _Exec(new.id, {"ck": None}, [(s.id, s.depends_on) for s in new.steps], [])
+        for _ in range(_TRIES):
+            cas: list[list[str]] = []
+            admission = decide.Admission(_E.RUNNING)
+            if ck is not None:
+                kv, slots, _ = self._key_slots(ck)
+                cas = [["k", ck, kv]]
+                admission = decide.admit(new.concurrency, slots)
+            ops: list[Op] = []
+            state = admission.state
+            head = list(fields)
+            finished = False
+            if state is _E.SKIPPED:
+                reason = ExecutionReason.CONCURRENCY_LIMIT.value
+                head += ("st", state.value, "rs", reason)
+                ops += [["step", new.id, str(i), _S.NOT_RUN.value, "0", reason]
+                        for i in range(len(new.steps))]
+                ops.append(["finished", new.id, ""])
+            else:
+                head += ("st", _E.QUEUED.value)
+                if state is _E.RUNNING:
+                    tr = decide.start(view0, t)
+                    ops += self._transition_ops(shell, tr)
+                    state, finished = tr.state, tr.finished
+            header = {
+                "id": new.id,
+                "cas": cas,
+                "fields": head,
+                "flow": new.flow,
+                "sh": new.spec_hash,
+                "n": len(new.steps),
+                "sid": [s.id for s in new.steps],
+                "ck": ck or "",
+                "active": admission.state is not _E.SKIPPED,
+                "ops": ops,
+            }
+            res = self._run_flow(
+                self._flow_start, t, [json.dumps(header), new.input, new.spec_json, *jobs]
+            )
+            if res[0] == b"retry":
+                continue
+            if res[0] == b"dup":
+                raise StorageError(f"execution id {new.id!r} already exists")
+            if finished and ck is not None:
+                self._promote(ck, t)
+            return state
+        raise StorageError(f"start_execution {new.id}: too much contention on key {ck!r}")
+
+    def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.cancel_execution`."""
+        t = self._flow_now(now)
+        state, _ = self._change(execution_id, t, lambda v: decide.cancel(v, t))
+        if state is None:
+            if self.get_execution(execution_id) is None:
+                raise NotFound(f"no flow execution with id {execution_id!r}")
+            raise StorageError(f"cancel_execution {execution_id}: too much contention")
+        return state
+
+    def _record(self, eid: str, f: dict[str, bytes | None], spec: bytes | None) -> ExecutionRecord:
+        rs = _s(f["rs"])
+        return ExecutionRecord(
+            id=eid,
+            flow=_s(f["fl"]) or "",
+            state=ExecutionState(_s(f["st"])),
+            reason=None if rs is None else ExecutionReason(rs),
+            failed_step=_s(f["fs"]),
+            spec_hash=_s(f["sh"]) or "",
+            spec_json=_s(spec) or "",
+            input=f["in"] or b"",
+            max_parallel=int(f["mp"] or 0),
+            timeout_ms=_i(f["to"]),
+            deadline_at=_i(f["dl"]),
+            created_at=int(f["ca"] or 0),
+            started_at=_i(f["sa"]),
+            finished_at=_i(f["fa"]),
+            conc_key=_s(f["ck"]),
+        )
+
+    def _records(self, ids: Sequence[str]) -> list[ExecutionRecord]:
+        names = [*_XF, "in"]
+        with translate_errors("get_execution"):
+            pipe = self._r.pipeline(transaction=False)
+            for eid in ids:
+                pipe.hmget(self._x("x", eid), names)
+            rows = pipe.execute() if ids else []
+            found = [
+                (eid, dict(zip(names, row, strict=True)))
+                for eid, row in zip(ids, rows, strict=True)
+                if row[0] is not None
+            ]
+            hashes = list(dict.fromkeys(_s(f["sh"]) or "" for _, f in found))
+            specs = dict(zip(hashes, self._r.mget([self._x("fs", h) for h in hashes]),
+                             strict=True)) if hashes else {}
+        return [self._record(eid, f, specs[_s(f["sh"]) or ""]) for eid, f in found]
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.get_execution`."""
+        found = self._records([execution_id])
+        return found[0] if found else None
+
+    def list_executions(
+        self,
+        flow: str | None = None,
+        state: ExecutionState | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[ExecutionRecord]:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`. A filter by
+        state scans the (flow's) executions from the newest until the page is full."""
+        key = f"{self.prefix}:xl" if flow is None else self._x("xl", flow)
+        limit, skip = max(limit, 0), max(offset, 0)
+        out: list[ExecutionRecord] = []
+        if limit == 0:
+            return out
+        if state is None:
+            with translate_errors("list_executions"):
+                ids = self._r.zrevrange(key, skip, skip + limit - 1)
+            return self._records([i.decode() for i in ids])
+        start, batch = 0, 200
+        while len(out) < limit:
+            with translate_errors("list_executions"):
+                ids = self._r.zrevrange(key, start, start + batch - 1)
+            if not ids:
+                break
+            start += batch
+            for rec in self._records([i.decode() for i in ids]):
+                if rec.state is not state:
+                    continue
+                if skip:
+                    skip -= 1
+                elif len(out) < limit:
+                    out.append(rec)
+        return out
+
+    def list_steps(self, execution_id: str) -> list[StepRecord]:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.list_steps`."""
+        x, _ = self._read_exec(execution_id)
+        if x is None:
+            return []
+        return [
+            StepRecord(
+                execution_id=execution_id,
+                idx=i,
+                step_id=sid,
+                state=st,
+                reason=reason,
+                job_id=step_job_id(execution_id, i) if released else None,
+                depends_on=deps,
+            )
+            for i, ((sid, deps), (st, released, reason)) in enumerate(
+                zip(x.steps, x.states, strict=True)
+            )
+        ]
+
+    def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
+        """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs`."""
+        with translate_errors("get_step_inputs"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hmget(self._x("x", execution_id), ["in", "sp"])
+            pipe.hgetall(self._x("xo", execution_id))
+            (inp, sp), results = pipe.execute()
+        if sp is None:
+            raise NotFound(f"no flow execution with id {execution_id!r}")
+        steps = json.loads(sp)
+        pos = {sid: i for i, (sid, _) in enumerate(steps)}
+        if step_id not in pos:
+            raise NotFound(f"execution {execution_id} has no step {step_id!r}")
+        deps = steps[pos[step_id]][1]
+        return StepInputs(
+            input=inp or b"",
+            results={d: results.get(str(pos[d]).encode()) for d in deps},
+        )
+
+
+def _job_args(j: NewJob) -> list[Any]:
+    """The 16 arguments of one step job for ``flow_start.lua`` (enqueue's, but replay_of)."""
+    return [
+        j.id,
+        j.task_name,
+        j.queue,
+        j.payload,
+        j.priority,
+        _opt(j.run_at),
+        j.delay_ms,
+        j.max_attempts,
+        j.lost_delay_ms,
+        _opt(j.timeout_ms),
+        _opt(j.heartbeat_ms),
+        _opt(j.schedule_to_start_ms),
+        _opt(j.concurrency_key),
+        _opt(j.concurrency_limit),
+        "1" if j.concurrency_skip else "0",
+        _opt(j.options),
+    ]
