@@ -28,6 +28,7 @@ from typing import Any
 from redis.commands.core import Script
 
 from backends.redis.errors import translate_errors
+from backends.redis.keys import Keys
 from queue_core.errors import NotFound, StorageError
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
@@ -117,7 +118,7 @@ class RedisFlows:
     """The :class:`~queue_core.flows.storage.SupportsFlows` operations of ``redis://``,
     mixed into :class:`backends.redis.RedisStorage`."""
 
-    prefix: str
+    keys: Keys
     _r: Any
     _flow_start: Script
     _flow_apply: Script
@@ -125,10 +126,13 @@ class RedisFlows:
     def _args(self, now: int | None) -> list[Any]:  # pragma: no cover - RedisStorage's
         raise NotImplementedError
 
+    def _run(self, script: Script, args: list[Any]) -> Any:  # pragma: no cover - idem
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ helpers
 
     def _x(self, kind: str, name: str) -> str:
-        return f"{self.prefix}:{kind}:{name}"
+        return f"{self.keys.prefix}:{kind}:{name}"
 
     def _flow_now(self, now: int | None) -> int:
         """``now``, or the server's clock (the scripts' clock when ``now`` is omitted)."""
@@ -156,7 +160,7 @@ class RedisFlows:
         args = self._args(now)
         args += extra
         with translate_errors("flow"):
-            return script(args=args)
+            return self._run(script, args)
 
     def _transition_ops(
         self, x: _Exec, t: Transition, reasons: dict[str, str] | None = None
@@ -325,7 +329,7 @@ class RedisFlows:
     def _reap_flows_first(self, now: int, limit: int) -> list[ReapedJob]:
         """Running executions whose deadline passed: ``decide.advance`` times them out."""
         with translate_errors("reap"):
-            due = self._r.zrangebyscore(f"{self.prefix}:xdl", "-inf", now, 0, limit)
+            due = self._r.zrangebyscore(f"{self.keys.prefix}:xdl", "-inf", now, 0, limit)
         reaped: list[ReapedJob] = []
         for eid in due:
             reaped += self._advance(eid.decode(), now)
@@ -335,8 +339,8 @@ class RedisFlows:
         """Executions with pending events (ended by this reap, or left by a killed
         caller), then concurrency keys whose promotion may have been lost."""
         with translate_errors("reap"):
-            pending = self._r.srandmember(f"{self.prefix}:xadv", limit)
-            keys = self._r.srandmember(f"{self.prefix}:xpk", limit)
+            pending = self._r.srandmember(f"{self.keys.prefix}:xadv", limit)
+            keys = self._r.srandmember(f"{self.keys.prefix}:xpk", limit)
         reaped: list[ReapedJob] = []
         for eid in pending:
             reaped += self._advance(eid.decode(), now)
@@ -476,7 +480,7 @@ class RedisFlows:
     ) -> list[ExecutionRecord]:
         """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`. A filter by
         state scans the (flow's) executions from the newest until the page is full."""
-        key = f"{self.prefix}:xl" if flow is None else self._x("xl", flow)
+        key = f"{self.keys.prefix}:xl" if flow is None else self._x("xl", flow)
         limit, skip = max(limit, 0), max(offset, 0)
         out: list[ExecutionRecord] = []
         if limit == 0:

@@ -38,12 +38,12 @@ def test_a_caller_killed_between_finish_and_advance_stalls_nothing(
     assert storage.finish([complete_end(got["a"].ref), complete_end(got["b"].ref)], now=T0 + 2)
     # the ends are recorded (the jobs succeeded) but not yet judged: c waits
     assert states(storage, new.id) == {"a": _S.RUNNING, "b": _S.RUNNING, "c": _S.PENDING}
-    assert raw.sismember(f"{storage.prefix}:xadv", new.id)
+    assert raw.sismember(f"{storage.keys.prefix}:xadv", new.id)
     other = RedisStorage.from_url(redis_url)  # the next process's reaper
     try:
         assert other.reap(now=T0 + 3) == []
         assert states(other, new.id) == {"a": _S.SUCCEEDED, "b": _S.SUCCEEDED, "c": _S.QUEUED}
-        assert not raw.sismember(f"{storage.prefix}:xadv", new.id)
+        assert not raw.sismember(f"{storage.keys.prefix}:xadv", new.id)
         c = claim_steps(other, T0 + 4)["c"]
         other.finish([complete_end(c.ref)], now=T0 + 5)
         record = other.get_execution(new.id)
