@@ -109,9 +109,18 @@ class _Exec:
         )
 
 
+_PARSED: dict[bytes, tuple[StepState, bool, str | None]] = {}
+
+
 def _parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
-    state, released, reason = raw.decode().split("|", 2)
-    return StepState(state), released == "1", reason or None
+    """``state|released|reason`` (few distinct values: parsed once each)."""
+    got = _PARSED.get(raw)
+    if got is None:
+        state, released, reason = raw.decode().split("|", 2)
+        got = (StepState(state), released == "1", reason or None)
+        if len(_PARSED) < 4096:
+            _PARSED[raw] = got
+    return got
 
 
 class RedisFlows:
@@ -219,11 +228,12 @@ class RedisFlows:
         self,
         eid: str,
         now: int,
-        judge: Callable[[ExecutionView], Transition],
+        judge: Callable[[ExecutionView], Transition] | None,
         cas: list[list[str]] | None = None,
         extra: list[Op] | None = None,
     ) -> tuple[bool, ExecutionState | None, list[ReapedJob], str | None]:
-        """One optimistic attempt: fold the pending events, then ``judge`` the result.
+        """One optimistic attempt: fold the pending events, then ``judge`` the result
+        (``None``: a plain advance, ``decide.advance`` when no event was pending).
 
         Returns (applied or nothing to do, state after, timed-out jobs, concurrency key to
         promote); ``False`` first when a version moved.
@@ -248,12 +258,17 @@ class RedisFlows:
                 )
                 ops.append(["step", eid, i, _S.RUNNING.value, "1", ""])
                 continue
-            t = decide.step_ended(view, sid, state, now)
-            ops += self._transition_ops(x, t, {sid: reason})
-            finished = finished or t.finished
-            view = decide.apply(view, t)
-        t = judge(view)
-        if t.changes(view):
+            ended = decide.step_ended(view, sid, state, now)
+            ops += self._transition_ops(x, ended, {sid: reason})
+            finished = finished or ended.finished
+            view = decide.apply(view, ended)
+        t: Transition | None = None
+        if judge is not None:
+            t = judge(view)
+        elif not events:
+            t = decide.advance(view, now)
+        # else: step_ended has judged the execution after each event (it ends in advance)
+        if t is not None and t.changes(view):
             ops += self._transition_ops(x, t)
             finished = finished or t.finished
             view = decide.apply(view, t)
@@ -268,7 +283,7 @@ class RedisFlows:
         return True, view.state, reaped, ck
 
     def _change(
-        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition]
+        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition] | None
     ) -> tuple[ExecutionState | None, list[ReapedJob]]:
         """Fold the pending events and apply ``judge``, retrying on a version conflict;
         then promote the key of an execution that finished."""
@@ -281,7 +296,9 @@ class RedisFlows:
         return None, []  # left in P:xadv for the reaper
 
     def _advance(self, eid: str, now: int) -> list[ReapedJob]:
-        return self._change(eid, now, lambda v: decide.advance(v, now))[1]
+        """Fold the pending events (each judged by ``step_ended``), or with none pending
+        judge the execution by ``decide.advance`` (the deadline)."""
+        return self._change(eid, now, None)[1]
 
     def _key_slots(self, ck: str) -> tuple[str, list[ExecutionSlot], ConcurrencySpec | None]:
         with translate_errors("read concurrency"):

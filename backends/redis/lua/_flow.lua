@@ -16,7 +16,7 @@
 --   P:xfin     zset by finished_at (prune); P:xadv set: executions with pending events
 --   P:xka:<ck> zset by seq: queued/running/cancelling executions of a concurrency key;
 --   P:xkv:<ck> its version; P:xpk set: keys that may have an execution to promote
---   P:fs:<hash> spec JSON (SET NX)
+--   P:fs:<hash> spec JSON (SET NX); P:fsn:<hash> how many stored executions use it
 
 local function xk(e) return P .. ':x:' .. e end
 

@@ -16,6 +16,7 @@ local h = {'in', ARGV[5], 'seq', seq, 'ca', NOW, 'v', 0}
 for _, v in ipairs(H.fields) do h[#h + 1] = v end
 redis.call('HSET', xk(e), unpack(h))
 redis.call('SET', P .. ':fs:' .. H.sh, ARGV[6], 'NX')
+redis.call('INCR', P .. ':fsn:' .. H.sh)  -- executions using the spec (prune drops it at 0)
 redis.call('ZADD', P .. ':xl', seq, e)
 redis.call('ZADD', P .. ':xl:' .. H.flow, seq, e)
 local steps, jobs = {}, {}

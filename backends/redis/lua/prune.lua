@@ -17,7 +17,10 @@ end
 local xs = redis.call('ZRANGEBYSCORE', P .. ':xfin', '-inf', NOW - RET, 'LIMIT', 0,
                       tonumber(ARGV[4]))
 for _, e in ipairs(xs) do
-  local fl = redis.call('HGET', P .. ':x:' .. e, 'fl')
+  local fl, sh = unpack(redis.call('HMGET', P .. ':x:' .. e, 'fl', 'sh'))
+  if sh and redis.call('DECR', P .. ':fsn:' .. sh) <= 0 then
+    redis.call('DEL', P .. ':fs:' .. sh, P .. ':fsn:' .. sh)
+  end
   redis.call('DEL', P .. ':x:' .. e, P .. ':xs:' .. e, P .. ':xe:' .. e, P .. ':xo:' .. e,
              P .. ':xj:' .. e)
   redis.call('ZREM', P .. ':xl', e)

@@ -97,3 +97,25 @@ def test_concurrent_workers_never_hold_more_than_max_parallel(storage: RedisStor
     assert peak[0] <= 3
     record = storage.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.SUCCEEDED
+
+
+def test_prune_drops_a_spec_with_its_last_execution(
+    storage: RedisStorage, raw: redis.Redis[bytes]
+) -> None:
+    spec = make_spec({"a": []})
+    first, second = make_execution(spec), make_execution(spec)
+    storage.start_execution(first, now=T0)
+    storage.start_execution(second, now=T0)
+    spec_key = f"{storage.keys.prefix}:fs:{first.spec_hash}"
+    for when in (T0 + 1, T0 + 2):
+        a = claim_steps(storage, when, limit=1)["a"]
+        storage.finish([complete_end(a.ref)], now=when)
+    retention = storage.retention_ms
+    storage.prune(now=T0 + 1 + retention)
+    assert storage.get_execution(first.id) is None
+    assert raw.exists(spec_key)  # the second execution still uses it
+    record = storage.get_execution(second.id)
+    assert record is not None and record.spec() == spec
+    storage.prune(now=T0 + 2 + retention)
+    assert storage.get_execution(second.id) is None
+    assert not raw.exists(spec_key)
