@@ -21,6 +21,7 @@ The key layout is in ``lua/_flow.lua``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -48,6 +49,8 @@ from queue_core.flows.storage import (
 from queue_core.model import JobState, NewJob, Outcome, ReapedJob
 
 __all__ = ["RedisFlows"]
+
+log = logging.getLogger("backends.redis")
 
 _E = ExecutionState
 _S = StepState
@@ -338,10 +341,17 @@ class RedisFlows:
     # ------------------------------------------------------------------ hooks
 
     def _after_ends(self, eids: Sequence[str], now: int | None) -> None:
-        if eids:
+        """Advance the executions whose step jobs just ended. The ends are already durable
+        (and their executions in ``P:xadv``): a failure here is logged and left to the
+        next ``reap``, never reported as a failed ``finish``/``cancel``."""
+        if not eids:
+            return
+        try:
             t = self._flow_now(now)
             for eid in dict.fromkeys(eids):
                 self._advance(eid, t)
+        except StorageError as exc:
+            log.warning("flow advance of %s left to the reaper: %s", ", ".join(eids), exc)
 
     def _reap_flows_first(self, now: int, limit: int) -> list[ReapedJob]:
         """Running executions whose deadline passed: ``decide.advance`` times them out."""

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
+from queue_core.errors import StorageUnavailable
 from queue_core.flows.model import ExecutionState, StepState
 from queue_core.model import ClaimedJob
 from queue_core.testing.fixtures import LEASE, T0, complete_end, retry_end, run_concurrently
@@ -119,3 +120,22 @@ def test_prune_drops_a_spec_with_its_last_execution(
     storage.prune(now=T0 + 2 + retention)
     assert storage.get_execution(second.id) is None
     assert not raw.exists(spec_key)
+
+
+def test_an_advance_that_fails_after_the_finish_is_left_to_the_reaper(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = make_execution(make_spec({"a": [], "b": ["a"]}))
+    storage.start_execution(new, now=T0)
+    a = claim_steps(storage, T0 + 1)["a"]
+
+    def down(eid: str, now: int) -> list[object]:
+        raise StorageUnavailable(f"redis unavailable during advance of {eid} at {now}")
+
+    monkeypatch.setattr(storage, "_advance", down)
+    # the end is recorded: finish reports it taken, not the advance's failure
+    assert storage.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+    assert states(storage, new.id)["b"] is _S.PENDING
+    monkeypatch.undo()
+    storage.reap(now=T0 + 3)
+    assert states(storage, new.id) == {"a": _S.SUCCEEDED, "b": _S.QUEUED}
