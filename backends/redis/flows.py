@@ -23,19 +23,30 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redis.commands.core import Script
 
 from backends.redis.errors import translate_errors
+from backends.redis.flow_records import (
+    EXEC_FIELDS,
+    Exec,
+    Op,
+    execution_record,
+    job_args,
+    parse_step,
+    start_fields,
+    start_plan,
+    text,
+    transition_ops,
+)
 from backends.redis.keys import Keys
 from queue_core.errors import NotFound, StorageError
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
 from queue_core.flows.model import (
     ConcurrencySpec,
-    ExecutionReason,
     ExecutionState,
     StepState,
 )
@@ -46,7 +57,7 @@ from queue_core.flows.storage import (
     StepRecord,
     step_job_id,
 )
-from queue_core.model import JobState, NewJob, Outcome, ReapedJob
+from queue_core.model import JobState, Outcome, ReapedJob
 
 __all__ = ["RedisFlows"]
 
@@ -54,76 +65,8 @@ log = logging.getLogger("backends.redis")
 
 _E = ExecutionState
 _S = StepState
-_XF = ["fl", "sh", "st", "rs", "fs", "mp", "to", "dl", "ca", "sa", "fa", "ck", "cl", "cb",
-       "v", "sp"]
 _TRIES = 200
 """Optimistic-lock retries of one advance before it is left to the reaper."""
-Op = list[Any]
-
-
-def _s(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
-
-
-def _i(value: bytes | None) -> int | None:
-    return None if value is None else int(value)
-
-
-def _opt(value: int | str | None) -> str:
-    return "" if value is None else str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class _Exec:
-    """One execution as read (fields of ``P:x:<id>`` and the step states)."""
-
-    id: str
-    f: dict[str, bytes | None]
-    steps: list[tuple[str, tuple[str, ...]]]
-    """(step id, dependencies) by idx."""
-    states: list[tuple[StepState, bool, str | None]]
-    """(state, released, reason) by idx."""
-
-    @property
-    def version(self) -> str:
-        return _s(self.f["v"]) or "0"
-
-    @property
-    def state(self) -> ExecutionState:
-        return ExecutionState(_s(self.f["st"]))
-
-    @property
-    def conc_key(self) -> str | None:
-        return _s(self.f["ck"])
-
-    def view(self) -> ExecutionView:
-        rs = _s(self.f["rs"])
-        return ExecutionView(
-            state=self.state,
-            steps=tuple(
-                StepView(sid, st[0], deps)
-                for (sid, deps), st in zip(self.steps, self.states, strict=True)
-            ),
-            max_parallel=int(self.f["mp"] or 0),
-            timeout_ms=_i(self.f["to"]),
-            deadline_at=_i(self.f["dl"]),
-            reason=None if rs is None else ExecutionReason(rs),
-            failed_step=_s(self.f["fs"]),
-        )
-
-
-_PARSED: dict[bytes, tuple[StepState, bool, str | None]] = {}
-
-
-def _parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
-    """``state|released|reason`` (few distinct values: parsed once each)."""
-    got = _PARSED.get(raw)
-    if got is None:
-        state, released, reason = raw.decode().split("|", 2)
-        got = (StepState(state), released == "1", reason or None)
-        if len(_PARSED) < 4096:
-            _PARSED[raw] = got
-    return got
 
 
 class RedisFlows:
@@ -154,61 +97,25 @@ class RedisFlows:
             sec, usec = self._r.time()
         return int(sec) * 1000 + int(usec) // 1000
 
-    def _read_exec(self, eid: str) -> tuple[_Exec | None, list[bytes]]:
+    def _read_exec(self, eid: str) -> tuple[Exec | None, list[bytes]]:
         with translate_errors("read execution"):
             pipe = self._r.pipeline(transaction=True)
-            pipe.hmget(self._x("x", eid), _XF)
+            pipe.hmget(self._x("x", eid), EXEC_FIELDS)
             pipe.hgetall(self._x("xs", eid))
             pipe.lrange(self._x("xe", eid), 0, -1)
             row, xs, events = pipe.execute()
         if row[0] is None:
             return None, []
-        f = dict(zip(_XF, row, strict=True))
+        f = dict(zip(EXEC_FIELDS, row, strict=True))
         steps = [(sid, tuple(deps)) for sid, deps in json.loads(f["sp"] or b"[]")]
-        states = [_parse_step(xs[str(i).encode()]) for i in range(len(steps))]
-        return _Exec(eid, f, steps, states), list(events)
+        states = [parse_step(xs[str(i).encode()]) for i in range(len(steps))]
+        return Exec(eid, f, steps, states), list(events)
 
     def _run_flow(self, script: Script, now: int, extra: Sequence[Any]) -> Any:
         args = self._args(now)
         args += extra
         with translate_errors("flow"):
             return self._run(script, args)
-
-    def _transition_ops(
-        self, x: _Exec, t: Transition, reasons: dict[str, str] | None = None
-    ) -> list[Op]:
-        """The operations of ``flow_apply.lua`` that apply ``t`` to ``x`` (design §3
-        order: the event's step, execution fields, time_out, not_run, cancel, release)."""
-        pos = {sid: str(i) for i, (sid, _) in enumerate(x.steps)}
-        eid = x.id
-        ops: list[Op] = [
-            ["step", eid, pos[sid], st.value, "1", (reasons or {}).get(sid, "")]
-            for sid, st in t.ended
-        ]
-        sets: list[str] = []
-        dels: list[str] = []
-        for name, value in (
-            ("st", t.state.value),
-            ("rs", None if t.reason is None else t.reason.value),
-            ("fs", t.failed_step),
-            ("dl", t.deadline_at),
-        ):
-            if value is None:
-                dels.append(name)
-            else:
-                sets += (name, str(value))
-        ops.append(["exec", eid, sets, dels])
-        deadline = _opt(t.deadline_at)
-        if t.started:
-            ops.append(["started", eid, deadline])
-        if t.finished:
-            ops.append(["finished", eid, x.conc_key or ""])
-        ops += [["time_out", eid, pos[s]] for s in t.time_out]
-        reason = "" if t.not_run_reason is None else t.not_run_reason.value
-        ops += [["not_run", eid, pos[s], reason] for s in t.not_run]
-        ops += [["cancel", eid, pos[s]] for s in t.cancel]
-        ops += [["release", eid, pos[s], deadline] for s in t.release]
-        return ops
 
     def _apply(self, now: int, cas: list[list[str]], ops: list[Op]) -> list[ReapedJob] | None:
         """Run ``flow_apply.lua``; ``None`` when a version moved (nothing written)."""
@@ -262,7 +169,7 @@ class RedisFlows:
                 ops.append(["step", eid, i, _S.RUNNING.value, "1", ""])
                 continue
             ended = decide.step_ended(view, sid, state, now)
-            ops += self._transition_ops(x, ended, {sid: reason})
+            ops += transition_ops(x, ended, {sid: reason})
             finished = finished or ended.finished
             view = decide.apply(view, ended)
         t: Transition | None = None
@@ -272,7 +179,7 @@ class RedisFlows:
             t = decide.advance(view, now)
         # else: step_ended has judged the execution after each event (it ends in advance)
         if t is not None and t.changes(view):
-            ops += self._transition_ops(x, t)
+            ops += transition_ops(x, t)
             finished = finished or t.finished
             view = decide.apply(view, t)
         if events:
@@ -321,7 +228,7 @@ class RedisFlows:
             slots.append(ExecutionSlot(m.decode(), ExecutionState(st.decode()), int(ca)))
             if cl is not None and spec is None:
                 spec = ConcurrencySpec(int(cl), cb.decode())
-        return (_s(kv) or "0"), slots, spec
+        return (text(kv) or "0"), slots, spec
 
     def _promote(self, ck: str, now: int) -> None:
         """Start the queued executions of ``ck`` that have a place (decide.promote), one
@@ -381,24 +288,10 @@ class RedisFlows:
         """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`."""
         t = self._flow_now(now)
         ck = new.conc_key
-        steps = [[s.id, list(s.depends_on)] for s in new.steps]
-        fields: list[str] = ["fl", new.flow, "sh", new.spec_hash, "mp", str(new.max_parallel),
-                             "sp", json.dumps(steps)]
-        if new.timeout_ms is not None:
-            fields += ("to", str(new.timeout_ms))
-        if ck is not None and new.concurrency is not None:
-            fields += ("ck", ck, "cl", str(new.concurrency.limit), "cb",
-                       new.concurrency.behavior)
+        fields = start_fields(new)
         jobs: list[Any] = []
         for j in new.jobs:
-            jobs += _job_args(j)
-        view0 = ExecutionView(
-            state=_E.QUEUED,
-            steps=new.steps,
-            max_parallel=new.max_parallel,
-            timeout_ms=new.timeout_ms,
-        )
-        shell = _Exec(new.id, {"ck": None}, [(s.id, s.depends_on) for s in new.steps], [])
+            jobs += job_args(j)
         for _ in range(_TRIES):
             cas: list[list[str]] = []
             admission = decide.Admission(_E.RUNNING)
@@ -406,26 +299,11 @@ class RedisFlows:
                 kv, slots, _ = self._key_slots(ck)
                 cas = [["k", ck, kv]]
                 admission = decide.admit(new.concurrency, slots)
-            ops: list[Op] = []
-            state = admission.state
-            head = list(fields)
-            finished = False
-            if state is _E.SKIPPED:
-                reason = ExecutionReason.CONCURRENCY_LIMIT.value
-                head += ("st", state.value, "rs", reason)
-                ops += [["step", new.id, str(i), _S.NOT_RUN.value, "0", reason]
-                        for i in range(len(new.steps))]
-                ops.append(["finished", new.id, ""])
-            else:
-                head += ("st", _E.QUEUED.value)
-                if state is _E.RUNNING:
-                    tr = decide.start(view0, t)
-                    ops += self._transition_ops(shell, tr)
-                    state, finished = tr.state, tr.finished
+            head, ops, state, finished = start_plan(new, admission.state, t)
             header = {
                 "id": new.id,
                 "cas": cas,
-                "fields": head,
+                "fields": fields + head,
                 "flow": new.flow,
                 "sh": new.spec_hash,
                 "n": len(new.steps),
@@ -456,28 +334,8 @@ class RedisFlows:
             raise StorageError(f"cancel_execution {execution_id}: too much contention")
         return state
 
-    def _record(self, eid: str, f: dict[str, bytes | None], spec: bytes | None) -> ExecutionRecord:
-        rs = _s(f["rs"])
-        return ExecutionRecord(
-            id=eid,
-            flow=_s(f["fl"]) or "",
-            state=ExecutionState(_s(f["st"])),
-            reason=None if rs is None else ExecutionReason(rs),
-            failed_step=_s(f["fs"]),
-            spec_hash=_s(f["sh"]) or "",
-            spec_json=_s(spec) or "",
-            input=f["in"] or b"",
-            max_parallel=int(f["mp"] or 0),
-            timeout_ms=_i(f["to"]),
-            deadline_at=_i(f["dl"]),
-            created_at=int(f["ca"] or 0),
-            started_at=_i(f["sa"]),
-            finished_at=_i(f["fa"]),
-            conc_key=_s(f["ck"]),
-        )
-
     def _records(self, ids: Sequence[str]) -> list[ExecutionRecord]:
-        names = [*_XF, "in"]
+        names = [*EXEC_FIELDS, "in"]
         with translate_errors("get_execution"):
             pipe = self._r.pipeline(transaction=False)
             for eid in ids:
@@ -488,10 +346,13 @@ class RedisFlows:
                 for eid, row in zip(ids, rows, strict=True)
                 if row[0] is not None
             ]
-            hashes = list(dict.fromkeys(_s(f["sh"]) or "" for _, f in found))
-            specs = dict(zip(hashes, self._r.mget([self._x("fs", h) for h in hashes]),
-                             strict=True)) if hashes else {}
-        return [self._record(eid, f, specs[_s(f["sh"]) or ""]) for eid, f in found]
+            hashes = list(dict.fromkeys(text(f["sh"]) or "" for _, f in found))
+            specs = (
+                dict(zip(hashes, self._r.mget([self._x("fs", h) for h in hashes]), strict=True))
+                if hashes
+                else {}
+            )
+        return [execution_record(eid, f, specs[text(f["sh"]) or ""]) for eid, f in found]
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """See :meth:`queue_core.flows.storage.SupportsFlows.get_execution`."""
@@ -570,25 +431,3 @@ class RedisFlows:
             input=inp or b"",
             results={d: results.get(str(pos[d]).encode()) for d in deps},
         )
-
-
-def _job_args(j: NewJob) -> list[Any]:
-    """The 16 arguments of one step job for ``flow_start.lua`` (enqueue's, but replay_of)."""
-    return [
-        j.id,
-        j.task_name,
-        j.queue,
-        j.payload,
-        j.priority,
-        _opt(j.run_at),
-        j.delay_ms,
-        j.max_attempts,
-        j.lost_delay_ms,
-        _opt(j.timeout_ms),
-        _opt(j.heartbeat_ms),
-        _opt(j.schedule_to_start_ms),
-        _opt(j.concurrency_key),
-        _opt(j.concurrency_limit),
-        "1" if j.concurrency_skip else "0",
-        _opt(j.options),
-    ]

@@ -1,0 +1,232 @@
+"""Records of the Redis flows layout (``lua/_flow.lua``): reading an execution's fields
+and step states, the operations ``flow_apply.lua`` takes for a
+:class:`~queue_core.flows.decide.Transition`, and the arguments of a step job."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from queue_core.flows import decide
+from queue_core.flows.decide import ExecutionView, StepView, Transition
+from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
+from queue_core.flows.storage import ExecutionRecord, NewExecution
+from queue_core.model import NewJob
+
+__all__ = [
+    "EXEC_FIELDS",
+    "Exec",
+    "Op",
+    "execution_record",
+    "job_args",
+    "parse_step",
+    "start_fields",
+    "start_plan",
+    "text",
+    "transition_ops",
+]
+
+_S = StepState
+EXEC_FIELDS = [
+    "fl",
+    "sh",
+    "st",
+    "rs",
+    "fs",
+    "mp",
+    "to",
+    "dl",
+    "ca",
+    "sa",
+    "fa",
+    "ck",
+    "cl",
+    "cb",
+    "v",
+    "sp",
+]
+Op = list[Any]
+
+
+def text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def _i(value: bytes | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt(value: int | str | None) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Exec:
+    """One execution as read (fields of ``P:x:<id>`` and the step states)."""
+
+    id: str
+    f: dict[str, bytes | None]
+    steps: list[tuple[str, tuple[str, ...]]]
+    """(step id, dependencies) by idx."""
+    states: list[tuple[StepState, bool, str | None]]
+    """(state, released, reason) by idx."""
+
+    @property
+    def version(self) -> str:
+        return text(self.f["v"]) or "0"
+
+    @property
+    def state(self) -> ExecutionState:
+        return ExecutionState(text(self.f["st"]))
+
+    @property
+    def conc_key(self) -> str | None:
+        return text(self.f["ck"])
+
+    def view(self) -> ExecutionView:
+        rs = text(self.f["rs"])
+        return ExecutionView(
+            state=self.state,
+            steps=tuple(
+                StepView(sid, st[0], deps)
+                for (sid, deps), st in zip(self.steps, self.states, strict=True)
+            ),
+            max_parallel=int(self.f["mp"] or 0),
+            timeout_ms=_i(self.f["to"]),
+            deadline_at=_i(self.f["dl"]),
+            reason=None if rs is None else ExecutionReason(rs),
+            failed_step=text(self.f["fs"]),
+        )
+
+
+_PARSED: dict[bytes, tuple[StepState, bool, str | None]] = {}
+
+
+def parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
+    """``state|released|reason`` (few distinct values: parsed once each)."""
+    got = _PARSED.get(raw)
+    if got is None:
+        state, released, reason = raw.decode().split("|", 2)
+        got = (StepState(state), released == "1", reason or None)
+        if len(_PARSED) < 4096:
+            _PARSED[raw] = got
+    return got
+
+
+def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None) -> list[Op]:
+    """The operations of ``flow_apply.lua`` that apply ``t`` to ``x`` (design §3
+    order: the event's step, execution fields, time_out, not_run, cancel, release)."""
+    pos = {sid: str(i) for i, (sid, _) in enumerate(x.steps)}
+    eid = x.id
+    ops: list[Op] = [
+        ["step", eid, pos[sid], st.value, "1", (reasons or {}).get(sid, "")] for sid, st in t.ended
+    ]
+    sets: list[str] = []
+    dels: list[str] = []
+    for name, value in (
+        ("st", t.state.value),
+        ("rs", None if t.reason is None else t.reason.value),
+        ("fs", t.failed_step),
+        ("dl", t.deadline_at),
+    ):
+        if value is None:
+            dels.append(name)
+        else:
+            sets += (name, str(value))
+    ops.append(["exec", eid, sets, dels])
+    deadline = _opt(t.deadline_at)
+    if t.started:
+        ops.append(["started", eid, deadline])
+    if t.finished:
+        ops.append(["finished", eid, x.conc_key or ""])
+    ops += [["time_out", eid, pos[s]] for s in t.time_out]
+    reason = "" if t.not_run_reason is None else t.not_run_reason.value
+    ops += [["not_run", eid, pos[s], reason] for s in t.not_run]
+    ops += [["cancel", eid, pos[s]] for s in t.cancel]
+    ops += [["release", eid, pos[s], deadline] for s in t.release]
+    return ops
+
+
+def execution_record(eid: str, f: dict[str, bytes | None], spec: bytes | None) -> ExecutionRecord:
+    rs = text(f["rs"])
+    return ExecutionRecord(
+        id=eid,
+        flow=text(f["fl"]) or "",
+        state=ExecutionState(text(f["st"])),
+        reason=None if rs is None else ExecutionReason(rs),
+        failed_step=text(f["fs"]),
+        spec_hash=text(f["sh"]) or "",
+        spec_json=text(spec) or "",
+        input=f["in"] or b"",
+        max_parallel=int(f["mp"] or 0),
+        timeout_ms=_i(f["to"]),
+        deadline_at=_i(f["dl"]),
+        created_at=int(f["ca"] or 0),
+        started_at=_i(f["sa"]),
+        finished_at=_i(f["fa"]),
+        conc_key=text(f["ck"]),
+    )
+
+
+def job_args(j: NewJob) -> list[Any]:
+    """The 16 arguments of one step job for ``flow_start.lua`` (enqueue's, but replay_of)."""
+    return [
+        j.id,
+        j.task_name,
+        j.queue,
+        j.payload,
+        j.priority,
+        _opt(j.run_at),
+        j.delay_ms,
+        j.max_attempts,
+        j.lost_delay_ms,
+        _opt(j.timeout_ms),
+        _opt(j.heartbeat_ms),
+        _opt(j.schedule_to_start_ms),
+        _opt(j.concurrency_key),
+        _opt(j.concurrency_limit),
+        "1" if j.concurrency_skip else "0",
+        _opt(j.options),
+    ]
+
+
+def start_fields(new: NewExecution) -> list[str]:
+    """The fields of ``P:x:<id>`` that never change (flat field/value list)."""
+    steps = [[s.id, list(s.depends_on)] for s in new.steps]
+    fields = ["fl", new.flow, "sh", new.spec_hash, "mp", str(new.max_parallel)]
+    fields += ("sp", json.dumps(steps))
+    if new.timeout_ms is not None:
+        fields += ("to", str(new.timeout_ms))
+    if new.conc_key is not None and new.concurrency is not None:
+        c = new.concurrency
+        fields += ("ck", new.conc_key, "cl", str(c.limit), "cb", c.behavior)
+    return fields
+
+
+def start_plan(
+    new: NewExecution, admitted: ExecutionState, now: int
+) -> tuple[list[str], list[Op], ExecutionState, bool]:
+    """What ``flow_start.lua`` writes for an execution admitted ``admitted``: the state
+    fields, the operations (``decide.start`` when running; a skipped one is stored
+    finished, its steps ``not_run``), the state afterwards and whether it finished."""
+    if admitted is ExecutionState.SKIPPED:
+        reason = ExecutionReason.CONCURRENCY_LIMIT.value
+        ops: list[Op] = [
+            ["step", new.id, str(i), _S.NOT_RUN.value, "0", reason] for i in range(len(new.steps))
+        ]
+        ops.append(["finished", new.id, ""])
+        return ["st", admitted.value, "rs", reason], ops, admitted, False  # never active
+    head = ["st", ExecutionState.QUEUED.value]
+    if admitted is not ExecutionState.RUNNING:
+        return head, [], admitted, False
+    view = ExecutionView(
+        state=ExecutionState.QUEUED,
+        steps=new.steps,
+        max_parallel=new.max_parallel,
+        timeout_ms=new.timeout_ms,
+    )
+    ck = None if new.conc_key is None else new.conc_key.encode()
+    shell = Exec(new.id, {"ck": ck}, [(s.id, s.depends_on) for s in new.steps], [])
+    t = decide.start(view, now)
+    return head, transition_ops(shell, t), t.state, t.finished
