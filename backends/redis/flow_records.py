@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from queue_core.errors import ConfigError
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionView, StepView, Transition
 from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
@@ -23,6 +24,7 @@ __all__ = [
     "parse_step",
     "start_fields",
     "start_plan",
+    "step_replay_refused",
     "text",
     "transition_ops",
 ]
@@ -230,3 +232,14 @@ def start_plan(
     shell = Exec(new.id, {"ck": ck}, [(s.id, s.depends_on) for s in new.steps], [])
     t = decide.start(view, now)
     return head, transition_ops(shell, t), t.state, t.finished
+
+
+def step_replay_refused(dead_id: str) -> ConfigError:
+    """``retry_dead`` of a flow step's dead-letter entry (design §1): refused."""
+    return ConfigError(
+        f"dead-letter entry {dead_id!r} is a flow step's: replay the execution instead "
+        "(a lone step would run with no execution to report to)",
+        code="invalid_option",
+        field="dead_id",
+        value=dead_id,
+    )

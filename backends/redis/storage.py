@@ -22,6 +22,7 @@ from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
 from backends.redis.errors import translate_errors
+from backends.redis.flow_records import step_replay_refused
 from backends.redis.flows import RedisFlows
 from backends.redis.keys import Keys
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
@@ -672,13 +673,7 @@ class RedisStorage(RedisFlows, Storage):
         with translate_errors("retry_dead"):
             took = self._retry_dead(args=args)
         if took == -1:
-            raise ConfigError(
-                f"dead-letter entry {dead_id!r} is a flow step's: replay the execution "
-                "instead (a lone step would run with no execution to report to)",
-                code="invalid_option",
-                field="dead_id",
-                value=dead_id,
-            )
+            raise step_replay_refused(dead_id)
         if not took:
             raise NotFound(f"no dead-letter entry with id {dead_id!r}")
         return new_id
