@@ -414,3 +414,27 @@ def test_a_storage_without_flows_is_refused_naming_the_ability(
     assert not (tmp_path / "none.db").exists()
     memory = run("flow", "show", "x", "--url", "memory://")
     assert memory.exit_code == 1 and "outside the process that created it" in memory.stderr
+
+
+def test_read_only_commands_read_the_memory_storage_of_an_app_already_imported(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"flowapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text('from queue_core import Queue\n\nqueue = Queue("memory://")\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        # imported by the command itself: a new, empty memory:// is refused, not read
+        fresh = run("flow", "executions", "--app", f"{name}:queue")
+        assert fresh.exit_code == 1
+        assert "outside the process that created it" in fresh.stderr
+        sys.modules.pop(name)
+        module = importlib.import_module(name)  # the app lives in this process already
+        listed = run("flow", "executions", "--app", f"{name}:queue")
+        assert listed.exit_code == 0, listed.stderr
+        assert "No flow executions at offset 0" in listed.stdout
+        stats = run("stats", "--app", f"{name}:queue")
+        assert stats.exit_code == 0 and "No jobs" in stats.stdout
+        module.queue.close()
+    finally:
+        sys.modules.pop(name, None)
