@@ -16,13 +16,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from queue_core import Queue
-from queue_core.flows import ExecutionInfo, ExecutionState, StepRun
+from contrib.cli.flows import timeline_rows
+from queue_core import AttemptRecord, Outcome, Queue
+from queue_core.flows import ExecutionInfo, ExecutionState, StepRun, StepState
 from queue_core.worker import Worker
 
 pytest.importorskip("yaml", reason="flow files need the flows extra (PyYAML, pydantic)")
@@ -438,3 +440,41 @@ def test_read_only_commands_read_the_memory_storage_of_an_app_already_imported(
         module.queue.close()
     finally:
         sys.modules.pop(name, None)
+
+
+# --------------------------------------------------------------------------- timeline rows
+
+
+def _attempt(
+    number: int, start: int | None, end: int | None, outcome: str | None
+) -> AttemptRecord:
+    def at(second: int | None) -> datetime | None:
+        return None if second is None else datetime(2026, 11, 30, 12, 0, second, tzinfo=UTC)
+
+    return AttemptRecord(
+        number=number, outcome=None if outcome is None else Outcome(outcome),
+        reason="exit_code" if outcome == "failed" else None, error_class=None,
+        error_type=None, message=None, traceback=None, worker_id="w",
+        started_at=at(start), finished_at=at(end), mode="async",
+    )
+
+
+def test_timeline_rows_order_attempts_by_start_and_add_steps_not_running() -> None:
+    steps = [
+        StepRun(step_id="a", state=StepState.QUEUED, reason=None, job_id="e.0",
+                attempts=[_attempt(1, 0, 2, "failed"), _attempt(2, 5, 7, "failed")]),
+        StepRun(step_id="b", state=StepState.RUNNING, reason=None, job_id="e.1",
+                attempts=[_attempt(1, 1, None, None)]),
+        StepRun(step_id="c", state=StepState.PENDING, reason=None, job_id=None),
+        StepRun(step_id="d", state=StepState.SUCCEEDED, reason=None, job_id="e.3",
+                attempts=[_attempt(1, 3, 4, "succeeded")]),
+    ]
+    rows = timeline_rows(steps)
+    assert [(r[0], r[1], r[5]) for r in rows] == [
+        ("a #1", "failed", "2.000s"),
+        ("b #1", "running", None),     # still running: no end, no duration
+        ("d #1", "succeeded", "1.000s"),
+        ("a #2", "failed", "2.000s"),
+        ("a", "queued", None),          # waiting out its retry backoff
+        ("c", "pending", None),         # never ran
+    ]
