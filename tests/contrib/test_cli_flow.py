@@ -87,7 +87,10 @@ class FlowApp:
 @pytest.fixture
 def flow_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FlowApp]:
     name = f"flowapp_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text('from queue_core import Queue\n\nqueue = Queue("memory://")\n')
+    # a short lease: a running step notices a cancel when its lease is renewed
+    (tmp_path / f"{name}.py").write_text(
+        'from queue_core import Queue\n\nqueue = Queue("memory://", lease=3)\n'
+    )
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "extract.py").write_text(EXTRACT)
     (tmp_path / "pipelines" / "load.py").write_text(LOAD)
@@ -319,6 +322,28 @@ def test_wait_gives_up_at_timeout_and_cancel_stops_the_execution(
     ]
     again = run("flow", "cancel", execution_id, "--json", "--app", flow_app.spec)
     assert again.exit_code == 0 and json.loads(again.stdout)["state"] == "cancelled"
+
+
+def test_an_execution_queued_by_concurrency_is_listed_and_cancelled_at_once(
+    run: Any, flow_app: FlowApp
+) -> None:
+    file = flow_app.write_flow("slow.yaml", SECTION_7.replace("extract.py", "sleeper.py"))
+    first = run("flow", "run", file, "--input", '{"day": "1"}', "--app", flow_app.spec)
+    second = run("flow", "run", file, "--input", '{"day": "2"}', "--json", "--app", flow_app.spec)
+    first_id, queued = first.stdout.strip(), json.loads(second.stdout)
+    assert queued["state"] == "queued"  # concurrency { limit: 1, behavior: queue }
+    listed = run("flow", "executions", "sync-orders", "--state", "queued", "--json",
+                 "--app", flow_app.spec)
+    assert [e["id"] for e in json.loads(listed.stdout)] == [queued["id"]]
+    cancelled = run("flow", "cancel", queued["id"], "--app", flow_app.spec)
+    assert cancelled.exit_code == 0
+    assert cancelled.stdout.strip() == f"Execution {queued['id']} is cancelled."
+    shown = run("flow", "show", queued["id"], "--app", flow_app.spec)
+    assert [(r[0], r[1], r[2]) for r in _timeline(shown.stdout)] == [
+        ("extract", "not_run", "cancelled"), ("load", "not_run", "cancelled")]
+    assert run("flow", "cancel", first_id, "--app", flow_app.spec).exit_code == 0
+    first_handle = flow_app.queue.execution(first_id)
+    _wait_for(lambda: first_handle.status() is ExecutionState.CANCELLED, timeout=20)
 
 
 def test_cancel_of_a_finished_execution_or_an_unknown_id_exits_1(
