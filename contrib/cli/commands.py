@@ -731,3 +731,11 @@ def _register_dashboard() -> None:
 
 
 _register_dashboard()
+
+
+def _register_flow() -> None:
+    """``queue-core flow ...``: the group registers itself on import (contrib.cli.flows)."""
+    import contrib.cli.flows  # noqa: F401
+
+
+_register_flow()
