@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
 
 from typing_extensions import Unpack
 
@@ -20,6 +20,7 @@ from queue_core.registry import mask_url, open_storage, resolve_url
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
+    AsyncTask,
     CallOptions,
     Task,
     TaskOptions,
@@ -31,7 +32,19 @@ from queue_core.task import (
 
 __all__ = ["Queue"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskDecorator(Protocol):
+    """What ``@queue.task(...)`` with options returns: a decorator that keeps the body's
+    types (``Task[P, R]``, or ``AsyncTask[P, R]`` for an ``async def`` body)."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
 _RAISE_SKIPPED: Final = JobState.SKIPPED
 
@@ -119,12 +132,15 @@ class Queue:
     # ------------------------------------------------------------------ tasks
 
     @overload
-    def task(self, func: F, /) -> Task[Any, Any]: ...
+    def task(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
+
+    @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
     def task(
         self, func: None = None, /, *, name: str | None = None, **options: Unpack[TaskOptions]
-    ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+    ) -> TaskDecorator: ...
 
     def task(
         self,
@@ -133,8 +149,13 @@ class Queue:
         *,
         name: str | None = None,
         **options: Unpack[TaskOptions],
-    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a function as a task: ``@queue.task`` or ``@queue.task(...)``.
+
+        The task is typed after the body: ``def f(a: int) -> str`` gives a
+        ``Task[(a: int), str]``, so a type checker checks ``f.delay(...)``'s arguments
+        and ``f.delay(...).result()``'s type (an ``async def`` body gives an
+        :class:`~queue_core.task.AsyncTask`).
 
         Every option of SPEC §2 (:class:`~queue_core.task.TaskOptions`) is accepted and
         validated here. ``name`` defaults to ``module.qualname``; a function declared in
@@ -168,13 +189,14 @@ class Queue:
                         field="name",
                         value=task_name,
                     )
-                task: Task[Any, Any] = Task(self, fn, name=task_name, spec=task_spec)
+                cls = AsyncTask if inspect.iscoroutinefunction(fn) else Task
+                task: Task[Any, Any] = cls(self, fn, name=task_name, spec=task_spec)
                 self._tasks[task_name] = task
             return task
 
         if func is not None:
             return decorate(func)
-        return decorate
+        return decorate  # type: ignore[return-value]
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:
@@ -187,11 +209,11 @@ class Queue:
 
     # ------------------------------------------------------------------ enqueue
 
-    def _submit_one(self, job: NewJob) -> JobHandle:
+    def _submit_one(self, job: NewJob) -> JobHandle[Any]:
         self._storage.enqueue([job])
         return JobHandle(self, job.id)
 
-    def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle]:
+    def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle[Any]]:
         if jobs:
             self._storage.enqueue(jobs)
         return [JobHandle(self, j.id) for j in jobs]
@@ -202,7 +224,7 @@ class Queue:
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
         **overrides: Unpack[CallOptions],
-    ) -> JobHandle:
+    ) -> JobHandle[Any]:
         """Enqueue a job by task name (as the CLI does).
 
         A name not registered on this queue is allowed: the job gets the queue's
@@ -216,7 +238,7 @@ class Queue:
 
     def enqueue_many(
         self, task: Task[Any, Any] | str, arg_tuples: Iterable[Any]
-    ) -> list[JobHandle]:
+    ) -> list[JobHandle[Any]]:
         """Enqueue one job per element (a tuple of positional arguments), in one batch."""
         if isinstance(task, str):
             found = self._tasks.get(task)
@@ -227,9 +249,23 @@ class Queue:
 
     # ------------------------------------------------------------------ jobs
 
-    def job(self, job_id: str) -> JobHandle:
+    def job(self, job_id: str) -> JobHandle[Any]:
         """A handle on an existing job (no storage access until used)."""
         return JobHandle(self, job_id)
+
+    async def job_async(self, job_id: str) -> JobHandle[Any]:
+        """A handle on an existing job, from an event loop (the read runs in a thread).
+
+        Unlike :meth:`job`, it reads the job once, so an unknown id fails here.
+
+        Raises:
+            NotFound: no job with that id.
+        """
+        from queue_core._aio import run_sync
+
+        handle: JobHandle[Any] = JobHandle(self, job_id)
+        await run_sync(handle.status)
+        return handle
 
     def cancel(self, job_id: str) -> JobState:
         """Cancel a job; return its state afterwards (``NotFound`` for an unknown id)."""
