@@ -218,33 +218,71 @@ class Queue:
             self._storage.enqueue(jobs)
         return [JobHandle(self, j.id) for j in jobs]
 
+    def _by_name(self, task_name: str, allow_unregistered: bool, method: str) -> Task[Any, Any]:
+        check_name(task_name, "task_name")
+        task = self._tasks.get(task_name)
+        if task is not None:
+            return task
+        if not allow_unregistered:
+            known = ", ".join(sorted(self._tasks)) or "none"
+            raise ConfigError(
+                f"unknown task {task_name!r}: it is not registered on this queue in this "
+                "process, so its options (queue, retries, timeout, ...) are unknown here and "
+                "the job would silently get the queue defaults — import the module that "
+                "declares the task first (CLI: pass --app MODULE:ATTR, the Queue your tasks "
+                f"are declared on), or pass allow_unregistered=True to {method}() (CLI: "
+                f"--allow-unregistered) to enqueue with the queue defaults; tasks registered "
+                f"here: {known}",
+                code="unknown_task",
+                field="task_name",
+                value=task_name,
+            )
+        return Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
+
     def enqueue(
         self,
         task_name: str,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
+        *,
+        allow_unregistered: bool = False,
         **overrides: Unpack[CallOptions],
     ) -> JobHandle[Any]:
-        """Enqueue a job by task name (as the CLI does).
+        """Enqueue a job by task name (as the CLI does), with the task's options.
 
-        A name not registered on this queue is allowed: the job gets the queue's
-        defaults (and any overrides), and a worker that knows the task runs it.
+        Args:
+            task_name: the registry name of a task registered on this queue.
+            args: positional arguments of the body.
+            kwargs: keyword arguments of the body.
+            allow_unregistered: enqueue a name that is not registered in this process
+                anyway, with the queue's defaults plus ``overrides`` (not the options
+                the task declares elsewhere); a worker that knows the task runs it.
+            **overrides: per-call options, as for :meth:`Task.apply`.
+
+        Raises:
+            ConfigError: ``code="unknown_task"``: the name is not registered here (import
+                the task's module, or pass ``allow_unregistered=True``).
         """
-        check_name(task_name, "task_name")
-        task = self._tasks.get(task_name)
-        if task is None:
-            task = Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
+        task = self._by_name(task_name, allow_unregistered, "enqueue")
         return task.apply(args, kwargs, **overrides)
 
     def enqueue_many(
-        self, task: Task[Any, Any] | str, arg_tuples: Iterable[Any]
+        self,
+        task: Task[Any, Any] | str,
+        arg_tuples: Iterable[Any],
+        *,
+        allow_unregistered: bool = False,
     ) -> list[JobHandle[Any]]:
-        """Enqueue one job per element (a tuple of positional arguments), in one batch."""
+        """Enqueue one job per element (a tuple of positional arguments), in one batch.
+
+        A task given by name must be registered on this queue, unless
+        ``allow_unregistered=True`` (see :meth:`enqueue`).
+
+        Raises:
+            ConfigError: ``code="unknown_task"`` for a name not registered here.
+        """
         if isinstance(task, str):
-            found = self._tasks.get(task)
-            if found is None:
-                found = Task(self, _unregistered, name=task, spec=build_spec(is_async=False))
-            task = found
+            task = self._by_name(task, allow_unregistered, "enqueue_many")
         return task.map(arg_tuples)
 
     # ------------------------------------------------------------------ jobs

@@ -236,6 +236,9 @@ def _duration_arg(text: str) -> float | str:
 @click.option("--delay", default=None, metavar="S",
               help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).")
 @click.option("--priority", type=int, default=None, help="Higher runs first within a queue.")
+@click.option("--allow-unregistered", is_flag=True,
+              help="Enqueue a task that --app does not declare (or without --app) with the "
+                   "queue defaults instead of the task's own options.")
 @_storage_options
 def enqueue(
     task_name: str,
@@ -244,10 +247,17 @@ def enqueue(
     queue_name: str | None,
     delay: str | None,
     priority: int | None,
+    allow_unregistered: bool,
     app: str | None,
     url: str | None,
 ) -> None:
-    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id."""
+    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id.
+
+    The job gets the task's declared options (queue, retries, timeout), so the task
+    must be known: pass --app MODULE:ATTR, the Queue the task is declared on. Without
+    it, the command refuses rather than store the queue defaults, unless
+    --allow-unregistered is given.
+    """
     args: list[Any] = []
     if args_json is not None:
         value = _json_value(args_json, "ARGS_JSON")
@@ -270,7 +280,13 @@ def enqueue(
     if priority is not None:
         overrides["priority"] = priority
     queue, _ = _queue(app, url, create=True)
-    handle = queue.enqueue(task_name, args=tuple(args), kwargs=kwargs, **overrides)
+    handle = queue.enqueue(
+        task_name,
+        args=tuple(args),
+        kwargs=kwargs,
+        allow_unregistered=allow_unregistered,
+        **overrides,
+    )
     click.echo(handle.id)
 
 
