@@ -11,11 +11,12 @@ from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
 from typing_extensions import Unpack
 
 from queue_core.clock import Clock, SystemClock
+from queue_core.config import RETRY_KEYS, UNSET, Config, load_config
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
 from queue_core.handle import JobHandle
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
-from queue_core.policy import RetryPolicy
+from queue_core.policy import RetryPolicy, policy_from_options
 from queue_core.registry import mask_url, open_storage, resolve_url
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
@@ -58,10 +59,28 @@ class Queue:
         storage: a ready :class:`~queue_core.storage.Storage` instead of a URL.
         retry: queue-wide :class:`~queue_core.policy.RetryPolicy` defaults (first in
             the merge order queue -> task -> call).
-        default_timeout: per-attempt bound for tasks that set none (``None``: no limit).
-        lease: the lease workers take on a claimed job (a duration).
+        default_timeout: per-attempt bound for tasks that set none (``None``: no limit;
+            default 300 s).
+        lease: the lease workers take on a claimed job (a duration; default 30 s).
         serializer: ``"json"`` (default), ``"pickle"`` or a Serializer object.
         clock: the clock used for timestamps the facade computes (tests pass their own).
+        eager: run every ``.delay()`` / ``.apply()`` to its end before returning, through
+            the worker's classification, retry, timeout and dead-letter path, without a
+            worker (application tests); default env ``QUEUE_CORE_EAGER``, else off.
+
+    Every option not given here comes from the environment, then the configuration file
+    (``queue-core.toml`` or ``[tool.queue-core]`` in ``pyproject.toml``; see
+    :mod:`queue_core.config`), then the default: ``url`` (``QUEUE_CORE_URL``), ``eager``
+    (``QUEUE_CORE_EAGER``), ``lease`` (``QUEUE_CORE_LEASE``), ``serializer``
+    (``QUEUE_CORE_SERIALIZER``), ``default_timeout`` (``QUEUE_CORE_DEFAULT_TIMEOUT``, file
+    ``[task] timeout``). The file's ``[task]`` retry options are the queue-wide retry
+    defaults when ``retry`` is not given, and its ``[task] queue`` is the queue of tasks
+    that set none.
+
+    Attributes:
+        config: the :class:`~queue_core.config.Config` the defaults were read from.
+        default_queue: the queue of tasks that set none (``"default"``).
+        eager: whether jobs run eagerly at enqueue.
 
     Raises:
         ConfigError: a bad URL or scheme (naming the supported schemes), or a bad option.
@@ -73,10 +92,11 @@ class Queue:
         *,
         storage: Storage | None = None,
         retry: RetryPolicy | None = None,
-        default_timeout: float | str | timedelta | None = 300,
-        lease: float | str | timedelta = 30,
-        serializer: str | Serializer = "json",
+        default_timeout: float | str | timedelta | None = UNSET,
+        lease: float | str | timedelta = UNSET,
+        serializer: str | Serializer = UNSET,
         clock: Clock | None = None,
+        eager: bool | None = None,
     ) -> None:
         if storage is not None and url is not None:
             raise ConfigError(
@@ -92,10 +112,17 @@ class Queue:
                 field="retry",
                 value=retry,
             )
+        cfg = self.config = load_config()
+        if retry is None:
+            retry = _file_retry_policy(cfg)
         self.retry_policy: RetryPolicy = retry if retry is not None else RetryPolicy()
-        self.default_timeout: float | None = check_timeout(default_timeout)
-        self.lease: float = parse_duration(lease, field="lease")
-        self.serializer: Serializer = get_serializer(serializer)
+        self.default_timeout: float | None = check_timeout(
+            cfg.value("task.timeout", default_timeout)
+        )
+        self.lease: float = parse_duration(cfg.value("lease", lease), field="lease")
+        self.serializer: Serializer = get_serializer(cfg.value("serializer", serializer))
+        self.default_queue: str = check_name(cfg.value("task.queue"), "queue")
+        self.eager: bool = bool(cfg.value("eager", UNSET if eager is None else eager))
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: dict[str, Task[Any, Any]] = {}
         self._lock = threading.Lock()
@@ -374,9 +401,11 @@ class Queue:
         """Run a worker in this process until stopped (blocking).
 
         Args:
-            queues: queue names to take jobs from; default every queue of a
-                registered task plus ``"default"``.
-            slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else 8).
+            queues: queue names to take jobs from; default env
+                ``QUEUE_CORE_WORKER_QUEUES``, else ``[worker] queues`` of the configuration
+                file, else every queue of a registered task plus ``"default"``.
+            slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else
+                ``[worker] slots`` of the configuration file, else 8).
             burst: return once the queues hold nothing running or ready (and nothing
                 due within 60 s).
             reap_interval: seconds between reaper passes.
@@ -386,9 +415,26 @@ class Queue:
         """
         from queue_core.worker import Worker
 
+        config = load_config()  # read now: the working directory may have changed
+        if slots is None:
+            slots = config.value("worker.slots")
+        if queues is None:
+            queues = config.value("worker.queues")
         Worker(
             self, queues=queues, slots=slots, burst=burst, reap_interval=reap_interval, **options
         ).run()
+
+
+def _file_retry_policy(cfg: Config) -> RetryPolicy | None:
+    """The queue-wide retry defaults of the file's ``[task]`` table, or ``None``."""
+    given = {
+        key[len("task."):]: value
+        for key, value in cfg.file_values.items()
+        if key in RETRY_KEYS
+    }
+    if not given:
+        return None
+    return policy_from_options(**given)
 
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:

@@ -598,7 +598,7 @@ class Task(Generic[P, R]):
         """The body's signature without the injected ``ctx`` parameter (what a call
         binds against), or ``None`` when it cannot be inspected."""
         self._fast_min, self._fast_max = _positional_fast_path(self.signature)
-        self.queue_name: str = _pick(UNSET, spec.queue, "default")
+        self.queue_name: str = _pick(UNSET, spec.queue, owner.default_queue)
         self.policy = merge_policies(owner.retry_policy, spec.policy)
         """The queue defaults merged with the task's retry options."""
         timeout = _pick(UNSET, spec.timeout, owner.default_timeout)
@@ -633,7 +633,7 @@ class Task(Generic[P, R]):
         timeout = _pick(call.timeout, task.timeout, owner.default_timeout)
         return {
             "task_name": self.name,
-            "queue": _pick(call.queue, task.queue, "default"),
+            "queue": _pick(call.queue, task.queue, owner.default_queue),
             "priority": _pick(call.priority, task.priority, 0),
             "max_attempts": policy.max_attempts,
             "timeout_ms": _ms(timeout),

@@ -29,6 +29,7 @@ from queue_core import (
     StorageError,
     StorageUnavailable,
 )
+from queue_core.config import load_config
 from queue_core.registry import mask_url
 
 __all__ = ["cli", "main"]
@@ -165,10 +166,12 @@ def _positive_float(
 @cli.command()
 @click.argument("app", metavar="APP")
 @click.option("--queues", "-Q", default=None, metavar="Q1,Q2",
-              help="Comma-separated queue names (default: every queue with a task of APP).")
-@click.option("--slots", "-c", type=click.IntRange(min=1), default=8, show_default=True,
-              envvar="QUEUE_CORE_WORKER_SLOTS", show_envvar=True,
-              help="Jobs run at once by this worker.")
+              help="Comma-separated queue names (default: env QUEUE_CORE_WORKER_QUEUES, else "
+                   "[worker] queues of the configuration file, else every queue with a task "
+                   "of APP).")
+@click.option("--slots", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once by this worker (default: env QUEUE_CORE_WORKER_SLOTS, "
+                   "else [worker] slots of the configuration file, else 8).")
 @click.option("--burst", is_flag=True,
               help="Exit once no job is running, ready or due within 60 s.")
 @click.option("--lease", type=float, default=None, callback=_positive_float, metavar="S",
@@ -183,7 +186,7 @@ def _positive_float(
 def worker(
     app: str,
     queues: str | None,
-    slots: int,
+    slots: int | None,
     burst: bool,
     lease: float | None,
     reap_interval: float,
@@ -490,6 +493,40 @@ def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> N
     if attempts:
         click.echo(f"\nAttempts ({len(attempts)}):")
         click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
+
+
+@cli.command("config")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {file, settings: [{key, value, source}]} as JSON.")
+@click.option("--url", metavar="URL", default=None, help="Show the effective values with this URL.")
+def config_command(as_json: bool, url: str | None) -> None:
+    """Show every effective setting and where it came from.
+
+    Precedence: explicit argument (here --url) > environment variable > configuration
+    file (./queue-core.toml, else [tool.queue-core] in ./pyproject.toml, or the file
+    named by env QUEUE_CORE_CONFIG) > default. The file is validated: an unknown key or
+    a bad value is an error naming it.
+    """
+    ctx = click.get_current_context()
+    root = ctx.find_root().obj or {}
+    url = url if url is not None else root.get("url")
+    config = load_config()
+    explicit = {} if url is None else {"url": (url, "--url")}
+    settings = config.settings(explicit)
+    rows = [
+        (s.key, mask_url(s.value) if s.key == "url" else s.value, s.source) for s in settings
+    ]
+    if as_json:
+        echo_json({
+            "file": None if config.path is None else str(config.path),
+            "settings": [{"key": k, "value": v, "source": src} for k, v, src in rows],
+        })
+        return
+    where = "none found" if config.path is None else str(config.path)
+    click.echo(f"configuration file: {where}")
+    click.echo(table(("key", "value", "source"), [
+        (k, ",".join(v) if isinstance(v, list) else v, src) for k, v, src in rows
+    ]))
 
 
 @cli.command()
