@@ -1,16 +1,23 @@
 """The one source of time of the worker and the facade.
 
-The worker and the :class:`~queue_core.Queue` facade receive a :class:`Clock`; tests
-pass a manual clock (``queue_core.testing``) and advance it instead of sleeping. The
-pure core never reads a clock: it takes ``now`` as an argument.
+The worker (``Worker(..., clock=...)``, default: its queue's clock) and the
+:class:`~queue_core.Queue` facade receive a :class:`Clock`; tests pass a manual clock
+(``queue_core.testing``) and advance it instead of sleeping. The pure core never reads a
+clock: it takes ``now`` as an argument.
+
+A clock that also offers :class:`SupportsTimers` drives the worker's waits too (lease
+renewal, the deadline and heartbeat watchdog, the reaper, the shutdown grace): the
+worker then sleeps until the clock reaches a time instead of for a span of real time.
+Without it (the :class:`SystemClock`) the worker sleeps on the event loop's timer.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "SystemClock"]
+__all__ = ["Clock", "SupportsTimers", "SystemClock"]
 
 
 @runtime_checkable
@@ -23,6 +30,19 @@ class Clock(Protocol):
 
     def monotonic(self) -> float:
         """Monotonic seconds (for intervals and local deadlines; never goes back)."""
+        ...
+
+
+@runtime_checkable
+class SupportsTimers(Protocol):
+    """A clock that calls back when its monotonic reading reaches a time."""
+
+    def call_at(self, monotonic: float, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once :meth:`Clock.monotonic` reaches ``monotonic``.
+
+        The callback may run in any thread (the one that moves the clock) and must not
+        block. Returns a function that cancels the call (harmless after it ran).
+        """
         ...
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Callable
 
 from queue_core.testing.fixtures import T0
 
@@ -16,6 +18,12 @@ class ManualClock:
     (:meth:`now_ms`, also available by calling the clock, so it can be passed as the
     ``clock`` of :class:`backends.memory.MemoryStorage`) and a monotonic reading in
     seconds (:meth:`monotonic`). :meth:`advance` moves both by the same amount.
+
+    It also offers timers (:class:`queue_core.clock.SupportsTimers`), so a
+    :class:`~queue_core.worker.Worker` given this clock sleeps until the test advances
+    it: :meth:`advance` calls every timer that fell due, in due order, after moving.
+    :meth:`pending_timers` shows what is waiting, so a test can wait until a service
+    went to sleep before it moves time.
 
     Args:
         start_ms: the initial wall time, epoch milliseconds.
@@ -33,6 +41,8 @@ class ManualClock:
         self._ms = start_ms
         self._elapsed_ms = 0
         self._monotonic_start = monotonic_start
+        self._timers: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._timer_ids = itertools.count()
 
     def now_ms(self) -> int:
         """The current wall time, epoch milliseconds."""
@@ -63,3 +73,36 @@ class ManualClock:
         with self._lock:
             self._ms += ms
             self._elapsed_ms += ms
+            now = self._monotonic_start + self._elapsed_ms / 1000.0
+            due = sorted(
+                ((at, key, cb) for key, (at, cb) in self._timers.items() if at <= now),
+                key=lambda t: (t[0], t[1]),
+            )
+            for _, key, _ in due:
+                del self._timers[key]
+        for _, _, callback in due:
+            callback()
+
+    def call_at(self, monotonic: float, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once the monotonic reading reaches ``monotonic``.
+
+        Due already: called at once, in this thread. Otherwise called by the
+        :meth:`advance` that reaches it, in that thread. Returns a cancel function.
+        """
+        with self._lock:
+            now = self._monotonic_start + self._elapsed_ms / 1000.0
+            if monotonic > now:
+                key = next(self._timer_ids)
+                self._timers[key] = (monotonic, callback)
+                return lambda: self._cancel(key)
+        callback()
+        return lambda: None
+
+    def _cancel(self, key: int) -> None:
+        with self._lock:
+            self._timers.pop(key, None)
+
+    def pending_timers(self) -> list[float]:
+        """The monotonic times of the timers not yet due, earliest first."""
+        with self._lock:
+            return sorted(at for at, _ in self._timers.values())

@@ -641,89 +641,20 @@ class ProcessPool:
         cancelled: Callable[[], bool] | None,
         started: float,
     ) -> ProcessResult:
-        answer: Any = None
-        why_stopped: ProcessOutcome | None = None
-        failure: Exception | None = None  # raised by a callback: ends the attempt
-
-        async def read_answer(scope: anyio.CancelScope) -> None:
-            nonlocal answer, failure
-            while True:
-                message = await child.recv()
-                if message is None:
-                    break
-                if message[0] != "hb":
-                    answer = message
-                    break
-                if heartbeat is not None:
-                    try:
-                        heartbeat()
-                    except Exception as exc:
-                        failure = exc
-                        break
-            scope.cancel()
-
-        async def watch_exit(scope: anyio.CancelScope) -> None:
-            # A forked grandchild may hold the pipe open; the leader's exit decides.
-            await child.wait_exit()
-            scope.cancel()
-
-        async def watch_cancel(scope: anyio.CancelScope) -> None:
-            nonlocal why_stopped, failure
-            assert cancelled is not None
-            try:
-                while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
-                    await anyio.sleep(_CANCEL_POLL)
-            except Exception as exc:
-                failure = exc
-            else:
-                why_stopped = ProcessOutcome.CANCELLED
-            scope.cancel()
-
+        ex = _Exchange(child, heartbeat, cancelled)
         await child.send(("run", request))
         with anyio.move_on_after(timeout) as deadline_scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(read_answer, tg.cancel_scope)
-                if child.pidfd is not None:
-                    tg.start_soon(watch_exit, tg.cancel_scope)
-                if cancelled is not None:
-                    tg.start_soon(watch_cancel, tg.cancel_scope)
+            await ex.run()
         elapsed = anyio.current_time() - started
-        if failure is not None:
-            raise failure  # run() terminates the child on the way out
+        if ex.failure is not None:
+            raise ex.failure  # run() terminates the child on the way out
+        answer = ex.answer
         if answer is None:
             child.drain()
             answer = child.take_answer()
-
-        if answer is not None and answer[0] == "ok":
-            try:
-                value = pickle.loads(answer[1])
-            except Exception as exc:
-                info = {
-                    "error_class": type(exc).__name__,
-                    "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                    "message": f"cannot load the value returned by the child: {exc}",
-                    "traceback": "",
-                    "is_task_error": False,
-                    "non_retryable": None,
-                    "exception": None,
-                }
-                return ProcessResult(
-                    outcome=ProcessOutcome.RAISED,
-                    error=_child_error(info),
-                    pid=child.pid,
-                    duration=elapsed,
-                )
-            return ProcessResult(
-                outcome=ProcessOutcome.RETURNED, value=value, pid=child.pid, duration=elapsed
-            )
-        if answer is not None and answer[0] == "err":
-            return ProcessResult(
-                outcome=ProcessOutcome.RAISED,
-                error=_child_error(answer[1]),
-                pid=child.pid,
-                duration=elapsed,
-            )
-
+        if answer is not None and answer[0] in ("ok", "err"):
+            return _answered(answer, child.pid, elapsed)
+        why_stopped = ex.why_stopped
         if why_stopped is None and deadline_scope.cancelled_caught:
             why_stopped = ProcessOutcome.TIMED_OUT
         if why_stopped is None and child.stopping:
@@ -771,6 +702,89 @@ class ProcessPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+class _Exchange:
+    """One attempt's wait for the child: its answer, heartbeats, exit, cancellation."""
+
+    def __init__(
+        self,
+        child: _Child,
+        heartbeat: Callable[[], None] | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        self.child = child
+        self.heartbeat = heartbeat
+        self.cancelled = cancelled
+        self.answer: Any = None
+        self.why_stopped: ProcessOutcome | None = None
+        self.failure: Exception | None = None
+        """Raised by a callback: ends the attempt."""
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read_answer, tg.cancel_scope)
+            if self.child.pidfd is not None:
+                tg.start_soon(self._watch_exit, tg.cancel_scope)
+            if self.cancelled is not None:
+                tg.start_soon(self._watch_cancel, tg.cancel_scope)
+
+    async def _read_answer(self, scope: anyio.CancelScope) -> None:
+        while True:
+            message = await self.child.recv()
+            if message is None:
+                break
+            if message[0] != "hb":
+                self.answer = message
+                break
+            if self.heartbeat is not None:
+                try:
+                    self.heartbeat()
+                except Exception as exc:
+                    self.failure = exc
+                    break
+        scope.cancel()
+
+    async def _watch_exit(self, scope: anyio.CancelScope) -> None:
+        # A forked grandchild may hold the pipe open; the leader's exit decides.
+        await self.child.wait_exit()
+        scope.cancel()
+
+    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+        cancelled = self.cancelled
+        assert cancelled is not None
+        try:
+            while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
+                await anyio.sleep(_CANCEL_POLL)
+        except Exception as exc:
+            self.failure = exc
+        else:
+            self.why_stopped = ProcessOutcome.CANCELLED
+        scope.cancel()
+
+
+def _answered(answer: Any, pid: int, elapsed: float) -> ProcessResult:
+    """The result of an attempt whose child answered (``ok`` or ``err``)."""
+    if answer[0] == "err":
+        return ProcessResult(
+            outcome=ProcessOutcome.RAISED, error=_child_error(answer[1]), pid=pid, duration=elapsed
+        )
+    try:
+        value = pickle.loads(answer[1])
+    except Exception as exc:
+        info = {
+            "error_class": type(exc).__name__,
+            "error_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "message": f"cannot load the value returned by the child: {exc}",
+            "traceback": "",
+            "is_task_error": False,
+            "non_retryable": None,
+            "exception": None,
+        }
+        return ProcessResult(
+            outcome=ProcessOutcome.RAISED, error=_child_error(info), pid=pid, duration=elapsed
+        )
+    return ProcessResult(outcome=ProcessOutcome.RETURNED, value=value, pid=pid, duration=elapsed)
 
 
 def _main_path() -> str | None:

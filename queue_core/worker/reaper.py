@@ -1,18 +1,23 @@
-"""The reaper service: storage ``reap`` every ``reap_interval``, ``prune`` now and then.
+"""The reaper service: storage ``reap`` every ``reap_interval``, ``prune`` now and then,
+and after each pass the worker's auto-replay of dead letters.
 
 Reaping is atomic in storage, so every worker runs a reaper and any number of them may
-reap at once; each stale attempt is recorded exactly once.
+reap at once; each stale attempt is recorded exactly once. Its waits run on the
+worker's clock.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio import to_thread
 
 from queue_core.errors import StorageError
+from queue_core.model import JobState
 from queue_core.storage import Storage
+from queue_core.worker.timing import Timing
 
 __all__ = ["Backoff", "reaper_loop"]
 
@@ -45,35 +50,42 @@ async def reaper_loop(
     storage: Storage,
     interval: float,
     limiter: anyio.CapacityLimiter,
+    timing: Timing,
+    after_pass: Callable[[], Awaitable[None]] | None = None,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Reap stale and overdue attempts forever (until cancelled).
 
     The first pass runs at once, so a restarted worker recovers its predecessor's jobs
-    without waiting an interval.
+    without waiting an interval. ``after_pass`` (auto-replay) runs after each pass.
     """
     backoff = Backoff()
-    last_prune = anyio.current_time()
+    last_prune = timing.monotonic()
     task_status.started()
     while True:
         try:
-            while True:
-                reaped = await to_thread.run_sync(
-                    lambda: storage.reap(limit=REAP_BATCH), limiter=limiter
-                )
-                for r in reaped:
-                    log.info(
-                        "reaped job %s attempt %d: %s -> %s", r.job_id, r.attempt, r.reason, r.state
-                    )
-                if len(reaped) < REAP_BATCH:
-                    break
-            if anyio.current_time() - last_prune >= PRUNE_EVERY:
-                last_prune = anyio.current_time()
+            await _reap_all(storage, limiter)
+            if timing.monotonic() - last_prune >= PRUNE_EVERY:
+                last_prune = timing.monotonic()
                 await to_thread.run_sync(storage.prune, limiter=limiter)
+            if after_pass is not None:
+                await after_pass()
             backoff.reset()
-            await anyio.sleep(interval)
+            await timing.sleep(interval)
         except StorageError as exc:
             delay = backoff.next()
             log.warning("reaper: storage error (%s); retrying in %.2f s", exc, delay)
-            await anyio.sleep(max(delay, min(interval, 1.0)))
+            await timing.sleep(max(delay, min(interval, 1.0)))
+
+
+async def _reap_all(storage: Storage, limiter: anyio.CapacityLimiter) -> None:
+    while True:
+        reaped = await to_thread.run_sync(lambda: storage.reap(limit=REAP_BATCH), limiter=limiter)
+        for r in reaped:
+            level = logging.WARNING if r.state is JobState.DEAD else logging.INFO
+            log.log(
+                level, "reaped job %s attempt %d: %s -> %s", r.job_id, r.attempt, r.reason, r.state
+            )
+        if len(reaped) < REAP_BATCH:
+            return

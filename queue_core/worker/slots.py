@@ -59,13 +59,13 @@ class Attempt:
         self.cancel_requested = False
         self.lease_lost = False
         self.deadline: float | None = None
-        """Monotonic deadline of a thread- or process-mode attempt (watched by the worker)."""
+        """Deadline on the worker clock's monotonic reading (watched by the worker)."""
         self.call: Any = None
         """Per-call overrides parsed from ``job.options``."""
         self.claimed_at = 0.0
-        """Monotonic time (``anyio.current_time()``) when the claim returned."""
+        """The worker clock's monotonic reading when the claim returned."""
         self.last_beat = 0.0
-        """``time.monotonic()`` of the last heartbeat sent to storage (or of the claim)."""
+        """The worker clock's monotonic reading at the last heartbeat (or the claim)."""
         self.expired = False
         """Timed out by the worker for heartbeat silence: the body is being stopped."""
 

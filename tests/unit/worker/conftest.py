@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import anyio
 import pytest
 
 from queue_core import Queue
@@ -19,3 +22,15 @@ def drain(q: Queue, **kw: object) -> None:
     kw.setdefault("reap_interval", 0.1)
     kw.setdefault("install_signal_handlers", False)
     q.run_worker(burst=True, **kw)  # type: ignore[arg-type]
+
+
+async def until(cond: Callable[[], bool], what: str, limit: float = 10.0) -> None:
+    """Wait for ``cond`` (a condition on state, not on time); fail after ``limit`` s.
+
+    Polls: the state is changed by worker threads as well as by the event loop.
+    """
+    with anyio.move_on_after(limit):
+        while not cond():  # noqa: ASYNC110 - see above
+            await anyio.sleep(0.002)
+        return
+    raise AssertionError(f"never happened: {what}")

@@ -1,0 +1,96 @@
+"""The state every part of the worker shares, declared once.
+
+The :class:`~queue_core.worker.runner.Worker` is assembled from one class per
+responsibility, stacked in this order (each may use the ones below it):
+
+* :class:`WorkerState` (here): the attributes and the small helpers all parts use;
+* :class:`~queue_core.worker.recording.AttemptRecording`: an attempt's end, its
+  classification, the core's decision, the one dead-letter path and the one log line;
+* :class:`~queue_core.worker.services.Services`: lease renewal, the heartbeat writer,
+  the deadline and heartbeat watchdog, the finisher, auto-replay, shutdown;
+* :class:`~queue_core.worker.running.Running`: running bodies (async, thread, process);
+* :class:`~queue_core.worker.claiming.Claiming`: the claim loop and direct starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from queue_core.model import AttemptEnd
+from queue_core.storage import Storage
+from queue_core.worker.reaper import Backoff
+from queue_core.worker.slots import Attempt, SlotTable
+from queue_core.worker.timing import Timing
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.abc
+
+    from queue_core.queue import Queue
+    from queue_core.serializer import Serializer
+    from queue_core.task import Task
+    from queue_core.worker.recording import CallOptions
+    from queue_core.worker.threads import BodyThreads, StorageThread
+
+__all__ = ["WorkerState"]
+
+
+class WorkerState:
+    """Attributes shared by the parts of the worker (set by ``Worker.__init__`` and
+    ``Worker.run_async``)."""
+
+    queue: Queue
+    storage: Storage
+    id: str
+    slots: int
+    burst: bool
+    lease: float
+    lease_ms: int
+    reap_interval: float
+    shutdown_grace: float
+    isolation: str
+    _timing: Timing
+    _table: SlotTable
+    _serializer: Serializer
+    _rng: Callable[[], float]
+    _call_cache: dict[str, CallOptions]
+    _fits: dict[tuple[str, int, tuple[str, ...]], str | None]
+    """Per task and call shape: why such a call does not bind, or ``None``."""
+    _ends: list[AttemptEnd]
+    _heartbeats: dict[Any, Attempt]
+    _stop: threading.Event
+    _stopping: bool
+    _processed: int
+    _process_pool: Any
+    _flush_backoff: Backoff
+    _burst_said: int | None
+    _replayed: dict[str, int]
+    """Dead-letter ids this worker replayed -> replays that led to them."""
+    # set by run_async
+    _queues: list[str]
+    _tasks: dict[str, Task[Any, Any]]
+    _io: anyio.CapacityLimiter
+    _flush_wake: anyio.Event
+    _slot_wake: anyio.Event
+    _hb_wake: anyio.Event
+    _flushing: bool
+    _wakeup: bool
+    _threads: BodyThreads
+    _threads_token: Any
+    _claim_io: StorageThread
+    _finish_io: StorageThread
+    _tg: anyio.abc.TaskGroup
+
+    def _request_stop(self) -> None:
+        self._stopping = True
+        self._stop.set()
+        self._slot_wake.set()
+
+    def _stop_attempt(self, att: Attempt) -> None:
+        """Stop what can be stopped of ``att``'s body (ctx cancel, cancel scope)."""
+        if att.ctx is not None:
+            att.ctx._cancel()
+        if att.scope is not None:
+            att.scope.cancel()

@@ -1,0 +1,312 @@
+"""Background services of the worker: finisher, lease renewal, heartbeat writer,
+deadline and heartbeat-silence watchdog, auto-replay of dead letters, shutdown.
+
+Every wait here runs on the worker's clock (:class:`~queue_core.worker.timing.Timing`),
+so tests drive the services by advancing a manual clock.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import anyio
+from anyio import to_thread
+
+from queue_core.errors import LeaseLost, NotFound, StorageError
+from queue_core.model import DeadJob, LeaseRef, Reason, ms_from_dt
+from queue_core.policy import renew_interval
+from queue_core.task import Replay
+from queue_core.worker.log import log
+from queue_core.worker.recording import AttemptRecording
+from queue_core.worker.slots import Attempt
+
+__all__ = ["DEADLINE_LEAD", "Services", "deadline_of"]
+
+DEADLINE_LEAD: Final = 0.2
+_WATCH_EVERY: Final = 0.05
+_REPLAY_PAGE: Final = 100
+_REPLAY_PAGES: Final = 10
+"""At most this many pages of one task's dead letters are read per reaper pass."""
+_REPLAYED_KEPT: Final = 100_000
+"""Replays this worker remembers (to count chains of replays)."""
+
+
+def deadline_of(att: Attempt) -> float | None:
+    """When the worker ends ``att`` for its ``timeout`` (clock monotonic), or ``None``.
+
+    Counted from the claim's return (storage counts from its claim stamp, a moment
+    earlier), and acted on a little early (``DEADLINE_LEAD``, at most a tenth of the
+    timeout): storage reaps the attempt at its own deadline, and the worker's record --
+    with the mode and the error -- must land first, or it is refused as no longer
+    current. So the worker is early by at most the lead, never by a slow claim.
+    """
+    timeout_ms = att.job.timeout_ms
+    if timeout_ms is None:
+        return None
+    timeout = timeout_ms / 1000.0
+    return att.claimed_at + timeout - min(DEADLINE_LEAD, timeout / 10.0)
+
+
+def _silence_limit(att: Attempt) -> float | None:
+    """When ``att``'s heartbeat silence is judged too long (acted on early, like a
+    deadline), or ``None`` when it needs no heartbeats."""
+    hb_ms = att.job.heartbeat_ms
+    if not hb_ms:
+        return None
+    hb = hb_ms / 1000.0
+    return att.last_beat + hb - min(DEADLINE_LEAD, hb / 10.0)
+
+
+class Services(AttemptRecording):
+    """The worker's long-running services (each started in its task group)."""
+
+    # ------------------------------------------------------------------ finisher
+
+    async def _finisher(self) -> None:
+        while True:
+            if not self._ends:
+                self._flush_wake = anyio.Event()
+                await self._flush_wake.wait()
+                continue
+            await self._flush_once()
+
+    async def _flush_once(self) -> None:
+        batch, self._ends = self._ends, []
+        self._flushing = True
+        try:
+            with anyio.CancelScope(shield=True):
+                took = await self._finish_io.call(self.storage.finish, batch)
+        except StorageError as exc:
+            self._ends[:0] = batch
+            log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
+            await self._timing.sleep(self._flush_backoff.next())
+            return
+        finally:
+            self._flushing = False
+        self._flush_backoff.reset()
+        for end, ok in zip(batch, took, strict=False):
+            if not ok:
+                log.info(
+                    "attempt %d of job %s was no longer current; its %s end was refused",
+                    end.ref.attempt,
+                    end.ref.job_id,
+                    end.outcome,
+                )
+
+    async def _flush_all(self) -> None:
+        while self._ends or self._flushing:
+            if self._flushing:
+                await anyio.sleep(0.001)
+            else:
+                await self._flush_once()
+
+    # ------------------------------------------------------------------ leases
+
+    async def _renewer(self) -> None:
+        """Renew every held lease each third of the lease (on the worker's clock)."""
+        interval = renew_interval(self.lease)
+        while True:
+            await self._timing.sleep(interval)
+            live = self._table.live()
+            if live:
+                await self._renew([a.ref for a in live])
+
+    async def _renew(self, refs: list[LeaseRef]) -> None:
+        try:
+            res = await to_thread.run_sync(
+                self.storage.renew, refs, self.lease_ms, limiter=self._io
+            )
+        except StorageError as exc:
+            log.warning("lease renewal failed (%s)", exc)
+            return
+        running = self._table.running
+        for ref in res.lost:
+            att = running.get(ref)
+            if att is not None and not att.ended:
+                log.warning("lease of job %s attempt %d lost", ref.job_id, ref.attempt)
+                att.lease_lost = True
+                att.ended = True
+                self._stop_attempt(att)
+                if att.mode == "thread":  # reaped (e.g. heartbeat_timeout): body goes on
+                    self._table.mark_stuck(att)
+                    self._slot_wake.set()
+        for ref in res.cancel_requested:
+            att = running.get(ref)
+            if att is not None and not att.ended:
+                att.cancel_requested = True
+                self._stop_attempt(att)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    async def _heartbeater(self) -> None:
+        """Writes heartbeats that async bodies (and process children) queued."""
+        while True:
+            if not self._heartbeats:
+                self._hb_wake = anyio.Event()
+                await self._hb_wake.wait()
+                continue
+            pending, self._heartbeats = self._heartbeats, {}
+            for ref, att in pending.items():
+                if not att.ended:
+                    await self._write_heartbeat(ref, att)
+
+    async def _write_heartbeat(self, ref: LeaseRef, att: Attempt) -> None:
+        try:
+            cancel = await to_thread.run_sync(self.storage.heartbeat, ref, limiter=self._io)
+        except LeaseLost:
+            att.lease_lost = True
+            att.ended = True
+            self._stop_attempt(att)
+            return
+        except StorageError as exc:
+            log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
+            return
+        if cancel and not att.cancel_requested:
+            att.cancel_requested = True
+            self._stop_attempt(att)
+
+    # ------------------------------------------------------------------ watchdog
+
+    async def _watchdog(self) -> None:
+        """Judges deadlines and heartbeat silence every ``_WATCH_EVERY`` clock seconds."""
+        while True:
+            await self._timing.sleep(_WATCH_EVERY)
+            if self._stop.is_set() and not self._stopping:
+                self._request_stop()
+            self._watch(self._timing.monotonic())
+
+    def _watch(self, now: float) -> None:
+        for att in list(self._table.running.values()):
+            if att.ended:
+                continue
+            silent_by = _silence_limit(att)
+            if silent_by is not None and now >= silent_by:
+                self._heartbeat_expired(att)
+            elif att.deadline is not None and now >= att.deadline and not att.stuck:
+                self._deadline_passed(att)
+
+    def _deadline_passed(self, att: Attempt) -> None:
+        """``att`` ran past its ``timeout``: record it; stop it or mark it stuck."""
+        self._timed_out(att)
+        if att.mode != "thread":  # a process group is stopped, an async body cancelled
+            att.expired = True
+            if att.mode == "async":
+                self._stop_attempt(att)
+            return
+        self._table.mark_stuck(att)
+        if att.ctx is not None:
+            att.ctx._cancel()
+        log.warning(
+            "job %s attempt %d timed out in a thread that cannot be stopped; "
+            "its slot is stuck until it returns (%d stuck)",
+            att.ref.job_id,
+            att.ref.attempt,
+            self._table.stuck,
+        )
+        self._slot_wake.set()
+
+    def _heartbeat_expired(self, att: Attempt) -> None:
+        """``att`` sent no heartbeat in time: record it, stop what can be stopped."""
+        self._timed_out(att, Reason.HEARTBEAT_TIMEOUT)
+        att.expired = True  # a process group is stopped, an async body cancelled
+        self._stop_attempt(att)
+        if att.mode == "thread":
+            self._table.mark_stuck(att)
+            self._slot_wake.set()
+        log.warning(
+            "job %s attempt %d sent no heartbeat within %g s: timed out",
+            att.ref.job_id,
+            att.ref.attempt,
+            (att.job.heartbeat_ms or 0) / 1000,
+        )
+
+    # ------------------------------------------------------------------ auto-replay
+
+    async def _replay_pass(self) -> None:
+        """Replay due dead letters of the tasks that set ``dead_letter_replay``.
+
+        Run by the reaper after each reaping pass. An entry is due once it has been dead
+        for ``Replay.after``; it is replayed with ``storage.retry_dead`` (atomic: when
+        several workers try, one wins and the others get ``NotFound``) while its chain
+        of replays is shorter than ``Replay.max_replays`` (see :meth:`_replays_of`).
+        """
+        for name, task in list(self._tasks.items()):
+            replay = task.dead_letter_replay
+            if replay is None:
+                continue
+            for entry in await self._due_dead(name, replay):
+                await self._replay(entry, replay)
+
+    async def _due_dead(self, task_name: str, replay: Replay) -> list[DeadJob]:
+        cutoff = self._timing.now_ms() - round(replay.after * 1000)
+        due: list[DeadJob] = []
+        for page in range(_REPLAY_PAGES):
+            entries = await to_thread.run_sync(
+                self.storage.list_dead,
+                _REPLAY_PAGE,
+                page * _REPLAY_PAGE,
+                task_name,
+                limiter=self._io,
+            )
+            due.extend(e for e in entries if ms_from_dt(e.dead_at) <= cutoff)
+            if len(entries) < _REPLAY_PAGE:
+                break
+        return due
+
+    async def _replay(self, entry: DeadJob, replay: Replay) -> None:
+        done = self._replays_of(entry)
+        if done is None or done >= replay.max_replays:
+            return
+        try:
+            new_id = await to_thread.run_sync(self.storage.retry_dead, entry.id, limiter=self._io)
+        except NotFound:
+            return  # another worker replayed it first
+        self._replayed[entry.id] = done
+        if len(self._replayed) > _REPLAYED_KEPT:  # forget the oldest replays
+            del self._replayed[next(iter(self._replayed))]
+        log.info(
+            "replayed dead job %s of %s (reason %s) as job %s: replay %d of %d",
+            entry.job_id,
+            entry.task_name,
+            entry.reason,
+            new_id,
+            done + 1,
+            replay.max_replays,
+        )
+
+    def _replays_of(self, entry: DeadJob) -> int | None:
+        """How many replays led to ``entry`` (0 for a job never replayed), or ``None``
+        when that cannot be known.
+
+        ``retry_dead`` removes the entry it replays, so storage keeps only the last link
+        of a chain (``replay_of``); the length of the chain is this worker's record of
+        the replays it made. A chain it did not make (replayed by hand, by another
+        worker process, or before a restart) is not replayed: never more than
+        ``max_replays`` replays, at the price of a chain that a restart cuts short.
+        """
+        if entry.replay_of is None:
+            return 0
+        known = self._replayed.get(entry.replay_of)
+        return None if known is None else known + 1
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _shutdown(self) -> None:
+        """Give running attempts ``shutdown_grace`` (clock seconds), then release them."""
+        table, timing = self._table, self._timing
+        began = timing.monotonic()
+        while table.busy() > 0 and any(not a.ended for a in table.running.values()):
+            # read each time: a second signal sets the grace to 0 (and wakes this wait)
+            left = began + self.shutdown_grace - timing.monotonic()
+            if left <= 0:
+                break
+            self._slot_wake = anyio.Event()
+            await timing.wait(self._slot_wake, left)
+        for att in list(table.running.values()):
+            if att.ended:
+                continue
+            self._released(att)
+            self._stop_attempt(att)
+            log.info("released job %s attempt %d for retry", att.ref.job_id, att.ref.attempt)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.shutdown_grace + 10.0):
+            await self._flush_all()

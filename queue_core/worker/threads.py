@@ -1,0 +1,158 @@
+"""Thread plumbing of the worker: body threads and dedicated storage-call threads.
+
+Storage is synchronous and sync bodies block, so both run off the event loop. Each
+hands its result back to the loop with one ``run_sync_soon`` (no ``to_thread`` hop, no
+task per job).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from queue import SimpleQueue
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from queue_core.worker.slots import Attempt
+
+__all__ = ["BodyThreads", "StorageThread", "body_call"]
+
+log = logging.getLogger("queue_core.worker")
+
+
+def body_call(
+    dumps: Callable[[Any], bytes],
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Callable[[], bytes]:
+    """The call a body thread makes: the body, then its result serialized."""
+    return lambda: dumps(func(*args, **kwargs))
+
+
+class BodyThreads:
+    """Daemon threads that run sync bodies; each end is handed back to the event loop.
+
+    Daemon threads, so a body that never returns cannot keep the process alive after
+    the worker has shut down (it was recorded and released already). Completions are
+    scheduled on the loop without a round trip (``run_sync_soon``), coalesced: ends that
+    arrive while a delivery is pending ride along with it, so a burst of short bodies
+    wakes the loop once. No task or thread is created per job.
+    """
+
+    def __init__(self, on_done: Callable[[Attempt, bool, Any], None]) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._on_done = on_done
+        self._jobs: SimpleQueue[tuple[Attempt, Callable[[], Any]] | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+        self._done: list[tuple[Attempt, bool, Any]] = []
+        self._delivery_pending = False
+
+    def submit(self, att: Attempt, call: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                t = threading.Thread(target=self._main, name="queue-core body", daemon=True)
+                self._threads.append(t)
+                t.start()
+        self._jobs.put((att, call))
+
+    def _main(self) -> None:
+        get, lock, token = self._jobs.get, self._lock, self._token
+        soon, deliver = token.backend_class.run_sync_soon, self._deliver
+        while True:
+            item = get()
+            if item is None:
+                return
+            att, call = item
+            try:
+                result: tuple[Attempt, bool, Any] = (att, True, call())
+            except BaseException as exc:  # noqa: BLE001 - carried back to the loop
+                result = (att, False, exc)
+            with lock:
+                self._idle += 1
+                self._done.append(result)
+                if self._delivery_pending:
+                    continue  # the scheduled delivery will take this end too
+                self._delivery_pending = True
+            try:
+                soon(deliver, (), token.native_token)
+            except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
+                return
+
+    def _deliver(self) -> None:
+        """On the loop: hand every end reported so far over (one loop wake-up for many)."""
+        with self._lock:
+            ends, self._done = self._done, []
+            self._delivery_pending = False
+        for att, ok, value in ends:
+            try:
+                self._on_done(att, ok, value)
+            except Exception:  # noqa: BLE001 - one bad end must not drop the others
+                log.exception("recording the end of job %s failed", att.ref.job_id)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+class StorageThread:
+    """A dedicated daemon thread for one kind of hot storage call (claim, finish).
+
+    A call costs a queue put and one loop wake-up, about a third of a ``to_thread``
+    hop (no pool, limiter or cancel scope per call), and with one thread per kind of
+    call a claim and a finish run at the same time. Like ``to_thread.run_sync``, the
+    caller waits for the call to return even when cancelled meanwhile, so claimed jobs
+    or written ends are never abandoned halfway.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._calls: SimpleQueue[
+            tuple[Callable[..., Any], tuple[Any, ...], list[Any], anyio.Event] | None
+        ] = SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    async def call(self, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` on this thread and return (or raise) what it did."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        done = anyio.Event()
+        box: list[Any] = []
+        self._calls.put((func, args, box, done))
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+            raise
+        ok, value = box
+        if ok:
+            return value
+        raise value
+
+    def _main(self) -> None:
+        get, token = self._calls.get, self._token
+        soon, native = token.backend_class.run_sync_soon, token.native_token
+        while True:
+            item = get()
+            if item is None:
+                return
+            func, args, box, done = item
+            try:
+                box[:] = (True, func(*args))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                box[:] = (False, exc)
+            try:
+                soon(done.set, (), native)
+            except Exception:  # noqa: BLE001 - the loop is gone: nobody is waiting
+                return
+
+    def close(self) -> None:
+        self._calls.put(None)

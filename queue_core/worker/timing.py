@@ -1,0 +1,78 @@
+"""The worker's time: every reading and every service wait goes through its clock.
+
+:class:`Timing` wraps the worker's :class:`~queue_core.clock.Clock`. Readings
+(:meth:`Timing.monotonic`, :meth:`Timing.now_ms`) are the clock's. Waits of the
+services (:meth:`Timing.sleep`, :meth:`Timing.wait`) run on the clock's timers when it
+has them (:class:`~queue_core.clock.SupportsTimers`, e.g. the manual clock of
+``queue_core.testing``): a test advances the clock and the services wake, nothing
+sleeps. Without timers (the system clock) they are ordinary event-loop sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import anyio.lowlevel
+
+from queue_core.clock import Clock, SupportsTimers
+
+__all__ = ["Timing"]
+
+
+class Timing:
+    """Readings and waits on one clock, for code running on the worker's event loop."""
+
+    __slots__ = ("clock", "_timers")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._timers: SupportsTimers | None = clock if isinstance(clock, SupportsTimers) else None
+
+    def monotonic(self) -> float:
+        """Monotonic seconds of the clock."""
+        return self.clock.monotonic()
+
+    def now_ms(self) -> int:
+        """Wall time of the clock, epoch milliseconds."""
+        return self.clock.now_ms()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of this clock's time."""
+        if self._timers is None:
+            await anyio.sleep(seconds)
+            return
+        await self.wait(anyio.Event(), seconds)
+
+    async def wait(self, event: anyio.Event, seconds: float | None) -> None:
+        """Wait until ``event`` is set, or ``seconds`` of this clock's time passed.
+
+        On a clock with timers, the timeout sets ``event`` (callers pass a fresh event
+        they re-create before each wait, so a spurious set is harmless).
+        """
+        if seconds is None:
+            await event.wait()
+            return
+        if self._timers is None:
+            with anyio.move_on_after(max(0.0, seconds)):
+                await event.wait()
+            return
+        cancel = self._timers.call_at(self.monotonic() + seconds, _setter(event))
+        try:
+            await event.wait()
+        finally:
+            cancel()
+
+
+def _setter(event: anyio.Event) -> Callable[[], None]:
+    """A thread-safe ``event.set`` for the loop running now (timers fire in any thread)."""
+    token = anyio.lowlevel.current_token()
+    soon, native = token.backend_class.run_sync_soon, token.native_token
+
+    def fire() -> None:
+        try:
+            soon(event.set, (), native)
+        except RuntimeError:  # the loop is gone: nobody waits any more
+            pass
+
+    return fire

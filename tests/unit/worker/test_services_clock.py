@@ -1,0 +1,310 @@
+"""Worker services on a manual clock: renewal cadence, heartbeat silence, deadlines,
+shutdown grace, auto-replay. Time moves only when a test advances the clock; the
+tests wait for conditions, never for time to pass."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from backends.memory import MemoryStorage
+from queue_core import JobContext, JobState, Outcome, Queue, Replay
+from queue_core.model import LeaseRef, RenewResult
+from queue_core.testing import T0, ManualClock
+from queue_core.worker import Worker
+from tests.unit.worker.conftest import until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class RecordingStorage(MemoryStorage):
+    """memory:// on the manual clock, noting the clock time of every renewal."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.renewals: list[tuple[int, int]] = []
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        self.renewals.append((self._clock(), len(refs)))
+        return super().renew(refs, lease_ms, now=now)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start_ms=T0)
+
+
+@pytest.fixture
+def storage(clock: ManualClock) -> RecordingStorage:
+    return RecordingStorage(clock)
+
+
+@pytest.fixture
+def queue(storage: RecordingStorage, clock: ManualClock) -> Queue:
+    return Queue(storage=storage, clock=clock, lease=3)
+
+
+@pytest.fixture
+def gate() -> threading.Event:
+    """Released at the end of each test so blocked bodies return."""
+    return threading.Event()
+
+
+def timer_at(clock: ManualClock, at: float) -> bool:
+    return any(abs(t - at) < 1e-6 for t in clock.pending_timers())
+
+
+@asynccontextmanager
+async def running(worker: Worker, gate: threading.Event) -> AsyncIterator[None]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run_async)
+        try:
+            yield
+        finally:
+            gate.set()
+            worker.stop()
+
+
+def make_worker(queue: Queue, **kw: Any) -> Worker:
+    kw.setdefault("slots", 2)
+    kw.setdefault("reap_interval", 3600)
+    return Worker(queue, install_signal_handlers=False, **kw)
+
+
+def blocking_task(queue: Queue, gate: threading.Event, **options: Any) -> Any:
+    @queue.task(name="block", **options)
+    def block(ctx: JobContext) -> str:
+        gate.wait(30)
+        return "done"
+
+    return block
+
+
+async def test_leases_renew_every_third_of_the_lease(
+    queue: Queue, storage: RecordingStorage, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate)
+    worker = make_worker(queue)  # lease 3 s (the queue's): renew every 1 s
+    async with running(worker, gate):
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        await until(lambda: timer_at(clock, 1.0), "the renewer sleeps until 1.0")
+        clock.advance(0.9)
+        await until(lambda: timer_at(clock, 0.95), "the watchdog saw 0.9")
+        assert storage.renewals == []
+        clock.advance(0.1)
+        await until(lambda: len(storage.renewals) == 1, "first renewal")
+        assert storage.renewals == [(T0 + 1000, 1)]
+        await until(lambda: timer_at(clock, 2.0), "the renewer sleeps until 2.0")
+        clock.advance(1.0)
+        await until(lambda: len(storage.renewals) == 2, "second renewal")
+        assert storage.renewals == [(T0 + 1000, 1), (T0 + 2000, 1)]
+        assert job.status() is JobState.RUNNING
+
+
+async def test_heartbeat_silence_times_the_attempt_out(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, heartbeat="2s", max_retries=1, retry_backoff="10m")
+    worker = make_worker(queue)
+    async with running(worker, gate):
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
+        # judged 0.2 s early (before storage's own heartbeat deadline at 2.0)
+        clock.advance(1.7)
+        await until(lambda: timer_at(clock, 1.75), "the watchdog saw 1.7")
+        assert job.attempts()[0].outcome is None
+        clock.advance(0.2)
+        await until(lambda: job.attempts()[0].outcome is not None, "attempt 1 recorded")
+        record = job.attempts()[0]
+        assert (record.outcome, record.reason) == (Outcome.TIMED_OUT, "heartbeat_timeout")
+        assert record.message == "attempt 1 sent no heartbeat for 2 s"
+        assert record.finished_at is not None
+        assert round(record.finished_at.timestamp() * 1000) == T0 + 1900
+        assert job.status() is JobState.QUEUED  # retried in 10 min
+        assert worker.stats()["stuck"] == 1  # the thread cannot be stopped
+
+
+async def test_attempt_deadline_times_the_attempt_out(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, timeout="10s", max_retries=0)
+    worker = make_worker(queue)
+    async with running(worker, gate):
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
+        clock.advance(9.7)
+        await until(lambda: timer_at(clock, 9.75), "the watchdog saw 9.7")
+        assert job.status() is JobState.RUNNING
+        clock.advance(0.1)  # 9.8: the deadline less the 0.2 s lead
+        await until(lambda: job.status() is JobState.DEAD, "the job ends")
+        record = job.attempts()[0]
+        assert (record.outcome, record.reason) == (Outcome.TIMED_OUT, "timeout")
+        assert record.message == "attempt 1 ran past its timeout of 10 s"
+        assert queue.dead_letters()[0].reason == "retries_exhausted"
+
+
+async def test_async_body_deadline_on_the_worker_clock(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    @queue.task(timeout="10s", max_retries=0)
+    async def wait_forever() -> None:
+        await anyio.sleep_forever()
+
+    worker = make_worker(queue)
+    async with running(worker, gate):
+        job = wait_forever.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
+        clock.advance(9.8)
+        await until(lambda: job.status() is JobState.DEAD, "the job ends")
+        record = job.attempts()[0]
+        assert (record.outcome, record.reason, record.mode) == (
+            Outcome.TIMED_OUT,
+            "timeout",
+            "async",
+        )
+        await until(lambda: worker.stats()["running"] == 0, "the body was cancelled")
+
+
+async def test_shutdown_grace_then_attempts_are_released(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, max_retries=2)
+    worker = make_worker(queue, shutdown_grace=5)
+    done = anyio.Event()
+
+    async def run() -> None:
+        await worker.run_async()
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        worker.stop()
+        await until(lambda: timer_at(clock, 5.0), "shutdown waits until 5.0")
+        clock.advance(4.9)
+        await until(lambda: timer_at(clock, 4.95), "the watchdog saw 4.9")
+        assert job.status() is JobState.RUNNING and not done.is_set()
+        clock.advance(0.1)
+        await until(done.is_set, "the worker stopped")
+        gate.set()
+    record = job.attempts()[0]
+    assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
+    assert job.status() is JobState.QUEUED
+
+
+async def test_dead_letters_are_replayed_after_the_quiet_period(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    runs: list[str] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="10m", max_replays=2))
+    def always_fails(tag: str) -> None:
+        runs.append(tag)
+        raise RuntimeError(f"broken {len(runs)}")
+
+    worker = make_worker(queue, reap_interval=60)
+    async with running(worker, gate):
+        first = always_fails.delay("x")
+        await until(lambda: len(queue.dead_letters()) == 1, "the first dead letter")
+        e1 = queue.dead_letters()[0]
+        assert (e1.job_id, e1.replay_of) == (first.id, None)
+        await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
+        clock.advance(540)  # 9 min: not quiet long enough
+        await until(lambda: timer_at(clock, 600.0), "the reaper passed at 540")
+        assert [d.id for d in queue.dead_letters()] == [e1.id] and runs == ["x"]
+        clock.advance(60)  # 10 min: replayed, fails again
+        await until(lambda: [d.replay_of for d in queue.dead_letters()] == [e1.id], "replay 1 dead")
+        e2 = queue.dead_letters()[0]
+        await until(lambda: timer_at(clock, 660.0), "the reaper sleeps until 660")
+        clock.advance(600)
+        await until(lambda: [d.replay_of for d in queue.dead_letters()] == [e2.id], "replay 2 dead")
+        e3 = queue.dead_letters()[0]
+        await until(lambda: timer_at(clock, 1260.0), "the reaper passed at 1200")
+        clock.advance(1200)  # long past: but max_replays=2 were made
+        await until(lambda: timer_at(clock, 2460.0), "the reaper passed at 2400")
+        assert [d.id for d in queue.dead_letters()] == [e3.id]
+    assert runs == ["x", "x", "x"]
+    assert first.status() is JobState.DEAD
+    assert queue.job(e3.job_id).status() is JobState.DEAD
+
+
+def test_flush_backoff_is_per_worker(queue: Queue) -> None:
+    one, two = make_worker(queue), make_worker(queue)
+    assert one._flush_backoff.next() == 0.05
+    assert one._flush_backoff.next() == 0.1
+    assert two._flush_backoff.current == 0.0
+    assert two._flush_backoff.next() == 0.05
+
+
+async def test_second_signal_ends_the_grace_at_once(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, max_retries=2)
+    worker = make_worker(queue, shutdown_grace=30)
+    done = anyio.Event()
+
+    async def run() -> None:
+        await worker.run_async()
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        worker.stop()
+        await until(lambda: timer_at(clock, 30.0), "shutdown waits until 30.0")
+        # what the signal handler does on a second SIGTERM/SIGINT
+        worker.shutdown_grace = 0.0
+        worker._request_stop()
+        await until(done.is_set, "the worker stopped without the clock moving")
+        gate.set()
+    assert clock.monotonic() == 0.0
+    record = job.attempts()[0]
+    assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
+
+
+async def test_a_chain_the_worker_did_not_make_is_not_replayed(
+    queue: Queue, clock: ManualClock, gate: threading.Event
+) -> None:
+    runs: list[int] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="1m", max_replays=3))
+    def always_fails() -> None:
+        runs.append(1)
+        raise RuntimeError("broken")
+
+    worker = make_worker(queue, reap_interval=60)
+    async with running(worker, gate):
+        always_fails.delay()
+        await until(lambda: len(queue.dead_letters()) == 1, "the first dead letter")
+        by_hand = queue.retry_dead(queue.dead_letters()[0].id)  # its count is unknown
+        await until(lambda: queue.job(by_hand).status() is JobState.DEAD, "it died again")
+        (entry,) = queue.dead_letters()
+        assert entry.replay_of is not None
+        await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
+        clock.advance(600)
+        await until(lambda: timer_at(clock, 660.0), "the reaper passed at 600")
+        assert [d.id for d in queue.dead_letters()] == [entry.id]
+    assert len(runs) == 2
