@@ -49,6 +49,10 @@ class TaskDecorator(Protocol):
 
 _RAISE_SKIPPED: Final = JobState.SKIPPED
 
+EAGER_EVERYWHERE = False
+"""Set by the ``queue_core_eager`` pytest fixture: every Queue runs eagerly, those built
+before the test included (``Queue.eager`` is the per-queue switch)."""
+
 
 class Queue:
     """A job queue bound to one storage.
@@ -238,12 +242,23 @@ class Queue:
 
     def _submit_one(self, job: NewJob) -> JobHandle[Any]:
         self._storage.enqueue([job])
+        if self.eager or EAGER_EVERYWHERE:
+            self._run_eagerly(job.id)
         return JobHandle(self, job.id)
 
     def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle[Any]]:
         if jobs:
             self._storage.enqueue(jobs)
+            if self.eager or EAGER_EVERYWHERE:
+                for j in jobs:
+                    self._run_eagerly(j.id)
         return [JobHandle(self, j.id) for j in jobs]
+
+    def _run_eagerly(self, job_id: str) -> None:
+        """Eager mode: run the job to its end now, on the worker's recording path."""
+        from queue_core.worker.eager import EagerRunner
+
+        EagerRunner(self).run(job_id)
 
     def _by_name(self, task_name: str, allow_unregistered: bool, method: str) -> Task[Any, Any]:
         check_name(task_name, "task_name")
