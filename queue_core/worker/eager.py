@@ -34,8 +34,8 @@ from queue_core.context import JobContext
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import ClaimedJob, JobState, Reason, dt_from_ms
 from queue_core.worker.recording import AttemptRecording, error_info
-from queue_core.worker.running import _bind_error
 from queue_core.worker.runner import worker_id
+from queue_core.worker.running import _bind_error
 from queue_core.worker.slots import Attempt
 from queue_core.worker.timing import Timing
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from queue_core import JobContext, JobFailed, JobState, Queue, TaskError
@@ -142,7 +143,7 @@ def test_records_match_a_real_workers(tmp_path: Path) -> None:
 def test_async_bodies_nested_enqueues_and_the_async_api(queue: Queue) -> None:
     @queue.task
     async def double(x: int) -> int:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return 2 * x
 
     @queue.task
