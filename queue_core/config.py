@@ -397,6 +397,27 @@ def load_config(cwd: Path | None = None, environ: Mapping[str, str] | None = Non
     path = find_config_file(cwd, environ)
     if path is None:
         return Config(None, {}, environ)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _CACHE:
+        found, values = _CACHE[key]
+        return Config(found, values, environ)
+    config = _load(path, environ)
+    if key is not None:
+        if len(_CACHE) > 32:
+            _CACHE.clear()
+        _CACHE[key] = (config.path, dict(config.file_values))
+    return config
+
+
+_CACHE: dict[tuple[str, int, int], tuple[Path | None, dict[str, Any]]] = {}
+"""Validated files by (path, mtime, size): every ``Queue()`` reads the configuration."""
+
+
+def _load(path: Path, environ: Mapping[str, str] | None) -> Config:
     data = _read_toml(path)
     if path.name == PYPROJECT:
         tool = data.get("tool", {})
