@@ -183,28 +183,57 @@ class Key:
 
 KEYS: Final[tuple[Key, ...]] = (
     Key("url", _string, "QUEUE_CORE_URL", "sqlite:///queue_core.db", "storage URL"),
-    Key("eager", _boolean, "QUEUE_CORE_EAGER", False,
-        "run .delay()/.apply() to the end before returning (tests)"),
+    Key(
+        "eager",
+        _boolean,
+        "QUEUE_CORE_EAGER",
+        False,
+        "run .delay()/.apply() to the end before returning (tests)",
+    ),
     Key("lease", _duration, "QUEUE_CORE_LEASE", 30.0, "lease a worker takes on a job (s)"),
-    Key("serializer", _choice("json", "pickle"), "QUEUE_CORE_SERIALIZER", "json",
-        "payload and result serializer"),
+    Key(
+        "serializer",
+        _choice("json", "pickle"),
+        "QUEUE_CORE_SERIALIZER",
+        "json",
+        "payload and result serializer",
+    ),
     Key("worker.slots", _slots, "QUEUE_CORE_WORKER_SLOTS", 8, "jobs a worker runs at once"),
-    Key("worker.queues", _queues, "QUEUE_CORE_WORKER_QUEUES", None,
-        "queues a worker takes jobs from (default: every queue of a registered task)"),
+    Key(
+        "worker.queues",
+        _queues,
+        "QUEUE_CORE_WORKER_QUEUES",
+        None,
+        "queues a worker takes jobs from (default: every queue of a registered task)",
+    ),
     Key("task.queue", _string, None, "default", "queue of tasks that set none"),
-    Key("task.max_retries", _retry, None, 0,
-        "retries after the first attempt (give this or max_attempts)"),
-    Key("task.max_attempts", _retry, None, 1,
-        "attempts including the first (give this or max_retries)"),
+    Key(
+        "task.max_retries",
+        _retry,
+        None,
+        0,
+        "retries after the first attempt (give this or max_attempts)",
+    ),
+    Key(
+        "task.max_attempts",
+        _retry,
+        None,
+        1,
+        "attempts including the first (give this or max_retries)",
+    ),
     Key("task.retry_backoff", _retry, None, 1.0, "first retry delay"),
-    Key("task.retry_backoff_kind", _retry, None, "exponential",
-        "exponential or fixed backoff"),
+    Key("task.retry_backoff_kind", _retry, None, "exponential", "exponential or fixed backoff"),
     Key("task.retry_coefficient", _retry, None, 2.0, "exponential growth factor"),
     Key("task.retry_max_delay", _retry, None, 600.0, "cap on any retry delay"),
     Key("task.retry_jitter", _retry, None, 0.1, "jitter fraction in [0, 1]"),
     Key("task.non_retryable", _names, None, [], "exception class names never retried"),
-    Key("task.timeout", _timeout, "QUEUE_CORE_DEFAULT_TIMEOUT", 300.0,
-        "bound on one attempt of tasks that set none (\"none\": no limit)"),
+    Key(
+        "task.timeout",
+        _timeout,
+        "QUEUE_CORE_DEFAULT_TIMEOUT",
+        300.0,
+        'bound on one attempt of tasks that set none ("none": no limit)',
+    ),
 )
 _BY_NAME: Final = {k.name: k for k in KEYS}
 RETRY_KEYS: Final = frozenset(k.name for k in KEYS if k.check is _retry) | {"task.non_retryable"}
@@ -325,7 +354,7 @@ def parse_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
             values[key] = spec.check(raw)
         except ValueError as exc:
             raise _fail(where, key, raw, str(exc)) from None
-    retry = {k[len("task."):]: v for k, v in values.items() if k in RETRY_KEYS}
+    retry = {k[len("task.") :]: v for k, v in values.items() if k in RETRY_KEYS}
     if retry:
         try:
             policy_from_options(**retry)

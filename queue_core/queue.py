@@ -47,6 +47,7 @@ class TaskDecorator(Protocol):
     @overload
     def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
+
 _RAISE_SKIPPED: Final = JobState.SKIPPED
 
 EAGER_EVERYWHERE = False
@@ -443,9 +444,7 @@ class Queue:
 def _file_retry_policy(cfg: Config) -> RetryPolicy | None:
     """The queue-wide retry defaults of the file's ``[task]`` table, or ``None``."""
     given = {
-        key[len("task."):]: value
-        for key, value in cfg.file_values.items()
-        if key in RETRY_KEYS
+        key[len("task.") :]: value for key, value in cfg.file_values.items() if key in RETRY_KEYS
     }
     if not given:
         return None

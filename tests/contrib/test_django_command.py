@@ -14,7 +14,7 @@ pytest.importorskip("django", reason="django is part of the test extra")
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TASKS = '''
+TASKS = """
 from queue_core import Queue, TaskError
 
 queue = Queue({url!r})
@@ -28,9 +28,9 @@ def add(a, b):
 @queue.task(name="dj.boom", max_retries=1, retry_backoff="10ms")
 def boom():
     raise ValueError("boom")
-'''
+"""
 
-SCRIPT = '''
+SCRIPT = """
 import sys
 import django
 from django.conf import settings
@@ -44,7 +44,7 @@ try:
 except CommandError as exc:
     print("CommandError:", exc)
     sys.exit(3)
-'''
+"""
 
 
 def _run(tmp_path: Path, settings: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,8 +52,14 @@ def _run(tmp_path: Path, settings: str, *args: str) -> subprocess.CompletedProce
     script.write_text(SCRIPT.format(settings=settings))
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_CORE_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(tmp_path)])
-    return subprocess.run([sys.executable, str(script), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_command_runs_a_burst_worker_for_the_settings_queue(tmp_path: Path) -> None:
@@ -72,8 +78,15 @@ def test_the_command_runs_a_burst_worker_for_the_settings_queue(tmp_path: Path) 
         assert len(bad.attempts()) == 2
         # --app wins over the setting; --queues limits the worker
         later = djtasks.add.delay(1, 1)
-        other = _run(tmp_path, "dict(QUEUE_CORE_APP='nowhere:queue')", "--app",
-                     "djtasks:queue", "--queues", "default", "--burst")
+        other = _run(
+            tmp_path,
+            "dict(QUEUE_CORE_APP='nowhere:queue')",
+            "--app",
+            "djtasks:queue",
+            "--queues",
+            "default",
+            "--burst",
+        )
         assert other.returncode == 0, other.stdout + other.stderr
         assert later.result(timeout=5) == 2
         djtasks.queue.close()

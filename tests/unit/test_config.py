@@ -44,11 +44,9 @@ timeout = "1m"
 def test_no_file_means_defaults(here: Path) -> None:
     config = load_config()
     assert config.path is None
-    assert {s.key: (s.value, s.source) for s in config.settings()}["worker.slots"] == (
-        8, "default")
+    assert {s.key: (s.value, s.source) for s in config.settings()}["worker.slots"] == (8, "default")
     q = Queue("memory://")
-    assert (q.lease, q.default_timeout, q.default_queue, q.eager) == (30.0, 300.0, "default",
-                                                                      False)
+    assert (q.lease, q.default_timeout, q.default_queue, q.eager) == (30.0, 300.0, "default", False)
 
 
 def test_queue_core_toml_sets_url_options_and_task_defaults(here: Path) -> None:
@@ -105,7 +103,7 @@ def test_precedence_is_explicit_then_env_then_file_then_default(
 def test_pyproject_table_is_read_and_queue_core_toml_wins(here: Path) -> None:
     (here / "pyproject.toml").write_text(
         '[project]\nname = "app"\n\n[tool.queue-core]\nurl = "memory://"\n'
-        '[tool.queue-core.worker]\nslots = 2\n'
+        "[tool.queue-core.worker]\nslots = 2\n"
     )
     config = load_config()
     assert config.path == here / "pyproject.toml"
@@ -113,7 +111,7 @@ def test_pyproject_table_is_read_and_queue_core_toml_wins(here: Path) -> None:
     (here / "pyproject.toml").write_text('[project]\nname = "queue-core-app"\n')
     assert load_config().path is None  # mentions queue-core, but has no table
     (here / "queue-core.toml").write_text("[worker]\nslots = 4\n")
-    (here / "pyproject.toml").write_text('[tool.queue-core.worker]\nslots = 2\n')
+    (here / "pyproject.toml").write_text("[tool.queue-core.worker]\nslots = 2\n")
     assert load_config().value("worker.slots") == 4
 
 
@@ -185,7 +183,10 @@ def test_run_worker_takes_slots_and_queues_from_env_then_file(
     q.run_worker(burst=True)
     q.run_worker(slots=1, queues=["x"], burst=True)
     assert [(s["slots"], s["queues"]) for s in seen] == [
-        (3, ["emails", "default"]), (6, ["emails", "default"]), (1, ["x"])]
+        (3, ["emails", "default"]),
+        (6, ["emails", "default"]),
+        (1, ["x"]),
+    ]
 
 
 def test_queue_core_config_command_shows_values_and_sources(

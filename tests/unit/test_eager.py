@@ -71,8 +71,11 @@ def test_an_always_failing_task_is_dead_lettered(queue: Queue) -> None:
     handle = broken.delay(1)
     assert handle.status() is JobState.DEAD
     [dead] = queue.dead_letters()
-    assert (dead.job_id, dead.reason, dead.error_class) == (handle.id, "retries_exhausted",
-                                                           "RuntimeError")
+    assert (dead.job_id, dead.reason, dead.error_class) == (
+        handle.id,
+        "retries_exhausted",
+        "RuntimeError",
+    )
     assert dead.args == (1,) and len(dead.attempts) == 3
     with pytest.raises(JobFailed) as failed:
         handle.result()
@@ -109,7 +112,8 @@ def test_a_timeout_ends_the_attempt_as_on_a_worker(queue: Queue) -> None:
         handle = task.delay()
         assert handle.status() is JobState.DEAD
         assert {(a.outcome.value, a.reason, a.mode) for a in handle.attempts()} == {
-            ("timed_out", "timeout", "eager")}
+            ("timed_out", "timeout", "eager")
+        }
     assert len(slow.delay().attempts()) == 2
 
 
@@ -198,7 +202,7 @@ def test_env_turns_eager_on_and_off_is_the_default(monkeypatch: pytest.MonkeyPat
     assert later.delay().status() is JobState.QUEUED
 
 
-PLUGIN_TEST = '''
+PLUGIN_TEST = """
 from queue_core import JobState, Queue
 
 queue = Queue("memory://")        # built at import, before any fixture runs
@@ -221,7 +225,7 @@ def test_eager(queue_core_eager):
 
 def test_not_eager_without_the_fixture():
     assert flaky.delay().status() is JobState.QUEUED
-'''
+"""
 
 
 def test_the_pytest_fixture_makes_every_queue_eager(tmp_path: Path) -> None:
@@ -235,7 +239,10 @@ def test_the_pytest_fixture_makes_every_queue_eager(tmp_path: Path) -> None:
     load = [] if installed else ["-p", "queue_core.testing.pytest_plugin"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *load, "-q", "-p", "no:cacheprovider", "test_app.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -77,8 +77,13 @@ def _mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> tuple
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MYPYPATH", str(ROOT))
     out, err, status = mypy_api.run(
-        ["--strict", "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy_cache"),
-         "snippet.py"]
+        [
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "snippet.py",
+        ]
     )
     return status, out + err
 
@@ -87,11 +92,14 @@ def test_mypy_reports_wrong_arguments_and_wrong_result_types(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     status, report = _mypy(tmp_path, monkeypatch, BAD)
-    errors = {int(m.group(1)): m.group(2) for m in
-              re.finditer(r"^snippet\.py:(\d+): error: (.*)$", report, re.M)}
+    errors = {
+        int(m.group(1)): m.group(2)
+        for m in re.finditer(r"^snippet\.py:(\d+): error: (.*)$", report, re.M)
+    }
     assert status == 1, report
-    assert 'Argument 2 to "delay" of "Task" has incompatible type "str"; expected "int"' in (
-        errors[12]
+    assert (
+        'Argument 2 to "delay" of "Task" has incompatible type "str"; expected "int"'
+        in (errors[12])
     ), report
     assert 'Missing positional argument "b"' in errors[13], report
     assert "Incompatible types in assignment" in errors[14], report
