@@ -8,10 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("django", reason="django is part of the test extra")
-
 ROOT = Path(__file__).resolve().parents[2]
 
 TASKS = """
