@@ -509,6 +509,11 @@ def config_command(as_json: bool, url: str | None) -> None:
     """
     ctx = click.get_current_context()
     root = ctx.find_root().obj or {}
+    if root.get("app"):
+        raise CliUsageError(
+            f"config does not take --app ({root['app']}): it shows the settings of the "
+            "configuration file and the environment; a Queue's own arguments are in its code"
+        )
     url = url if url is not None else root.get("url")
     config = load_config()
     explicit = {} if url is None else {"url": (url, "--url")}

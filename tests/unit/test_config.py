@@ -211,6 +211,9 @@ def test_queue_core_config_command_shows_values_and_sources(
     assert by_key["task.timeout"]["value"] == 60.0
     assert [s["key"] for s in data["settings"]] == [k.name for k in KEYS]
 
+    with_app = runner.invoke(cli, ["--app", "tasks:queue", "config"])
+    assert with_app.exit_code == 2 and "does not take --app" in with_app.output
+
     (here / "queue-core.toml").write_text("[worker]\nslotz = 1\n")
     bad = runner.invoke(cli, ["config"])
     assert bad.exit_code == 2
