@@ -18,7 +18,7 @@ import numbers
 import os
 import random
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -42,7 +42,15 @@ from queue_core.policy import (
 if TYPE_CHECKING:
     from queue_core.queue import Queue
 
-__all__ = ["CallOptions", "Concurrency", "JobHandle", "Replay", "Task", "TaskOptions"]
+__all__ = [
+    "AsyncTask",
+    "CallOptions",
+    "Concurrency",
+    "JobHandle",
+    "Replay",
+    "Task",
+    "TaskOptions",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -561,7 +569,13 @@ class Task(Generic[P, R]):
     """A function registered on a :class:`~queue_core.Queue` with ``@queue.task``.
 
     Calling it runs the body inline; :meth:`delay`, :meth:`apply` and :meth:`map`
-    enqueue jobs for workers.
+    enqueue jobs for workers; :meth:`delay_async` and :meth:`apply_async` do the same
+    from an event loop without blocking it.
+
+    Typed: ``P`` is the body's parameters and ``R`` its result, so a type checker checks
+    the arguments of :meth:`delay` and knows that ``handle.result()`` returns ``R``
+    (:meth:`delay` returns a ``JobHandle[R]``). An ``async def`` body returning ``T``
+    gives an :class:`AsyncTask` ``[P, T]``: its jobs' results are ``T``.
 
     Attributes:
         name: the registry name (``module.qualname`` unless given).
@@ -584,7 +598,7 @@ class Task(Generic[P, R]):
         """The body's signature without the injected ``ctx`` parameter (what a call
         binds against), or ``None`` when it cannot be inspected."""
         self._fast_min, self._fast_max = _positional_fast_path(self.signature)
-        self.queue_name: str = _pick(UNSET, spec.queue, "default")
+        self.queue_name: str = _pick(UNSET, spec.queue, owner.default_queue)
         self.policy = merge_policies(owner.retry_policy, spec.policy)
         """The queue defaults merged with the task's retry options."""
         timeout = _pick(UNSET, spec.timeout, owner.default_timeout)
@@ -619,7 +633,7 @@ class Task(Generic[P, R]):
         timeout = _pick(call.timeout, task.timeout, owner.default_timeout)
         return {
             "task_name": self.name,
-            "queue": _pick(call.queue, task.queue, "default"),
+            "queue": _pick(call.queue, task.queue, owner.default_queue),
             "priority": _pick(call.priority, task.priority, 0),
             "max_attempts": policy.max_attempts,
             "timeout_ms": _ms(timeout),
@@ -689,7 +703,7 @@ class Task(Generic[P, R]):
             **fields_,
         )
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Enqueue one job with these arguments and the task's options.
 
         Raises:
@@ -706,7 +720,7 @@ class Task(Generic[P, R]):
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
         **options: Unpack[CallOptions],
-    ) -> JobHandle:
+    ) -> JobHandle[R]:
         """Enqueue one job with per-call overrides of the task's options.
 
         Overrides are validated here (``ConfigError``) and merged over the task's
@@ -750,7 +764,7 @@ class Task(Generic[P, R]):
         )
         return self._owner._submit_one(job)
 
-    def map(self, arg_tuples: Iterable[Any]) -> list[JobHandle]:
+    def map(self, arg_tuples: Iterable[Any]) -> list[JobHandle[R]]:
         """Enqueue one job per element (a tuple of positional arguments) in one batch.
 
         Raises:
@@ -767,8 +781,50 @@ class Task(Generic[P, R]):
             )
         return self._owner._submit_many(jobs)
 
+    # ------------------------------------------------------------------ async producer
+
+    async def delay_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """:meth:`delay` for event loops: the storage write runs in a worker thread, so
+        the loop keeps running (FastAPI endpoints, aiohttp handlers, ...).
+
+        Arguments are checked and serialized before the thread starts: a call that does
+        not fit raises ``TypeError`` / ``SerializationError`` at once, nothing written.
+        """
+        from queue_core._aio import run_sync
+
+        if kwargs or not self._fast_min <= len(args) <= self._fast_max:
+            self.check_arguments(args, kwargs, "delay_async")
+        job = self._make(args, kwargs, self._template, self._fixed_lost_delay, self.policy)
+        return await run_sync(self._owner._submit_one, job)
+
+    async def apply_async(
+        self,
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        **options: Unpack[CallOptions],
+    ) -> JobHandle[R]:
+        """:meth:`apply` for event loops (the storage write runs in a worker thread).
+
+        Raises:
+            TypeError, ConfigError, SerializationError: as :meth:`apply`.
+        """
+        from queue_core._aio import run_sync
+
+        return await run_sync(self.apply, args, kwargs, **options)
+
     def __repr__(self) -> str:
         return f"<Task {self.name!r} queue={self.queue_name!r}>"
+
+
+class AsyncTask(Task[P, R]):
+    """A :class:`Task` whose body is ``async def ... -> R``: calling it inline returns
+    the coroutine; its jobs' results (``handle.result()``) are ``R``."""
+
+    def __call__(  # type: ignore[override]
+        self, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, R]:
+        """Call the body inline: returns its coroutine (await it)."""
+        return super().__call__(*args, **kwargs)  # type: ignore[return-value]
 
 
 def _check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
