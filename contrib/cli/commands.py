@@ -40,8 +40,8 @@ from queue_core import (
     StorageError,
     StorageUnavailable,
 )
-from queue_core.model import ms_from_dt
 from queue_core.config import load_config
+from queue_core.model import ms_from_dt
 from queue_core.registry import mask_url
 
 __all__ = ["cli", "main"]
