@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -38,7 +37,6 @@ from backends.sql import schema
 from backends.sql.errors import _is_unavailable, translate_errors
 from backends.sql.hot import HotSQL, ThreadConnections
 from backends.sql.queries import MANY, Statements
-from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     Action,
@@ -58,15 +56,18 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
+from queue_core.policy.outcomes import (
+    DEFAULT_RETENTION_MS,
+    end_state,
+    parse_retention,
+    reap_verdict,
+    replay_job,
+)
 from queue_core.registry import mask_url
 from queue_core.storage import Storage
 
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
-"""Finished jobs are kept this long (7 days) unless configured otherwise."""
-
-_DAYS = re.compile(r"^\s*(\d+(?:\.\d+)?)d(.*)$")
 _CHUNK = 500
 """Ends per finish statement (18 values each; SQLite allows 32,766 parameters,
 PostgreSQL 65,535)."""
@@ -76,19 +77,6 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 
 def _local_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def parse_retention(value: str) -> int:
-    """A retention duration (``"7d"``, ``"12h"``, ``"90m"``, seconds) in milliseconds."""
-    m = _DAYS.match(value)
-    if m:
-        days_ms = int(float(m.group(1)) * 86_400_000)
-        rest = m.group(2).strip()
-        ms = days_ms + (to_ms(parse_duration(rest, field="retention")) if rest else 0)
-        if ms <= 0:
-            parse_duration("0", field="retention")  # raises the standard error
-        return ms
-    return to_ms(parse_duration(value, field="retention"))
 
 
 def _split_url(url: str) -> tuple[URL, int | None]:
@@ -228,6 +216,78 @@ def _poll_interval(quiet: float) -> float:
     return 0.004
 
 
+_SPEC_FIELDS = (
+    "priority",
+    "max_attempts",
+    "lost_delay_ms",
+    "timeout_ms",
+    "heartbeat_ms",
+    "schedule_to_start_ms",
+    "concurrency_key",
+    "concurrency_limit",
+    "concurrency_skip",
+    "options",
+)
+"""The enqueue options a dead-letter entry's ``spec`` JSON carries (the rest of the
+:class:`NewJob` is in the entry's columns)."""
+
+
+def _spec_of_dead(row: Any) -> NewJob:
+    """The job as it was enqueued, from a dead-letter row (older entries may lack keys:
+    the :class:`NewJob` defaults fill them)."""
+    spec = json.loads(row.spec)
+    return NewJob(
+        id=row.job_id,
+        task_name=row.task_name,
+        queue=row.queue,
+        payload=bytes(row.payload),
+        replay_of=row.replay_of,
+        **{k: spec[k] for k in _SPEC_FIELDS if k in spec},
+    )
+
+
+def _job_row(
+    j: NewJob,
+    t: int,
+    state: JobState = JobState.QUEUED,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """The ``qc_jobs`` row of a new job enqueued at ``t`` (``SKIPPED`` ends at once)."""
+    ready = (j.run_at if j.run_at is not None else t) + j.delay_ms
+    queued = state is JobState.QUEUED
+    return {
+        "id": j.id,
+        "task_name": j.task_name,
+        "queue": j.queue,
+        "payload": j.payload,
+        "priority": j.priority,
+        "state": state.value,
+        "reason": reason,
+        "enqueued_at": t,
+        "run_at": ready,
+        "expires_at": _sts_deadline(ready, j.schedule_to_start_ms) if queued else None,
+        "max_attempts": j.max_attempts,
+        "lost_delay_ms": j.lost_delay_ms,
+        "timeout_ms": j.timeout_ms,
+        "heartbeat_ms": j.heartbeat_ms,
+        "schedule_to_start_ms": j.schedule_to_start_ms,
+        "concurrency_key": j.concurrency_key,
+        "concurrency_limit": j.concurrency_limit,
+        "concurrency_skip": j.concurrency_skip,
+        "options": j.options,
+        "replay_of": j.replay_of,
+        "attempt": 0,
+        "finished_at": None if queued else t,
+        "cancel_requested": False,
+    }
+
+
+def _reap_delay(r: Any) -> int:
+    """The delay before the retry when the current attempt is reaped: the one the core
+    set with the last ``RETRY`` decision, else the job's as enqueued."""
+    return int(r.retry_lost_delay_ms if r.retry_lost_delay_ms is not None else r.lost_delay_ms)
+
+
 def _sts_deadline(run_at: int, sts_ms: int | None) -> int | None:
     return run_at + sts_ms if sts_ms is not None else None
 
@@ -274,9 +334,9 @@ class SQLStorage(Storage):
         retention = retention_ms if retention_ms is not None else url_retention
         if retention is None:
             retention = DEFAULT_RETENTION_MS
-        if retention <= 0:
+        if isinstance(retention, bool) or not isinstance(retention, int) or retention < 0:
             raise ConfigError(
-                f"retention_ms must be > 0, got {retention!r}",
+                f"retention_ms must be an int >= 0 (0 keeps no finished job), got {retention!r}",
                 code="invalid_option",
                 field="retention_ms",
                 value=retention,
@@ -760,15 +820,9 @@ class SQLStorage(Storage):
             err = e.error
             action = d.action
             requeue = action is Action.RETRY
-            if action is Action.COMPLETE:
-                state, reason = "succeeded", None
-            elif requeue:
-                state, reason = "queued", None
-                wake = True
-            elif action is Action.CANCEL:
-                state, reason = "cancelled", Reason.CANCELLED.value
-            else:
-                state, reason = "timed_out", d.reason or e.reason
+            wake = wake or requeue
+            job_state, reason = end_state(d, e.reason)
+            state = job_state.value
             ref = e.ref
             if err is None:
                 rows.append(
@@ -859,9 +913,7 @@ class SQLStorage(Storage):
             states: list[JobState] = []
             rows: list[dict[str, Any]] = []
             for j in jobs:
-                key: str | None
-                ready = (j.run_at if j.run_at is not None else t) + j.delay_ms
-                state, reason, finished = JobState.QUEUED, None, None
+                state, reason = JobState.QUEUED, None
                 key = j.concurrency_key
                 if key is not None:
                     if (
@@ -869,45 +921,11 @@ class SQLStorage(Storage):
                         and j.concurrency_limit is not None
                         and active.get(key, 0) >= j.concurrency_limit
                     ):
-                        state, reason, finished = (
-                            JobState.SKIPPED,
-                            Reason.CONCURRENCY_LIMIT.value,
-                            t,
-                        )
+                        state, reason = JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value
                     else:
                         active[key] = active.get(key, 0) + 1
                 states.append(state)
-                rows.append(
-                    {
-                        "id": j.id,
-                        "task_name": j.task_name,
-                        "queue": j.queue,
-                        "payload": j.payload,
-                        "priority": j.priority,
-                        "state": state.value,
-                        "reason": reason,
-                        "enqueued_at": t,
-                        "run_at": ready,
-                        "expires_at": (
-                            _sts_deadline(ready, j.schedule_to_start_ms)
-                            if state is JobState.QUEUED
-                            else None
-                        ),
-                        "max_attempts": j.max_attempts,
-                        "lost_delay_ms": j.lost_delay_ms,
-                        "timeout_ms": j.timeout_ms,
-                        "heartbeat_ms": j.heartbeat_ms,
-                        "schedule_to_start_ms": j.schedule_to_start_ms,
-                        "concurrency_key": key,
-                        "concurrency_limit": j.concurrency_limit,
-                        "concurrency_skip": j.concurrency_skip,
-                        "options": j.options,
-                        "replay_of": j.replay_of,
-                        "attempt": 0,
-                        "finished_at": finished,
-                        "cancel_requested": False,
-                    }
-                )
+                rows.append(_job_row(j, t, state, reason))
             conn.execute(self._q.insert_jobs, rows)
             return states
 
@@ -1075,7 +1093,7 @@ class SQLStorage(Storage):
         reason: str | None,
         t: int,
         run_at: int | None = None,
-        lost_delay_ms: int | None = None,
+        retry_lost_delay_ms: int | None = None,
         result: bytes | None = None,
         error: ErrorInfo | None = None,
         dead_id: str | None = None,
@@ -1090,7 +1108,9 @@ class SQLStorage(Storage):
             "b_expires_at": (
                 _sts_deadline(new_run_at, r.schedule_to_start_ms) if queued else None
             ),
-            "b_lost_delay_ms": lost_delay_ms if lost_delay_ms is not None else r.lost_delay_ms,
+            "b_retry_lost_delay_ms": (
+                retry_lost_delay_ms if retry_lost_delay_ms is not None else r.retry_lost_delay_ms
+            ),
             "b_result": result,
             "b_finished_at": None if queued else t,
             "b_error_class": error.error_class if error else r.error_class,
@@ -1115,18 +1135,8 @@ class SQLStorage(Storage):
             by_job.setdefault(a.job_id, []).append(_attempt_json(a))
         entries = []
         for r, dead_id, reason, error in graves:
-            spec = {
-                "priority": r.priority,
-                "max_attempts": r.max_attempts,
-                "lost_delay_ms": r.lost_delay_ms,
-                "timeout_ms": r.timeout_ms,
-                "heartbeat_ms": r.heartbeat_ms,
-                "schedule_to_start_ms": r.schedule_to_start_ms,
-                "concurrency_key": r.concurrency_key,
-                "concurrency_limit": r.concurrency_limit,
-                "concurrency_skip": bool(r.concurrency_skip),
-                "options": r.options,
-            }
+            spec = {f: getattr(r, f) for f in _SPEC_FIELDS}  # as enqueued (replay_job)
+            spec["concurrency_skip"] = bool(r.concurrency_skip)
             entries.append(
                 {
                     "id": dead_id,
@@ -1186,36 +1196,23 @@ class SQLStorage(Storage):
                 d = e.decision
                 if r.concurrency_key is not None:
                     wake = True
-                if d.action is Action.COMPLETE:
-                    params = self._end_params(
-                        r, state=JobState.SUCCEEDED, reason=None, t=t, result=e.result, error=err
-                    )
-                elif d.action is Action.RETRY:
+                state, reason = end_state(d, e.reason)
+                dead_id = uuid.uuid4().hex if state is JobState.DEAD else None
+                if state is JobState.QUEUED:
                     wake = True
-                    params = self._end_params(
-                        r,
-                        state=JobState.QUEUED,
-                        reason=None,
-                        t=t,
-                        run_at=t + d.delay_ms,
-                        lost_delay_ms=d.lost_delay_ms,
-                        error=err,
-                    )
-                elif d.action is Action.DEAD:
-                    dead_id = uuid.uuid4().hex
-                    reason = d.reason or Reason.FATAL.value
-                    params = self._end_params(
-                        r, state=JobState.DEAD, reason=reason, t=t, error=err, dead_id=dead_id
-                    )
-                    graves.append((r, dead_id, reason, err))
-                elif d.action is Action.CANCEL:
-                    params = self._end_params(
-                        r, state=JobState.CANCELLED, reason=Reason.CANCELLED.value, t=t, error=err
-                    )
-                else:
-                    params = self._end_params(
-                        r, state=JobState.TIMED_OUT, reason=d.reason or e.reason, t=t, error=err
-                    )
+                params = self._end_params(
+                    r,
+                    state=state,
+                    reason=reason,
+                    t=t,
+                    run_at=t + d.delay_ms if state is JobState.QUEUED else None,
+                    retry_lost_delay_ms=d.lost_delay_ms if state is JobState.QUEUED else None,
+                    result=e.result if state is JobState.SUCCEEDED else None,
+                    error=err,
+                    dead_id=dead_id,
+                )
+                if dead_id is not None:
+                    graves.append((r, dead_id, reason or Reason.FATAL.value, err))
                 job_updates.append(params)
                 took.append(True)
             if job_updates:
@@ -1243,12 +1240,19 @@ class SQLStorage(Storage):
             t = 0
             for r in stale:
                 t = int(r.now_ms)
-                if r.deadline is not None and r.deadline <= t:
-                    why, outcome = Reason.TIMEOUT, Outcome.TIMED_OUT
-                elif r.heartbeat_expires_at is not None and r.heartbeat_expires_at <= t:
-                    why, outcome = Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT
-                else:
-                    why, outcome = Reason.LEASE_EXPIRED, Outcome.LOST
+                verdict = reap_verdict(
+                    t,
+                    lease_expires_at=r.lease_expires_at,
+                    deadline=r.deadline,
+                    heartbeat_expires_at=r.heartbeat_expires_at,
+                    cancel_requested=bool(r.cancel_requested),
+                    attempt=r.attempt,
+                    max_attempts=r.max_attempts,
+                    lost_delay_ms=_reap_delay(r),
+                )
+                if verdict is None:  # the row matched by another bound's clock skew
+                    continue
+                why, outcome, state = verdict.reason, verdict.outcome, verdict.state
                 attempt_updates.append(
                     {
                         "b_job_id": r.id,
@@ -1263,26 +1267,16 @@ class SQLStorage(Storage):
                         "b_mode": None,
                     }
                 )
-                if r.cancel_requested:
-                    state = JobState.CANCELLED
-                    job_updates.append(
-                        self._end_params(r, state=state, reason=Reason.CANCELLED.value, t=t)
+                dead_id = uuid.uuid4().hex if state is JobState.DEAD else None
+                wake = wake or state is JobState.QUEUED
+                job_updates.append(
+                    self._end_params(
+                        r, state=state, reason=verdict.job_reason, t=t,
+                        run_at=verdict.ready_at, dead_id=dead_id,
                     )
-                elif r.attempt < r.max_attempts:
-                    state = JobState.QUEUED
-                    wake = True
-                    job_updates.append(
-                        self._end_params(r, state=state, reason=None, t=t,
-                                         run_at=t + r.lost_delay_ms)
-                    )
-                else:
-                    state = JobState.DEAD
-                    dead_id = uuid.uuid4().hex
-                    reason = Reason.RETRIES_EXHAUSTED.value
-                    job_updates.append(
-                        self._end_params(r, state=state, reason=reason, t=t, dead_id=dead_id)
-                    )
-                    graves.append((r, dead_id, reason, None))
+                )
+                if dead_id is not None:
+                    graves.append((r, dead_id, verdict.job_reason or "", None))
                 if r.concurrency_key is not None:
                     wake = True
                 reaped.append(
@@ -1422,39 +1416,11 @@ class SQLStorage(Storage):
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
             t = self._resolve_now(conn, now, notify=True)
             conn.execute(self._q.delete_dead, {"b_seq": row.seq})
-            spec = json.loads(row.spec)
-            new_id = uuid.uuid4().hex
-            conn.execute(
-                self._q.insert_jobs,
-                [
-                    {
-                        "id": new_id,
-                        "task_name": row.task_name,
-                        "queue": queue if queue is not None else row.queue,
-                        "payload": row.payload,
-                        "priority": spec["priority"],
-                        "state": JobState.QUEUED.value,
-                        "reason": None,
-                        "enqueued_at": t,
-                        "run_at": t,
-                        "expires_at": _sts_deadline(t, spec["schedule_to_start_ms"]),
-                        "max_attempts": spec["max_attempts"],
-                        "lost_delay_ms": spec["lost_delay_ms"],
-                        "timeout_ms": spec["timeout_ms"],
-                        "heartbeat_ms": spec["heartbeat_ms"],
-                        "schedule_to_start_ms": spec["schedule_to_start_ms"],
-                        "concurrency_key": spec["concurrency_key"],
-                        "concurrency_limit": spec["concurrency_limit"],
-                        "concurrency_skip": spec["concurrency_skip"],
-                        "options": spec["options"],
-                        "replay_of": dead_id,
-                        "attempt": 0,
-                        "finished_at": None,
-                        "cancel_requested": False,
-                    }
-                ],
+            job = replay_job(
+                _spec_of_dead(row), dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t
             )
-            return new_id
+            conn.execute(self._q.insert_jobs, [_job_row(job, t)])
+            return job.id
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
         """See :meth:`queue_core.storage.Storage.purge_dead`."""
