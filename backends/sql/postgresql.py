@@ -46,7 +46,8 @@ _CHUNK = 500
 """Ends per finish statement (19 values each; PostgreSQL allows 65,535 parameters)."""
 
 
-def _job_params(j: NewJob, state: JobState, reason: str | None) -> dict[str, Any]:
+def _job_params(j: NewJob) -> dict[str, Any]:
+    """The parameters of ``insert_job`` (one queued job)."""
     return {
         "id": j.id,
         "task_name": j.task_name,
@@ -65,8 +66,33 @@ def _job_params(j: NewJob, state: JobState, reason: str | None) -> dict[str, Any
         "cskip": j.concurrency_skip,
         "options": j.options,
         "replay_of": j.replay_of,
-        "state": state.value,
-        "reason": reason,
+    }
+
+
+def _job_arrays(
+    jobs: Sequence[NewJob], states: Sequence[JobState], reasons: Sequence[str | None]
+) -> dict[str, Any]:
+    """The per-job arrays of ``insert_jobs``, in :data:`ENQUEUE_ARRAYS` order."""
+    return {
+        "id": [j.id for j in jobs],
+        "task_name": [j.task_name for j in jobs],
+        "queue": [j.queue for j in jobs],
+        "payload": [j.payload for j in jobs],
+        "priority": [j.priority for j in jobs],
+        "run_at": [j.run_at for j in jobs],
+        "delay_ms": [j.delay_ms for j in jobs],
+        "sts": [j.schedule_to_start_ms for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "lost_delay_ms": [j.lost_delay_ms for j in jobs],
+        "timeout_ms": [j.timeout_ms for j in jobs],
+        "heartbeat_ms": [j.heartbeat_ms for j in jobs],
+        "ckey": [j.concurrency_key for j in jobs],
+        "climit": [j.concurrency_limit for j in jobs],
+        "cskip": [j.concurrency_skip for j in jobs],
+        "options": [j.options for j in jobs],
+        "replay_of": [j.replay_of for j in jobs],
+        "state": [s.value for s in states],
+        "reason": list(reasons),
     }
 
 
@@ -140,14 +166,13 @@ class PostgresStorage(SQLStorage):
         reasons: Sequence[str | None] | None, now: int | None,
     ) -> None:
         if states is None or reasons is None:
+            if len(jobs) == 1:
+                params = _job_params(jobs[0])
+                params["now"] = now
+                cur.execute(self._q["insert_job"], params)
+                return
             states, reasons = [JobState.QUEUED] * len(jobs), [None] * len(jobs)
-        if len(jobs) == 1 and states[0] is JobState.QUEUED:
-            params = _job_params(jobs[0], states[0], reasons[0])
-            params["now"] = now
-            cur.execute(self._q["insert_job"], params)
-            return
-        rows = [_job_params(j, s, r) for j, s, r in zip(jobs, states, reasons, strict=True)]
-        arrays: dict[str, Any] = {k: [r[k] for r in rows] for k in ENQUEUE_ARRAYS}
+        arrays = _job_arrays(jobs, states, reasons)
         arrays["now"] = now
         cur.execute(self._q["insert_jobs"], arrays)
 

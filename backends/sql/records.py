@@ -24,6 +24,7 @@ from queue_core.model import (
 )
 
 __all__ = [
+    "JOB_COLUMNS",
     "SPEC_FIELDS",
     "Row",
     "attempt_from_row",
@@ -79,38 +80,29 @@ def _blob(value: Any) -> bytes | None:
     return bytes(value) if value is not None else None
 
 
+JOB_COLUMNS = (
+    "id", "task_name", "queue", "payload", "priority", "state", "reason", "enqueued_at",
+    "run_at", "expires_at", "max_attempts", "lost_delay_ms", "timeout_ms", "heartbeat_ms",
+    "schedule_to_start_ms", "concurrency_key", "concurrency_limit", "concurrency_skip",
+    "options", "replay_of", "attempt", "finished_at", "cancel_requested",
+)  # fmt: skip
+"""The columns of a new ``qc_jobs`` row, in :func:`job_row` order (SQLite ``insert_job``)."""
+
+
 def job_row(
     j: NewJob, t: int, state: JobState = JobState.QUEUED, reason: str | None = None
-) -> dict[str, Any]:
-    """The ``qc_jobs`` row of ``j`` enqueued at ``t`` (a ``SKIPPED`` job ends at once)."""
+) -> tuple[Any, ...]:
+    """The values of the ``qc_jobs`` row of ``j`` enqueued at ``t``, in
+    :data:`JOB_COLUMNS` order (a ``SKIPPED`` job ends at once)."""
     ready = (j.run_at if j.run_at is not None else t) + j.delay_ms
     queued = state is JobState.QUEUED
     sts = j.schedule_to_start_ms
-    return {
-        "id": j.id,
-        "task_name": j.task_name,
-        "queue": j.queue,
-        "payload": j.payload,
-        "priority": j.priority,
-        "state": state.value,
-        "reason": reason,
-        "enqueued_at": t,
-        "run_at": ready,
-        "expires_at": ready + sts if queued and sts is not None else None,
-        "max_attempts": j.max_attempts,
-        "lost_delay_ms": j.lost_delay_ms,
-        "timeout_ms": j.timeout_ms,
-        "heartbeat_ms": j.heartbeat_ms,
-        "schedule_to_start_ms": sts,
-        "concurrency_key": j.concurrency_key,
-        "concurrency_limit": j.concurrency_limit,
-        "concurrency_skip": j.concurrency_skip,
-        "options": j.options,
-        "replay_of": j.replay_of,
-        "attempt": 0,
-        "finished_at": None if queued else t,
-        "cancel_requested": False,
-    }
+    return (
+        j.id, j.task_name, j.queue, j.payload, j.priority, state.value, reason, t, ready,
+        ready + sts if queued and sts is not None else None, j.max_attempts, j.lost_delay_ms,
+        j.timeout_ms, j.heartbeat_ms, sts, j.concurrency_key, j.concurrency_limit,
+        j.concurrency_skip, j.options, j.replay_of, 0, None if queued else t, False,
+    )  # fmt: skip
 
 
 def claimed_from_row(r: Row) -> ClaimedJob:

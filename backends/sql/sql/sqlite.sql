@@ -5,15 +5,14 @@
 -- ---------------------------------------------------------------- enqueue
 
 -- name: insert_job
--- One new job (executemany for a batch); the row is built by records.job_row.
+-- One new job (executemany for a batch): positional values, the tuple that
+-- records.job_row builds in records.JOB_COLUMNS order (the columns below; binding by
+-- position costs about 2/3 of binding 23 names).
 INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,
     run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms, heartbeat_ms,
     schedule_to_start_ms, concurrency_key, concurrency_limit, concurrency_skip, options,
     replay_of, attempt, finished_at, cancel_requested)
-VALUES (:id, :task_name, :queue, :payload, :priority, :state, :reason, :enqueued_at,
-    :run_at, :expires_at, :max_attempts, :lost_delay_ms, :timeout_ms, :heartbeat_ms,
-    :schedule_to_start_ms, :concurrency_key, :concurrency_limit, :concurrency_skip, :options,
-    :replay_of, :attempt, :finished_at, :cancel_requested)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: count_active
 -- Active (queued + running) jobs per concurrency key: the `skip` behaviour's count.

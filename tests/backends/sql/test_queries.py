@@ -71,3 +71,13 @@ def test_an_in_memory_database_is_shared_by_threads() -> None:
         assert c.id == job.id
     finally:
         s.close()
+
+
+def test_the_sqlite_insert_lists_the_columns_job_row_fills() -> None:
+    from backends.sql.records import JOB_COLUMNS, job_row
+    from queue_core.testing import new_job
+
+    sql = queries.SQLITE["insert_job"]
+    columns = tuple(c.strip() for c in sql[sql.index("(") + 1 : sql.index(")")].split(","))
+    assert columns == JOB_COLUMNS
+    assert sql.count("?") == len(JOB_COLUMNS) == len(job_row(new_job(), 5))
