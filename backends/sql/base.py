@@ -24,6 +24,7 @@ from backends.sql.connections import ThreadConnections
 from backends.sql.errors import _is_unavailable, translate_errors, translated
 from backends.sql.queries import Dialect
 from backends.sql.records import (
+    EndRow,
     Row,
 )
 from queue_core.errors import ConfigError, StorageError
@@ -196,7 +197,7 @@ class SQLBase(Storage):
         raise NotImplementedError
 
     def _finish_batch(
-        self, cur: Any, ends: list[dict[str, Any]], now: int | None
+        self, cur: Any, ends: list[EndRow], now: int | None
     ) -> dict[str, str | None]:
         """Apply ends (one per job id) fenced; ``{job id: concurrency key}`` of those taken."""
         raise NotImplementedError

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, create_engine
 
 from backends.sql import queries
 from backends.sql.errors import translate_errors
-from backends.sql.records import Row
+from backends.sql.records import EndRow, Row
 from backends.sql.storage import SQLStorage
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
@@ -214,14 +214,13 @@ class PostgresStorage(SQLStorage):
         return result
 
     def _finish_batch(
-        self, cur: Any, ends: list[dict[str, Any]], now: int | None
+        self, cur: Any, ends: list[EndRow], now: int | None
     ) -> dict[str, str | None]:
         done: dict[str, str | None] = {}
-        names = [c for c, _ in FINISH_ROW]
         raw = psycopg.RawCursor(cur.connection, row_factory=dict_row)
         for k in range(0, len(ends), _CHUNK):
             chunk = ends[k : k + _CHUNK]
-            flat = [now if c == "now" else e[c] for e in chunk for c in names]
+            flat = [v for e in chunk for v in (now, *e)]
             for r in raw.execute(self._finish_statement(len(chunk)), flat).fetchall():
                 done[r["id"]] = r["concurrency_key"]
         return done

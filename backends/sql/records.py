@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from queue_core.model import (
     AttemptRecord,
@@ -25,6 +25,7 @@ from queue_core.model import (
 
 __all__ = [
     "JOB_COLUMNS",
+    "EndRow",
     "SPEC_FIELDS",
     "Row",
     "attempt_from_row",
@@ -36,6 +37,30 @@ __all__ = [
     "job_row",
     "spec_of_dead",
 ]
+
+
+class EndRow(NamedTuple):
+    """One end of a finish batch as statement values, in the order of the ``VALUES``
+    rows of ``finish`` (after ``now``, which the dialect puts first)."""
+
+    id: str
+    attempt: int
+    token: str
+    state: str
+    reason: str | None
+    requeue: bool
+    delay_ms: int | None
+    lost_delay_ms: int | None
+    result: bytes | None
+    has_error: bool
+    error_class: str | None
+    error_type: str | None
+    message: str | None
+    traceback: str | None
+    outcome: str
+    a_reason: str | None
+    mode: str | None
+    dead_id: str | None
 
 
 class Row(Protocol):

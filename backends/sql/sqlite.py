@@ -23,17 +23,13 @@ from sqlalchemy.pool import StaticPool
 from backends.sql import queries
 from backends.sql.base import local_ms
 from backends.sql.errors import translate_errors
-from backends.sql.records import Row, job_row
+from backends.sql.records import EndRow, Row, job_row
 from backends.sql.storage import SQLStorage
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
 __all__ = ["FINISH_ROW", "SQLiteStorage"]
 
-FINISH_ROW = (
-    "now", "id", "attempt", "token", "state", "reason", "requeue", "delay_ms",
-    "lost_delay_ms", "result", "has_error", "error_class", "error_type", "message",
-    "traceback", "outcome", "a_reason", "mode", "dead_id",
-)  # fmt: skip
+FINISH_ROW = ("now", *EndRow._fields)
 """The values of one end in ``finish_attempts`` / ``finish_jobs``, in ``VALUES`` order."""
 
 _CHUNK = 500
@@ -225,12 +221,12 @@ class SQLiteStorage(SQLStorage):
         return result
 
     def _finish_batch(
-        self, cur: Any, ends: list[dict[str, Any]], now: int | None
+        self, cur: Any, ends: list[EndRow], now: int | None
     ) -> dict[str, str | None]:
         done: dict[str, str | None] = {}
         for k in range(0, len(ends), _CHUNK):
             chunk = ends[k : k + _CHUNK]
-            flat = [now if c == "now" else e[c] for e in chunk for c in FINISH_ROW]
+            flat = [v for e in chunk for v in (now, *e)]
             attempts_sql, jobs_sql = self._finish_statements(len(chunk))
             cur.execute(attempts_sql, flat)
             for r in cur.execute(jobs_sql, flat).fetchall():

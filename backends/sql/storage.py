@@ -31,6 +31,7 @@ from typing import Any
 
 from backends.sql.base import Grave, Order, SQLBase, split_url
 from backends.sql.records import (
+    EndRow,
     Row,
     attempt_from_row,
     attempt_json,
@@ -305,10 +306,10 @@ class SQLStorage(SQLBase):
         t = self._clock(now)
         values = [_end_values(e) for e in ends]
         rounds = _rounds(ends)
-        dead = any(v["dead_id"] is not None for v in values)
+        dead = any(v.dead_id is not None for v in values)
         atomic = dead or len(rounds) > 1 or not self._single_statement_batches
         took = [False] * len(ends)
-        wake = any(v["requeue"] for v in values)
+        wake = any(v.requeue for v in values)
         with self._tx() if atomic else self._stmt() as cur:
             for idx in rounds:
                 done = self._finish_batch(cur, [values[i] for i in idx], t)
@@ -319,9 +320,9 @@ class SQLStorage(SQLBase):
                 self._bury(
                     cur,
                     [
-                        (e.ref.job_id, v["dead_id"], v["reason"], e.error)
+                        (e.ref.job_id, v.dead_id, v.reason or "", e.error)
                         for e, v, ok in zip(ends, values, took, strict=True)
-                        if ok and v["dead_id"] is not None
+                        if ok and v.dead_id is not None
                     ],
                 )
             if wake:
@@ -545,33 +546,21 @@ class SQLStorage(SQLBase):
             return int(cur.rowcount)
 
 
-def _end_values(e: AttemptEnd) -> dict[str, Any]:
+def _end_values(e: AttemptEnd) -> EndRow:
     """One end of a finish batch as statement values (the job's state and reason from
     :func:`~queue_core.policy.outcomes.end_state`)."""
     d = e.decision
     state, reason = end_state(d, e.reason)
     requeue = state is JobState.QUEUED
     err = e.error
-    return {
-        "id": e.ref.job_id,
-        "attempt": e.ref.attempt,
-        "token": e.ref.lease_token,
-        "state": state.value,
-        "reason": reason,
-        "requeue": requeue,
-        "delay_ms": d.delay_ms if requeue else None,
-        "lost_delay_ms": d.lost_delay_ms if requeue else None,
-        "result": e.result if d.action is Action.COMPLETE else None,
-        "has_error": err is not None,
-        "error_class": err.error_class if err else None,
-        "error_type": err.error_type if err else None,
-        "message": err.message if err else None,
-        "traceback": err.traceback if err else None,
-        "outcome": e.outcome.value,
-        "a_reason": e.reason,
-        "mode": e.mode,
-        "dead_id": uuid.uuid4().hex if state is JobState.DEAD else None,
-    }
+    return EndRow(
+        e.ref.job_id, e.ref.attempt, e.ref.lease_token, state.value, reason, requeue,
+        d.delay_ms if requeue else None, d.lost_delay_ms if requeue else None,
+        e.result if d.action is Action.COMPLETE else None, err is not None,
+        err.error_class if err else None, err.error_type if err else None,
+        err.message if err else None, err.traceback if err else None, e.outcome.value,
+        e.reason, e.mode, uuid.uuid4().hex if state is JobState.DEAD else None,
+    )  # fmt: skip
 
 
 def _rounds(ends: Sequence[AttemptEnd]) -> list[list[int]]:

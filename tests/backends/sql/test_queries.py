@@ -81,3 +81,14 @@ def test_the_sqlite_insert_lists_the_columns_job_row_fills() -> None:
     columns = tuple(c.strip() for c in sql[sql.index("(") + 1 : sql.index(")")].split(","))
     assert columns == JOB_COLUMNS
     assert sql.count("?") == len(JOB_COLUMNS) == len(job_row(new_job(), 5))
+
+
+def test_finish_rows_follow_the_end_row_fields_on_both_dialects() -> None:
+    from backends.sql import postgresql, sqlite
+    from backends.sql.records import EndRow
+
+    assert sqlite.FINISH_ROW == ("now", *EndRow._fields)
+    assert tuple(name for name, _ in postgresql.FINISH_ROW) == ("now", *EndRow._fields)
+    for name in ("finish_attempts", "finish_jobs"):
+        assert "e_now, " + ", ".join(f"e_{f}" for f in EndRow._fields) in queries.SQLITE[name]
+    assert "e_now, " + ", ".join(f"e_{f}" for f in EndRow._fields) in queries.POSTGRESQL["finish"]
