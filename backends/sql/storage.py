@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from backends.sql import queries
 from backends.sql.base import Grave, Order, SQLBase, split_url
 from backends.sql.records import (
     EndRow,
@@ -225,13 +226,17 @@ class SQLStorage(SQLBase):
     def _pick_keyed(self, cur: Any, qs: list[str], limit: int, now: int | None) -> list[Row]:
         """The ready jobs to start: keyed ones only while their key has a free slot
         (a key locked by another claim is skipped this round)."""
+        sql = self._q["select_ready"].replace(
+            "{queues}", queries.queues_filter(self.dialect, len(qs))
+        )
         params: dict[str, Any] = {"queues": self._list(qs), "now": now, "limit": limit}
+        params.update((f"q{i}", q) for i, q in enumerate(qs))
         chosen: list[Row] = []
         excluded: list[int] = []
         running: dict[str, int] = {}
         for _ in range(16):
             params["excluded"] = self._list(excluded)
-            cur.execute(self._q["select_ready"], params)
+            cur.execute(sql, params)
             rows = cur.fetchall()
             if not rows:
                 break

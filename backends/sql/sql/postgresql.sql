@@ -105,12 +105,13 @@ SELECT seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NU
 FROM picked WHERE keyed
 
 -- name: select_ready
--- The keyed claim: the top ready jobs not yet looked at (:excluded, seq numbers).
+-- The keyed claim ({queues} as in claim): the top ready jobs not yet looked at
+-- (:excluded, seq numbers).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
     concurrency_skip, run_at, {now} AS now_ms
 FROM qc_jobs
-WHERE state = 'queued' AND queue = ANY(CAST(%(queues)s AS text[]))
+WHERE state = 'queued' AND {queues}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
     AND seq <> ALL(CAST(%(excluded)s AS bigint[]))
 ORDER BY priority DESC, run_at, seq LIMIT %(limit)s

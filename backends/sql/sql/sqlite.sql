@@ -54,12 +54,13 @@ SELECT 1 AS one FROM qc_jobs WHERE concurrency_key IS NOT NULL
 LIMIT 1
 
 -- name: select_ready
--- The keyed claim: the top ready jobs not yet looked at (:excluded, a JSON list of seq).
+-- The keyed claim ({queues} as in claim): the top ready jobs not yet looked at
+-- (:excluded, a JSON list of seq).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
     concurrency_skip, run_at, :now AS now_ms
 FROM qc_jobs
-WHERE state = 'queued' AND queue IN (SELECT value FROM json_each(:queues))
+WHERE state = 'queued' AND {queues}
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
     AND seq NOT IN (SELECT value FROM json_each(:excluded))
 ORDER BY priority DESC, run_at, seq LIMIT :limit

@@ -92,3 +92,21 @@ def test_finish_rows_follow_the_end_row_fields_on_both_dialects() -> None:
     for name in ("finish_attempts", "finish_jobs"):
         assert "e_now, " + ", ".join(f"e_{f}" for f in EndRow._fields) in queries.SQLITE[name]
     assert "e_now, " + ", ".join(f"e_{f}" for f in EndRow._fields) in queries.POSTGRESQL["finish"]
+
+
+def test_the_sqlite_ready_scans_use_the_ready_index(tmp_path: Path) -> None:
+    import sqlite3
+
+    s = SQLStorage(f"sqlite:///{tmp_path / 'q.db'}")
+    s.migrate()
+    s.close()
+    conn = sqlite3.connect(tmp_path / "q.db")
+    params = {"q0": "default", "now": 1, "excluded": "[]", "limit": 5, "worker": "w",
+              "lease_ms": 1}
+    try:
+        for name in ("claim", "select_ready"):
+            sql = queries.SQLITE[name].replace("{queues}", queries.queues_filter("sqlite", 1))
+            plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+            assert "ix_qc_jobs_ready" in plan and "TEMP B-TREE" not in plan, (name, plan)
+    finally:
+        conn.close()
