@@ -69,8 +69,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-
-
 def body_takes_ctx(func: Callable[..., Any]) -> bool:
     try:
         params = inspect.signature(func).parameters
@@ -226,9 +224,7 @@ class Task(Generic[P, R]):
         queue_name: the queue its jobs go to unless a call overrides it.
     """
 
-    def __init__(
-        self, owner: Queue, func: Callable[P, R], *, name: str, spec: TaskSpec
-    ) -> None:
+    def __init__(self, owner: Queue, func: Callable[P, R], *, name: str, spec: TaskSpec) -> None:
         self._owner = owner
         self.func = func
         self.fn = func
@@ -306,8 +302,7 @@ class Task(Generic[P, R]):
             sig.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(
-                f"{self.__name__}.{method}(): {exc} — task {self.name!r} takes "
-                f"{_describe(sig)}"
+                f"{self.__name__}.{method}(): {exc} — task {self.name!r} takes {_describe(sig)}"
             ) from None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -419,9 +414,7 @@ class Task(Generic[P, R]):
             args = tuple(a) if isinstance(a, (tuple, list)) else (a,)
             if not self._fast_min <= len(args) <= self._fast_max:
                 self.check_arguments(args, {}, "map")
-            jobs.append(
-                self._make(args, {}, self._template, self._fixed_lost_delay, self.policy)
-            )
+            jobs.append(self._make(args, {}, self._template, self._fixed_lost_delay, self.policy))
         return self._owner._submit_many(jobs)
 
     # ------------------------------------------------------------------ async producer
