@@ -36,7 +36,7 @@ from typing import Any
 
 from queue_core import JobState, Outcome, Queue, Task
 from queue_core.model import AttemptRecord, JobRecord
-from tests.chaos.app import KINDS, LIMIT, kind_of, register
+from tests.chaos.app import FLAKY_FAILURES, KINDS, LIMIT, kind_of, register
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.chaos.app:queue"
@@ -235,10 +235,9 @@ def _check_job(
     runs: Counter[int],
     report: ChaosReport,
 ) -> None:
-    where = f"{kind} job"
     if job is None:
         report.jobs_lost += 1
-        report.violations.append(f"{where}: missing from storage")
+        report.violations.append(f"{kind} job: missing from storage")
         return
     where = f"{kind} job {job.id}"
     report.by_state[job.state.value] += 1
@@ -252,8 +251,20 @@ def _check_job(
     numbers = [r.number for r in records]
     if numbers != list(range(1, job.attempts + 1)):
         report.violations.append(f"{where}: attempts {numbers}, job says {job.attempts}")
-    if not records:
-        return
+    if records:
+        _check_outcomes(kind, where, records, report)
+        _check_executions(kind, where, records, runs, report)
+    lost = [r.number for r in records if r.outcome is Outcome.LOST]
+    report.lost_attempts += len(lost)
+    if lost and job.state is want:
+        report.recovered_jobs += 1
+    if any(runs[n] > 0 for n in lost) and len(runs) > 1:
+        report.ran_twice += 1
+
+
+def _check_outcomes(
+    kind: str, where: str, records: list[AttemptRecord], report: ChaosReport
+) -> None:
     last, earlier = records[-1], records[:-1]
     want_last = Outcome.FAILED if kind == "fatal" else Outcome.SUCCEEDED
     if last.outcome is not want_last:
@@ -261,16 +272,16 @@ def _check_job(
     bad = [r.outcome for r in earlier if r.outcome not in _EARLIER[kind]]
     if bad:
         report.violations.append(f"{where}: earlier attempts ended {bad}")
-    lost = [r.number for r in records if r.outcome is Outcome.LOST]
-    report.lost_attempts += len(lost)
-    if lost and job.state is want:
-        report.recovered_jobs += 1
-    if any(runs[n] > 0 for n in lost) and len(runs) > 1:
-        report.ran_twice += 1
+
+
+def _check_executions(
+    kind: str, where: str, records: list[AttemptRecord], runs: Counter[int], report: ChaosReport
+) -> None:
+    seen = [(r.number, str(r.outcome), r.reason, runs[r.number]) for r in records]
     twice = [n for n, c in runs.items() if c > 1]
     if twice:
         report.violations.append(f"{where}: attempt(s) {twice} executed more than once")
-    unrecorded = set(runs) - set(numbers)
+    unrecorded = set(runs) - {r.number for r in records}
     if unrecorded:
         report.violations.append(f"{where}: executions of unrecorded attempts {unrecorded}")
     # a lost attempt may die before its body starts, and so may a timed-out one (a
@@ -280,16 +291,13 @@ def _check_job(
     if unrun:
         report.violations.append(f"{where}: attempts {unrun} recorded as run, never executed")
     failed = sum(r.outcome is Outcome.FAILED for r in records)
-    if kind == "flaky" and (failed > 2 or sum(runs.values()) < 3):
-        seen = [(r.number, str(r.outcome), r.reason, runs[r.number]) for r in records]
+    if kind == "flaky" and (failed > FLAKY_FAILURES or sum(runs.values()) <= FLAKY_FAILURES):
         report.violations.append(f"{where}: {failed} failures in {seen}")
     # the first execution of a slow job sleeps past its timeout, so it runs at least
     # twice; more timeouts are possible (a process child that starts too late on a busy
     # machine times out too), so they are not bounded here
     if kind == "slow" and sum(runs.values()) < 2:
-        timed_out = sum(r.outcome is Outcome.TIMED_OUT for r in records)
-        seen = [(r.number, str(r.outcome), r.reason, runs[r.number]) for r in records]
-        report.violations.append(f"{where}: {timed_out} timeouts in {seen}")
+        report.violations.append(f"{where}: one execution only, in {seen}")
 
 
 def check(
