@@ -132,3 +132,22 @@ def test_repr_names_the_cluster_and_hides_the_password(
     with pytest.raises(StorageUnavailable) as info:
         RedisStorage.from_url(f"redis+cluster://u:pw-s3cret@{node.host}:{node.port}/")
     assert "pw-s3cret" not in str(info.value)
+
+
+def test_a_script_cache_flush_on_every_node_is_survived(
+    redis_cluster: RedisClusterServers, raw: RedisCluster[bytes]
+) -> None:
+    s = RedisStorage.from_url(redis_cluster.url(prefix="flush1"))
+    try:
+        s.enqueue([_job(0)])
+        owner = raw.get_node_from_key("{flush1}")
+        sha = s._enqueue.sha
+        assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [1]
+        for node in raw.get_primaries():
+            raw.execute_command("SCRIPT", "FLUSH", target_nodes=node)
+        assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [0]
+        s.enqueue([_job(3)])  # NOSCRIPT -> the script is loaded again on the owning node
+        got = s.claim("w", ["q0"], 5, 30_000)
+        assert sorted(c.id for c in got) == ["job-0", "job-3"]
+    finally:
+        s.close()
