@@ -279,12 +279,9 @@ class RedisStorage(Storage):
         if self._cluster:
             node = self._r.get_default_node()
             where = f"cluster {node.host}:{node.port}" if node is not None else "cluster"
-            return (
-                f"RedisStorage({where}, prefix={self.prefix!r}, "
-                f"retention_ms={self.retention_ms})"
-            )
-        kw = self._r.connection_pool.connection_kwargs
-        where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
+        else:
+            kw = self._r.connection_pool.connection_kwargs
+            where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
         return f"RedisStorage({where}, prefix={self.prefix!r}, retention_ms={self.retention_ms})"
 
     # ------------------------------------------------------------------ internals
