@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -86,9 +88,16 @@ def test_wait_for_jobs_wakes_on_a_cluster(redis_cluster: RedisClusterServers) ->
     waiter = RedisStorage.from_url(url)
     producer = RedisStorage.from_url(url)
     try:
-        assert waiter.wait_for_jobs(["q0"], 0.05) is False
-        producer.enqueue([_job(0)])
-        assert waiter.wait_for_jobs(["q0"], 5) is True
+        assert waiter.wait_for_jobs(["q0", "q1"], 0.05) is False
+        # the waiter blocks (BLPOP on two wake lists of one slot) until the enqueue
+        later = threading.Timer(0.3, producer.enqueue, args=([_job(1)],))
+        later.start()
+        t0 = time.monotonic()
+        try:
+            assert waiter.wait_for_jobs(["q0", "q1"], 10) is True
+        finally:
+            later.join()
+        assert 0.2 < time.monotonic() - t0 < 5
     finally:
         waiter.close()
         producer.close()
