@@ -5,22 +5,29 @@
 * The default serializer never unpickles: a pickle written straight into storage is
   dead-lettered ``bad_payload`` and its code does not run.
 * A recorded error message and traceback are size-capped (thread isolation).
-* Credentials stay out of reprs and errors (Redis and Redis Cluster URLs).
+* Credentials stay out of reprs and errors (Redis and Redis Cluster URLs) and out of a
+  worker's output, when it connects and when the password is refused.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from queue_core import JobState, Queue
 from queue_core.errors import StorageUnavailable
 from queue_core.model import NewJob
 from queue_core.registry import open_storage
-from tests.servers.redis import RedisServer
+from tests.servers.redis import RedisServer, start_redis_server, stop_redis_server
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "queue-core")
 
 BACKENDS = ["sqlite", "postgresql", "redis"]
 FIXTURES = {"postgresql": "postgres_url", "redis": "redis_url"}
@@ -133,3 +140,40 @@ def test_redis_and_cluster_credentials_stay_out_of_reprs_and_errors(
         open_storage(f"redis+cluster://user:{secret}@127.0.0.1:1/?socket_connect_timeout=0.5")
     assert secret not in str(info.value)
     assert secret not in repr(info.value)
+
+
+def test_a_worker_never_logs_the_storage_password(tmp_path: Path) -> None:
+    """A worker at debug level, on a Redis that requires a password, then on the same URL
+    with a wrong password (every connection refused): its output never shows either."""
+    secret, wrong = "pw-5d1e7a9b", "pw-0bad0bad"
+    server = start_redis_server()
+    try:
+        admin = redis.Redis(host="127.0.0.1", port=server.port)
+        admin.config_set("requirepass", secret)
+        admin.close()
+        app = tmp_path / "secapp.py"
+        app.write_text(
+            "import os\n"
+            "from queue_core import Queue\n"
+            "queue = Queue(os.environ['QC_SEC_URL'])\n"
+            "@queue.task(name='hello')\n"
+            "def hello() -> str:\n"
+            "    return 'hi'\n"
+        )
+        for password in (secret, wrong):
+            url = f"redis://default:{password}@127.0.0.1:{server.port}/0?prefix=sec"
+            env = dict(os.environ, QC_SEC_URL=url, PYTHONPATH=f"{ROOT}:{tmp_path}")
+            proc = subprocess.Popen(
+                [CLI, "worker", "secapp:queue", "--burst", "--log-level", "debug"],
+                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True,
+            )  # fmt: skip
+            try:  # a refused worker retries until stopped
+                output, _ = proc.communicate(timeout=8)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                output, _ = proc.communicate(timeout=20)
+            assert output, "the worker printed nothing: the test would prove nothing"
+            assert password not in output, output[-2000:]
+    finally:
+        stop_redis_server(server)
