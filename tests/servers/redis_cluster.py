@@ -71,6 +71,31 @@ def _cluster_info(port: int) -> str:
     return out.stdout
 
 
+def _start_node(i: int, workdir: str, taken: set[int]) -> RedisServer:
+    """Start node ``i`` on a free port pair; a port taken meanwhile by another process
+    (parallel test sessions) is retried on another pair, up to 5 times."""
+    for attempt in range(5):
+        port = _free_cluster_port(taken)
+        taken |= {port, port + 10000}
+        try:
+            return start_redis_server(
+                port=port,
+                workdir=tempfile.mkdtemp(prefix=f"node{i}-", dir=workdir),
+                extra_args=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    f"nodes-{port}.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ],
+            )
+        except RuntimeError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
     """Start ``masters`` cluster-enabled servers, create the cluster, wait for ``ok``.
 
@@ -83,22 +108,7 @@ def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
     taken: set[int] = set()
     try:
         for i in range(masters):
-            port = _free_cluster_port(taken)
-            taken |= {port, port + 10000}
-            nodes.append(
-                start_redis_server(
-                    port=port,
-                    workdir=tempfile.mkdtemp(prefix=f"node{i}-", dir=workdir),
-                    extra_args=[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        f"nodes-{port}.conf",
-                        "--cluster-node-timeout",
-                        "5000",
-                    ],
-                )
-            )
+            nodes.append(_start_node(i, workdir, taken))
         create = subprocess.run(
             [
                 REDIS_CLI,
