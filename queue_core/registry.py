@@ -45,6 +45,8 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "postgresql+psycopg": ("backends.sql:SQLStorage", "postgres"),
     "redis": ("backends.redis:RedisStorage", "redis"),
     "rediss": ("backends.redis:RedisStorage", "redis"),
+    "redis+cluster": ("backends.redis:RedisStorage", "redis"),
+    "rediss+cluster": ("backends.redis:RedisStorage", "redis"),
     "sqs": ("backends.sqs:SQSStorage", "aws"),
 }
 
