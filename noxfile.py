@@ -1,5 +1,5 @@
-"""Development sessions: ``nox -s tests`` (the default), contract, soak, lint, typecheck,
-bench, docs.
+"""Development sessions: ``nox -s tests`` (the default), contract, soak, chaos, lint,
+typecheck, bench, docs.
 
 Every session runs in the *current* environment (``python=False``) with the interpreter
 that runs nox itself (``sys.executable``), instead of building one virtualenv per session:
@@ -93,8 +93,19 @@ def contract(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def soak(session: nox.Session) -> None:
-    """Long soak/chaos tests (``-m soak``)."""
+    """Long soak tests (``-m soak``), including the bounded chaos drain that CI runs:
+    1,000 jobs per backend (100 on SQS), unless ``QC_CHAOS_JOBS`` says otherwise."""
     _pytest(session, "-m", "soak", "-q")
+
+
+@nox.session(python=False)
+def chaos(session: nox.Session) -> None:
+    """The full chaos drain (tests/chaos): 10,000 jobs per backend (500 on SQS), three
+    workers, one SIGKILLed every few seconds; prints the table of jobs, kills, attempts
+    lost and recovered, jobs run twice and jobs lost. ``QC_CHAOS_JOBS=N nox -s chaos``
+    sets another size; ``nox -s chaos -- -k redis`` picks backends."""
+    os.environ.setdefault("QC_CHAOS_JOBS", "10000")
+    _pytest(session, "tests/chaos", "-m", "chaos", "-q")
 
 
 @nox.session(python=False)

@@ -34,7 +34,7 @@ from queue_core.flows.storage import (
 from queue_core.model import JobState, NewJob, Outcome, ReapedJob, Reason
 
 if TYPE_CHECKING:
-    from backends.memory import _Job
+    from backends._memory_records import _Job
 
 __all__ = ["FlowBook", "MemoryFlows"]
 

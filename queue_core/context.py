@@ -18,7 +18,7 @@ import inspect
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from queue_core.policy import heartbeat_write_due
 
@@ -39,6 +39,11 @@ def _accepts_one_argument(func: Callable[..., Any]) -> bool:
 
 class JobContext:
     """What a task body learns about the attempt it runs in.
+
+    ``JobContext.INJECTED`` is a default for a body's ``ctx`` parameter
+    (``ctx: JobContext = JobContext.INJECTED``): a type checker sees the body's whole
+    signature, so a ``ctx`` without a default would be a required argument of
+    ``.delay()``. The worker (and an inline call) passes the real context either way.
 
     Attributes:
         job_id: the job's id.
@@ -62,6 +67,8 @@ class JobContext:
         "_active",
         "_monotonic",
     )
+
+    INJECTED: ClassVar[JobContext]
 
     def __init__(
         self,
@@ -153,3 +160,6 @@ class JobContext:
             f"JobContext(job_id={self.job_id!r}, attempt={self.attempt}, "
             f"cancelled={self._cancelled})"
         )
+
+
+JobContext.INJECTED = JobContext(job_id="injected")

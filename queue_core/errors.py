@@ -63,7 +63,9 @@ class ConfigError(QueueCoreError, ValueError):
     Attributes:
         code: a stable machine-readable code: ``invalid_duration``, ``invalid_option``,
             ``conflicting_options``, ``unknown_scheme``, ``invalid_url``,
-            ``missing_driver``, ``unknown_task``.
+            ``missing_driver``, ``unknown_task`` (also: enqueue by name of a task not
+            registered in this process), ``unknown_option`` and ``invalid_config`` (the
+            configuration file).
         field: the option or field the value was given for, when there is one.
         value: the offending value, when there is one.
     """

@@ -6,7 +6,7 @@ Also importable as ``queue_core.JobHandle`` and ``queue_core.task.JobHandle``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 from queue_core.errors import JobCancelled, JobFailed, JobSkipped, NotFound
 from queue_core.model import AttemptRecord, JobInfo, JobRecord, JobState, dt_from_ms
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from queue_core.queue import Queue
 
 __all__ = ["JobHandle"]
+
+R = TypeVar("R")
 
 _FIRST_PAUSE = 0.002
 _MAX_PAUSE = 0.1
@@ -25,8 +27,14 @@ class _SleepingClock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
-class JobHandle:
-    """A reference to one enqueued job.
+class JobHandle(Generic[R]):
+    """A reference to one enqueued job; ``R`` is the type of its task's result.
+
+    ``task.delay(...)`` of a ``Task[P, R]`` returns a ``JobHandle[R]``, so a type checker
+    knows what :meth:`result` returns; ``queue.job(id)`` returns a ``JobHandle[Any]``.
+    Every blocking method has an ``*_async`` twin for event loops (:meth:`status_async`,
+    :meth:`info_async`, :meth:`attempts_async`, :meth:`result_async`): it runs the
+    storage call in a worker thread and never blocks the loop.
 
     Attributes:
         id: the job id.
@@ -82,7 +90,7 @@ class JobHandle:
         """Cancel the job: a queued job ends at once, a running one is asked to stop."""
         return self._queue.storage().cancel(self.id)
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> R:
         """Wait for the job to finish and return its value.
 
         The wait is measured on the queue's clock (``Queue(clock=...)``): it polls the
@@ -115,11 +123,11 @@ class JobHandle:
             sleep(pause if end is None else min(pause, max(0.0, end - now)))
             pause = min(pause * 1.5, _MAX_PAUSE)
 
-    def _value(self, rec: JobRecord) -> Any:
+    def _value(self, rec: JobRecord) -> R:
         if rec.state is JobState.SUCCEEDED:
             if rec.result is None:
-                return None
-            return self._queue.serializer.loads_result(rec.result)
+                return None  # type: ignore[return-value]
+            return self._queue.serializer.loads_result(rec.result)  # type: ignore[no-any-return]
         if rec.state is JobState.DEAD:
             dead = self._queue.dead_letter(rec.dead_id) if rec.dead_id else None
             err = rec.error
@@ -132,6 +140,68 @@ class JobHandle:
         if rec.state is JobState.SKIPPED:
             raise JobSkipped(f"job {self.id} was skipped ({rec.reason})", job_id=self.id)
         raise JobCancelled(f"job {self.id} ended {rec.state} ({rec.reason})", job_id=self.id)
+
+    # ------------------------------------------------------------------ async twins
+
+    async def status_async(self) -> JobState:
+        """:meth:`status` without blocking the event loop."""
+        from queue_core._aio import run_sync
+
+        return await run_sync(self.status)
+
+    async def info_async(self) -> JobInfo:
+        """:meth:`info` without blocking the event loop."""
+        from queue_core._aio import run_sync
+
+        return await run_sync(self.info)
+
+    async def attempts_async(self) -> list[AttemptRecord]:
+        """:meth:`attempts` without blocking the event loop."""
+        from queue_core._aio import run_sync
+
+        return await run_sync(self.attempts)
+
+    async def cancel_async(self) -> JobState:
+        """:meth:`cancel` without blocking the event loop."""
+        from queue_core._aio import run_sync
+
+        return await run_sync(self.cancel)
+
+    async def result_async(self, timeout: float | None = None) -> R:
+        """:meth:`result` for event loops: waits with ``anyio.sleep``, never blocking.
+
+        Each poll of storage runs in a worker thread; between polls the coroutine
+        sleeps (pauses growing from 2 ms to 100 ms) on the event loop, so other tasks
+        run. The timeout is measured on the queue's clock, as :meth:`result` does.
+
+        Raises:
+            JobFailed, JobCancelled, JobSkipped: as :meth:`result`.
+            TimeoutError: the job has not finished within ``timeout`` seconds.
+        """
+        from queue_core._aio import run_sync, sleep
+        from queue_core.clock import SystemClock
+
+        clock = self._queue.clock
+        # a test clock with sleep() advances instead of sleeping, as in result()
+        manual = isinstance(clock, _SleepingClock) and not isinstance(clock, SystemClock)
+        end = None if timeout is None else clock.monotonic() + timeout
+        pause = _FIRST_PAUSE
+        while True:
+            rec = await run_sync(self._record)
+            if rec.state.finished:
+                return await run_sync(self._value, rec)
+            now = clock.monotonic()
+            if end is not None and now >= end:
+                raise TimeoutError(
+                    f"job {self.id} has not finished within {timeout} s (state {rec.state})"
+                )
+            wait = pause if end is None else min(pause, max(0.0, end - now))
+            if manual:
+                clock.sleep(wait)  # type: ignore[attr-defined]
+                await sleep(0)
+            else:
+                await sleep(wait)
+            pause = min(pause * 1.5, _MAX_PAUSE)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, JobHandle) and other.id == self.id

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
 
 from typing_extensions import Unpack
 
 from queue_core.clock import Clock, SystemClock
+from queue_core.config import RETRY_KEYS, UNSET, Config, load_config
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
 from queue_core.flows import api as _flows
@@ -19,11 +20,12 @@ from queue_core.flows.api import ExecutionHandle, Flow
 from queue_core.flows.model import ExecutionInfo, ExecutionState
 from queue_core.handle import JobHandle
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
-from queue_core.policy import RetryPolicy
+from queue_core.policy import RetryPolicy, policy_from_options
 from queue_core.registry import mask_url, open_storage, resolve_url
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
+    AsyncTask,
     CallOptions,
     Concurrency,
     Task,
@@ -36,9 +38,26 @@ from queue_core.task import (
 
 __all__ = ["Queue"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskDecorator(Protocol):
+    """What ``@queue.task(...)`` with options returns: a decorator that keeps the body's
+    types (``Task[P, R]``, or ``AsyncTask[P, R]`` for an ``async def`` body)."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
 
 _RAISE_SKIPPED: Final = JobState.SKIPPED
+
+EAGER_EVERYWHERE = False
+"""Set by the ``queue_core_eager`` pytest fixture: every Queue runs eagerly, those built
+before the test included (``Queue.eager`` is the per-queue switch)."""
 
 
 class Queue:
@@ -50,10 +69,28 @@ class Queue:
         storage: a ready :class:`~queue_core.storage.Storage` instead of a URL.
         retry: queue-wide :class:`~queue_core.policy.RetryPolicy` defaults (first in
             the merge order queue -> task -> call).
-        default_timeout: per-attempt bound for tasks that set none (``None``: no limit).
-        lease: the lease workers take on a claimed job (a duration).
+        default_timeout: per-attempt bound for tasks that set none (``None``: no limit;
+            default 300 s).
+        lease: the lease workers take on a claimed job (a duration; default 30 s).
         serializer: ``"json"`` (default), ``"pickle"`` or a Serializer object.
         clock: the clock used for timestamps the facade computes (tests pass their own).
+        eager: run every ``.delay()`` / ``.apply()`` to its end before returning, through
+            the worker's classification, retry, timeout and dead-letter path, without a
+            worker (application tests); default env ``QUEUE_CORE_EAGER``, else off.
+
+    Every option not given here comes from the environment, then the configuration file
+    (``queue-core.toml`` or ``[tool.queue-core]`` in ``pyproject.toml``; see
+    :mod:`queue_core.config`), then the default: ``url`` (``QUEUE_CORE_URL``), ``eager``
+    (``QUEUE_CORE_EAGER``), ``lease`` (``QUEUE_CORE_LEASE``), ``serializer``
+    (``QUEUE_CORE_SERIALIZER``), ``default_timeout`` (``QUEUE_CORE_DEFAULT_TIMEOUT``, file
+    ``[task] timeout``). The file's ``[task]`` retry options are the queue-wide retry
+    defaults when ``retry`` is not given, and its ``[task] queue`` is the queue of tasks
+    that set none.
+
+    Attributes:
+        config: the :class:`~queue_core.config.Config` the defaults were read from.
+        default_queue: the queue of tasks that set none (``"default"``).
+        eager: whether jobs run eagerly at enqueue.
 
     Raises:
         ConfigError: a bad URL or scheme (naming the supported schemes), or a bad option.
@@ -65,10 +102,11 @@ class Queue:
         *,
         storage: Storage | None = None,
         retry: RetryPolicy | None = None,
-        default_timeout: float | str | timedelta | None = 300,
-        lease: float | str | timedelta = 30,
-        serializer: str | Serializer = "json",
+        default_timeout: float | str | timedelta | None = UNSET,
+        lease: float | str | timedelta = UNSET,
+        serializer: str | Serializer = UNSET,
         clock: Clock | None = None,
+        eager: bool | None = None,
     ) -> None:
         if storage is not None and url is not None:
             raise ConfigError(
@@ -84,10 +122,17 @@ class Queue:
                 field="retry",
                 value=retry,
             )
+        cfg = self.config = load_config()
+        if retry is None:
+            retry = _file_retry_policy(cfg)
         self.retry_policy: RetryPolicy = retry if retry is not None else RetryPolicy()
-        self.default_timeout: float | None = check_timeout(default_timeout)
-        self.lease: float = parse_duration(lease, field="lease")
-        self.serializer: Serializer = get_serializer(serializer)
+        self.default_timeout: float | None = check_timeout(
+            cfg.value("task.timeout", default_timeout)
+        )
+        self.lease: float = parse_duration(cfg.value("lease", lease), field="lease")
+        self.serializer: Serializer = get_serializer(cfg.value("serializer", serializer))
+        self.default_queue: str = check_name(cfg.value("task.queue"), "queue")
+        self.eager: bool = bool(cfg.value("eager", UNSET if eager is None else eager))
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: dict[str, Task[Any, Any]] = {}
         self._lock = threading.Lock()
@@ -124,12 +169,15 @@ class Queue:
     # ------------------------------------------------------------------ tasks
 
     @overload
-    def task(self, func: F, /) -> Task[Any, Any]: ...
+    def task(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
+
+    @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
     def task(
         self, func: None = None, /, *, name: str | None = None, **options: Unpack[TaskOptions]
-    ) -> Callable[[Callable[..., Any]], Task[Any, Any]]: ...
+    ) -> TaskDecorator: ...
 
     def task(
         self,
@@ -138,8 +186,13 @@ class Queue:
         *,
         name: str | None = None,
         **options: Unpack[TaskOptions],
-    ) -> Task[Any, Any] | Callable[[Callable[..., Any]], Task[Any, Any]]:
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a function as a task: ``@queue.task`` or ``@queue.task(...)``.
+
+        The task is typed after the body: ``def f(a: int) -> str`` gives a
+        ``Task[(a: int), str]``, so a type checker checks ``f.delay(...)``'s arguments
+        and ``f.delay(...).result()``'s type (an ``async def`` body gives an
+        :class:`~queue_core.task.AsyncTask`).
 
         Every option of SPEC §2 (:class:`~queue_core.task.TaskOptions`) is accepted and
         validated here. ``name`` defaults to ``module.qualname``; a function declared in
@@ -173,13 +226,14 @@ class Queue:
                         field="name",
                         value=task_name,
                     )
-                task: Task[Any, Any] = Task(self, fn, name=task_name, spec=task_spec)
+                cls = AsyncTask if inspect.iscoroutinefunction(fn) else Task
+                task: Task[Any, Any] = cls(self, fn, name=task_name, spec=task_spec)
                 self._tasks[task_name] = task
             return task
 
         if func is not None:
             return decorate(func)
-        return decorate
+        return decorate  # type: ignore[return-value]
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:
@@ -192,49 +246,112 @@ class Queue:
 
     # ------------------------------------------------------------------ enqueue
 
-    def _submit_one(self, job: NewJob) -> JobHandle:
+    def _submit_one(self, job: NewJob) -> JobHandle[Any]:
         self._storage.enqueue([job])
+        if self.eager or EAGER_EVERYWHERE:
+            self._run_eagerly(job.id)
         return JobHandle(self, job.id)
 
-    def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle]:
+    def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle[Any]]:
         if jobs:
             self._storage.enqueue(jobs)
+            if self.eager or EAGER_EVERYWHERE:
+                for j in jobs:
+                    self._run_eagerly(j.id)
         return [JobHandle(self, j.id) for j in jobs]
+
+    def _run_eagerly(self, job_id: str) -> None:
+        """Eager mode: run the job to its end now, on the worker's recording path."""
+        from queue_core.worker.eager import EagerRunner
+
+        EagerRunner(self).run(job_id)
+
+    def _by_name(self, task_name: str, allow_unregistered: bool, method: str) -> Task[Any, Any]:
+        check_name(task_name, "task_name")
+        task = self._tasks.get(task_name)
+        if task is not None:
+            return task
+        if not allow_unregistered:
+            known = ", ".join(sorted(self._tasks)) or "none"
+            raise ConfigError(
+                f"unknown task {task_name!r}: it is not registered on this queue in this "
+                "process, so its options (queue, retries, timeout, ...) are unknown here and "
+                "the job would silently get the queue defaults — import the module that "
+                "declares the task first (CLI: pass --app MODULE:ATTR, the Queue your tasks "
+                f"are declared on), or pass allow_unregistered=True to {method}() (CLI: "
+                f"--allow-unregistered) to enqueue with the queue defaults; tasks registered "
+                f"here: {known}",
+                code="unknown_task",
+                field="task_name",
+                value=task_name,
+            )
+        return Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
 
     def enqueue(
         self,
         task_name: str,
         args: Iterable[Any] = (),
         kwargs: dict[str, Any] | None = None,
+        *,
+        allow_unregistered: bool = False,
         **overrides: Unpack[CallOptions],
-    ) -> JobHandle:
-        """Enqueue a job by task name (as the CLI does).
+    ) -> JobHandle[Any]:
+        """Enqueue a job by task name (as the CLI does), with the task's options.
 
-        A name not registered on this queue is allowed: the job gets the queue's
-        defaults (and any overrides), and a worker that knows the task runs it.
+        Args:
+            task_name: the registry name of a task registered on this queue.
+            args: positional arguments of the body.
+            kwargs: keyword arguments of the body.
+            allow_unregistered: enqueue a name that is not registered in this process
+                anyway, with the queue's defaults plus ``overrides`` (not the options
+                the task declares elsewhere); a worker that knows the task runs it.
+            **overrides: per-call options, as for :meth:`Task.apply`.
+
+        Raises:
+            ConfigError: ``code="unknown_task"``: the name is not registered here (import
+                the task's module, or pass ``allow_unregistered=True``).
         """
-        check_name(task_name, "task_name")
-        task = self._tasks.get(task_name)
-        if task is None:
-            task = Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
+        task = self._by_name(task_name, allow_unregistered, "enqueue")
         return task.apply(args, kwargs, **overrides)
 
     def enqueue_many(
-        self, task: Task[Any, Any] | str, arg_tuples: Iterable[Any]
-    ) -> list[JobHandle]:
-        """Enqueue one job per element (a tuple of positional arguments), in one batch."""
+        self,
+        task: Task[Any, Any] | str,
+        arg_tuples: Iterable[Any],
+        *,
+        allow_unregistered: bool = False,
+    ) -> list[JobHandle[Any]]:
+        """Enqueue one job per element (a tuple of positional arguments), in one batch.
+
+        A task given by name must be registered on this queue, unless
+        ``allow_unregistered=True`` (see :meth:`enqueue`).
+
+        Raises:
+            ConfigError: ``code="unknown_task"`` for a name not registered here.
+        """
         if isinstance(task, str):
-            found = self._tasks.get(task)
-            if found is None:
-                found = Task(self, _unregistered, name=task, spec=build_spec(is_async=False))
-            task = found
+            task = self._by_name(task, allow_unregistered, "enqueue_many")
         return task.map(arg_tuples)
 
     # ------------------------------------------------------------------ jobs
 
-    def job(self, job_id: str) -> JobHandle:
+    def job(self, job_id: str) -> JobHandle[Any]:
         """A handle on an existing job (no storage access until used)."""
         return JobHandle(self, job_id)
+
+    async def job_async(self, job_id: str) -> JobHandle[Any]:
+        """A handle on an existing job, from an event loop (the read runs in a thread).
+
+        Unlike :meth:`job`, it reads the job once, so an unknown id fails here.
+
+        Raises:
+            NotFound: no job with that id.
+        """
+        from queue_core._aio import run_sync
+
+        handle: JobHandle[Any] = JobHandle(self, job_id)
+        await run_sync(handle.status)
+        return handle
 
     def cancel(self, job_id: str) -> JobState:
         """Cancel a job; return its state afterwards (``NotFound`` for an unknown id)."""
@@ -349,9 +466,11 @@ class Queue:
         """Run a worker in this process until stopped (blocking).
 
         Args:
-            queues: queue names to take jobs from; default every queue of a
-                registered task plus ``"default"``.
-            slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else 8).
+            queues: queue names to take jobs from; default env
+                ``QUEUE_CORE_WORKER_QUEUES``, else ``[worker] queues`` of the configuration
+                file, else every queue of a registered task plus ``"default"``.
+            slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else
+                ``[worker] slots`` of the configuration file, else 8).
             burst: return once the queues hold nothing running or ready (and nothing
                 due within 60 s).
             reap_interval: seconds between reaper passes.
@@ -361,9 +480,24 @@ class Queue:
         """
         from queue_core.worker import Worker
 
+        config = load_config()  # read now: the working directory may have changed
+        if slots is None:
+            slots = config.value("worker.slots")
+        if queues is None:
+            queues = config.value("worker.queues")
         Worker(
             self, queues=queues, slots=slots, burst=burst, reap_interval=reap_interval, **options
         ).run()
+
+
+def _file_retry_policy(cfg: Config) -> RetryPolicy | None:
+    """The queue-wide retry defaults of the file's ``[task]`` table, or ``None``."""
+    given = {
+        key[len("task.") :]: value for key, value in cfg.file_values.items() if key in RETRY_KEYS
+    }
+    if not given:
+        return None
+    return policy_from_options(**given)
 
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:

@@ -19,6 +19,7 @@ import os
 import re
 from typing import cast
 
+from queue_core.config import load_config
 from queue_core.errors import ConfigError
 from queue_core.storage import Storage, StorageFactory
 from queue_core.urls import mask_url
@@ -44,6 +45,8 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "postgresql+psycopg": ("backends.sql:SQLStorage", "postgres"),
     "redis": ("backends.redis:RedisStorage", "redis"),
     "rediss": ("backends.redis:RedisStorage", "redis"),
+    "redis+cluster": ("backends.redis:RedisStorage", "redis"),
+    "rediss+cluster": ("backends.redis:RedisStorage", "redis"),
     "sqs": ("backends.sqs:SQSStorage", "aws"),
 }
 
@@ -68,12 +71,17 @@ def supported_schemes() -> list[str]:
 
 
 def resolve_url(url: str | None) -> str:
-    """The URL to use: ``url``, else env ``QUEUE_CORE_URL``, else the embedded default."""
+    """The URL to use: ``url``, else env ``QUEUE_CORE_URL``, else ``url`` of the
+    configuration file (``queue-core.toml`` / ``[tool.queue-core]``, see
+    :mod:`queue_core.config`), else the embedded default."""
     if url:
         return url
     env = os.environ.get(ENV_URL)
     if env:
         return env
+    from_file = load_config().file_values.get("url")
+    if from_file:
+        return str(from_file)
     return DEFAULT_URL
 
 

@@ -3,5 +3,6 @@
 pytest_plugins = [
     "tests.servers.postgres",
     "tests.servers.redis",
+    "tests.servers.redis_cluster",
     "tests.servers.moto",
 ]

@@ -13,14 +13,15 @@ import os
 import threading
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, cast
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
+from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
 from backends.redis.flows import RedisFlows
@@ -42,13 +43,11 @@ from queue_core.model import (
     RenewResult,
     dt_from_ms,
 )
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, parse_retention
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state
 from queue_core.storage import Storage
-from queue_core.urls import mask_url
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
 
-DEFAULT_PREFIX = "qc"
 
 _SCRIPTS = (
     "enqueue",
@@ -182,14 +181,18 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
 
 
 class RedisStorage(RedisFlows, Storage):
-    """Storage on Redis >= 6.2 through redis-py (``redis://`` and ``rediss://`` URLs).
+    """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
+    Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
     Args:
-        client: a ``redis.Redis`` built with ``decode_responses=False`` (the default).
-            The storage uses it for every operation and closes it in :meth:`close`.
+        client: a ``redis.Redis`` or a ``redis.cluster.RedisCluster``, built with
+            ``decode_responses=False`` (the default). The storage uses it for every
+            operation and closes it in :meth:`close`.
         prefix: the first part of every key (default ``"qc"``). Two storages with
             different prefixes share a server without seeing each other's jobs. On a
-            cluster use a hash tag (``"{qc}"``) so every key lands in one slot.
+            cluster the storage wraps it in a hash tag itself (keys start with ``{qc}:``),
+            so that every key of one storage lands in one slot, the one each Lua script
+            runs on; ``{`` and ``}`` are then refused in the prefix.
         retention_ms: how long finished jobs are kept before :meth:`prune` deletes them
             (default 7 days). ``0`` keeps no finished job: the next :meth:`prune`
             deletes every job finished at or before its ``now``. Finished jobs also get a
@@ -206,11 +209,11 @@ class RedisStorage(RedisFlows, Storage):
 
     def __init__(
         self,
-        client: redis.Redis[bytes],
+        client: redis.Redis[bytes] | RedisCluster[bytes],
         *,
         prefix: str = DEFAULT_PREFIX,
         retention_ms: int = DEFAULT_RETENTION_MS,
-        wake_client: redis.Redis[bytes] | None = None,
+        wake_client: redis.Redis[bytes] | RedisCluster[bytes] | None = None,
     ) -> None:
         if retention_ms < 0:
             raise ConfigError(
@@ -223,17 +226,25 @@ class RedisStorage(RedisFlows, Storage):
             raise ConfigError(
                 "prefix must not be empty", code="invalid_option", field="prefix", value=prefix
             )
+        self._cluster = isinstance(client, RedisCluster)
+        if self._cluster:
+            check_cluster_prefix(prefix)
         self.prefix = prefix
+        #: the first part of every key: ``prefix``, or ``{prefix}`` (a hash tag) on a cluster
+        self.key_prefix = f"{{{prefix}}}" if self._cluster else prefix
         self.retention_ms = retention_ms
-        self.keys = Keys(prefix)
-        self._r = client
-        self._wake = wake_client
+        self.keys = Keys(self.key_prefix)
+        self._r: Any = cast(Any, client)
+        self._wake: Any = wake_client
         self._wake_lock = threading.Lock()
         self._closed = False
         self._thread_conn = threading.local()
-        self._base = [prefix, "", str(retention_ms)]
+        self._base = [self.key_prefix, "", str(retention_ms)]
+        # The scripts derive their keys from ARGV[1]; on a cluster one key of the prefix's
+        # slot goes in KEYS so that the client routes the call to the node owning it.
+        self._route: list[str] = [self.keys.job("")] if self._cluster else []
         src = _sources()
-        s: dict[str, Script] = {name: client.register_script(src[name]) for name in _SCRIPTS}
+        s: dict[str, Script] = {name: self._r.register_script(src[name]) for name in _SCRIPTS}
         self._enqueue = s["enqueue"]
         self._claim = s["claim"]
         self._renew = s["renew"]
@@ -257,49 +268,31 @@ class RedisStorage(RedisFlows, Storage):
     def from_url(cls, url: str) -> Self:
         """Build from ``redis://[user:password@]host:port/db?prefix=qc&retention=7d``.
 
-        ``rediss://`` uses TLS. ``prefix`` and ``retention`` (read by
+        ``rediss://`` uses TLS. ``redis+cluster://host:port/?prefix=qc`` (or
+        ``rediss+cluster://``) connects to a Redis Cluster through any one of its nodes
+        (redis-py's ``RedisCluster`` discovers the others); a cluster has only database 0.
+        ``prefix`` and ``retention`` (read by
         :func:`~queue_core.policy.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
         seconds, or ``0``) are this backend's options; every other query parameter goes
         to redis-py (e.g. ``socket_timeout``).
+
+        Raises:
+            ConfigError: ``invalid_url`` (not one of the four schemes, a bad port, a
+                database other than 0 on a cluster, an option redis-py refuses) or
+                ``invalid_option`` (a bad prefix or retention).
+            StorageUnavailable: a cluster URL whose seed node cannot be reached (the
+                cluster client reads the slot map when it is built).
         """
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise ConfigError(
-                f"invalid redis URL {mask_url(url)!r}", code="invalid_url", field="url"
-            ) from exc
-        if parts.scheme.lower() not in ("redis", "rediss"):
-            raise ConfigError(
-                f"not a redis:// or rediss:// URL: {mask_url(url)!r}",
-                code="invalid_url",
-                field="url",
-                value=parts.scheme,
-            )
-        prefix = DEFAULT_PREFIX
-        retention = DEFAULT_RETENTION_MS
-        rest: list[tuple[str, str]] = []
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name == "prefix":
-                prefix = value
-            elif name == "retention":
-                retention = parse_retention(value)
-            else:
-                rest.append((name, value))
-        clean = urlunsplit(parts._replace(query=urlencode(rest)))
-        try:
-            client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
-            wake = redis.Redis.from_url(
-                clean, socket_connect_timeout=10, socket_timeout=None, socket_keepalive=True
-            )
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(
-                f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
-            ) from exc
-        return cls(client, prefix=prefix, retention_ms=retention, wake_client=wake)
+        c = clients_from_url(url)
+        return cls(c.client, prefix=c.prefix, retention_ms=c.retention_ms, wake_client=c.wake)
 
     def __repr__(self) -> str:
-        kw = self._r.connection_pool.connection_kwargs
-        where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
+        if self._cluster:
+            node = self._r.get_default_node()
+            where = f"cluster {node.host}:{node.port}" if node is not None else "cluster"
+        else:
+            kw = self._r.connection_pool.connection_kwargs
+            where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
         return f"RedisStorage({where}, prefix={self.prefix!r}, retention_ms={self.retention_ms})"
 
     # ------------------------------------------------------------------ internals
@@ -309,7 +302,11 @@ class RedisStorage(RedisFlows, Storage):
             raise StorageError("RedisStorage is closed")
         if now is None:
             return list(self._base)
-        return [self.prefix, now, self._base[2]]
+        return [self.key_prefix, now, self._base[2]]
+
+    def _call(self, script: Script, args: list[Any]) -> Any:
+        """Run ``script`` through the client (on a cluster, routed by ``self._route``)."""
+        return script(keys=self._route, args=args)
 
     def _run(self, script: Script, args: list[Any]) -> Any:
         """Run ``script`` with ``args`` (no KEYS) through the lowest-overhead path.
@@ -321,8 +318,8 @@ class RedisStorage(RedisFlows, Storage):
         single-connection client goes through the ordinary path (it has its own lock).
         """
         r: Any = self._r
-        if r.connection is not None:
-            return script(args=args)
+        if self._cluster or r.connection is not None:
+            return self._call(script, args)
         # Each calling thread keeps one pooled connection (checked out once, returned on
         # error, after a fork, or by close()): the per-call pool checkout and release
         # cost about a quarter of a single enqueue's client time.
@@ -516,7 +513,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(t)
         args.append(max(limit - len(flows), 0))
         with translate_errors("reap"):
-            r = self._reap(args=args) if len(flows) < limit else []
+            r = self._call(self._reap, args) if len(flows) < limit else []
         reaped = [
             ReapedJob(
                 job_id=r[i].decode(),
@@ -536,7 +533,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(now)
         args.append(limit)
         with translate_errors("prune"):
-            return int(self._prune(args=args))
+            return int(self._call(self._prune, args))
 
     # ------------------------------------------------------------------ control and reads
 
@@ -545,7 +542,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(now)
         args.append(job_id)
         with translate_errors("cancel"):
-            res = self._cancel(args=args)
+            res = self._call(self._cancel, args)
         if res is None:
             raise NotFound(f"no job with id {job_id!r}")
         if res[1]:
@@ -609,13 +606,13 @@ class RedisStorage(RedisFlows, Storage):
         args.append(horizon_ms)
         args += dict.fromkeys(queues)
         with translate_errors("count_pending"):
-            return int(self._count_pending(args=args))
+            return int(self._call(self._count_pending, args))
 
     def stats(self, *, now: int | None = None) -> list[QueueStats]:
         """See :meth:`queue_core.storage.Storage.stats`."""
         args = self._args(now)
         with translate_errors("stats"):
-            rows = self._stats(args=args)
+            rows = self._call(self._stats, args)
         out: list[QueueStats] = []
         for row in rows:
             counts = {row[i].decode(): int(row[i + 1]) for i in range(2, len(row), 2)}
@@ -653,7 +650,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(None)
         args += (max(offset, 0), limit, _opt(task_name))
         with translate_errors("list_dead"):
-            r = self._list_dead(args=args)
+            r = self._call(self._list_dead, args)
         return [self._dead_entry(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
@@ -671,7 +668,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(now)
         args += (dead_id, new_id, _opt(queue))
         with translate_errors("retry_dead"):
-            took = self._retry_dead(args=args)
+            took = self._call(self._retry_dead, args)
         if took == -1:
             raise step_replay_refused(dead_id)
         if not took:
@@ -688,7 +685,7 @@ class RedisStorage(RedisFlows, Storage):
         total = 0
         with translate_errors("purge_dead"):
             while True:
-                n = int(self._purge_dead(args=args))
+                n = int(self._call(self._purge_dead, args))
                 total += n
                 if n < _PURGE_BATCH:
                     return total
@@ -705,9 +702,14 @@ class RedisStorage(RedisFlows, Storage):
 
     # ------------------------------------------------------------------ optional abilities
 
-    def _wake_client(self) -> redis.Redis[bytes]:
+    def _wake_client(self) -> Any:
         with self._wake_lock:
-            if self._wake is None:
+            if self._wake is None and self._cluster:
+                nodes = [ClusterNode(n.host, n.port) for n in self._r.get_nodes()]
+                kw = dict(self._r.nodes_manager.connection_kwargs)
+                kw["socket_timeout"] = None
+                self._wake = RedisCluster(startup_nodes=nodes, **kw)
+            elif self._wake is None:
                 kw = dict(self._r.connection_pool.connection_kwargs)
                 kw["socket_timeout"] = None
                 pool = redis.ConnectionPool(
@@ -730,7 +732,7 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(None)
         args += names
         with translate_errors("wait_for_jobs"):
-            due_ms = int(self._next_ready(args=args))
+            due_ms = int(self._call(self._next_ready, args))
             if due_ms == 0:
                 return True
             wait = timeout if due_ms < 0 else min(timeout, due_ms / 1000.0)
@@ -755,5 +757,5 @@ class RedisStorage(RedisFlows, Storage):
         args = self._args(None)
         args += ("" if state is None else state.value, _opt(queue), max(offset, 0), limit)
         with translate_errors("list_jobs"):
-            ids = self._list_jobs(args=args)
+            ids = self._call(self._list_jobs, args)
         return self._read_jobs([i.decode() for i in ids])

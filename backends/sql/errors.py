@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 
 from queue_core.errors import QueueCoreError, StorageError, StorageUnavailable
 
-__all__ = ["translate_errors"]
+__all__ = ["translate_errors", "translated"]
 
 _SQLITE_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o", "readonly")
 
@@ -52,13 +52,47 @@ def _is_unavailable(orig: BaseException) -> bool:
     return False
 
 
-@contextmanager
-def translate_errors(where: str, *, secret: str | None = None) -> Iterator[None]:
-    """Translate driver errors raised inside the block.
+def translated(
+    exc: BaseException, where: str, *, secret: str | None = None
+) -> tuple[BaseException, BaseException] | None:
+    """The queue-core exception for a driver error ``exc`` and the cause to chain to it,
+    or ``None`` when ``exc`` passes unchanged (queue-core's own, or not a database error).
 
     Args:
+        exc: the exception raised by a database call.
         where: what the messages name, e.g. the masked URL.
         secret: a password to scrub from messages, if the URL has one.
+    """
+    if isinstance(exc, QueueCoreError):
+        return None
+    if isinstance(exc, sa_exc.DBAPIError):
+        orig = exc.orig if isinstance(exc.orig, BaseException) else exc
+        message = _scrub(f"{where}: {type(orig).__name__}: {_first_line(orig)}", secret)
+        if exc.connection_invalidated or _is_unavailable(orig):
+            return StorageUnavailable(message), orig
+        if isinstance(exc, sa_exc.IntegrityError):
+            return StorageError(f"{message} (duplicate id or constraint violation)"), orig
+        return StorageError(message), orig
+    if isinstance(exc, sa_exc.TimeoutError):  # connection pool exhausted
+        return StorageUnavailable(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        return StorageError(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
+    driver = isinstance(exc, (sqlite3.Error, OSError)) or (
+        isinstance(exc, Exception) and type(exc).__module__.startswith("psycopg")
+    )
+    if not driver:
+        return None
+    message = _scrub(f"{where}: {type(exc).__name__}: {_first_line(exc)}", secret)
+    if isinstance(exc, OSError) or _is_unavailable(exc):
+        return StorageUnavailable(message), exc
+    if isinstance(exc, sqlite3.IntegrityError) or type(exc).__name__ == "UniqueViolation":
+        return StorageError(f"{message} (duplicate id or constraint violation)"), exc
+    return StorageError(message), exc
+
+
+@contextmanager
+def translate_errors(where: str, *, secret: str | None = None) -> Iterator[None]:
+    """Translate driver errors raised inside the block (see :func:`translated`).
 
     Raises:
         StorageUnavailable: the database cannot be reached or is busy beyond the timeout.
@@ -66,29 +100,8 @@ def translate_errors(where: str, *, secret: str | None = None) -> Iterator[None]
     """
     try:
         yield
-    except QueueCoreError:
-        raise
-    except sa_exc.DBAPIError as exc:
-        orig = exc.orig if isinstance(exc.orig, BaseException) else exc
-        message = _scrub(f"{where}: {type(orig).__name__}: {_first_line(orig)}", secret)
-        if exc.connection_invalidated or _is_unavailable(orig):
-            raise StorageUnavailable(message) from orig
-        if isinstance(exc, sa_exc.IntegrityError):
-            raise StorageError(f"{message} (duplicate id or constraint violation)") from orig
-        raise StorageError(message) from orig
-    except sa_exc.TimeoutError as exc:  # connection pool exhausted
-        raise StorageUnavailable(_scrub(f"{where}: {_first_line(exc)}", secret)) from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise StorageError(_scrub(f"{where}: {_first_line(exc)}", secret)) from exc
-    except (sqlite3.Error, OSError) as exc:
-        message = _scrub(f"{where}: {type(exc).__name__}: {_first_line(exc)}", secret)
-        if isinstance(exc, OSError) or _is_unavailable(exc):
-            raise StorageUnavailable(message) from exc
-        raise StorageError(message) from exc
-    except Exception as exc:
-        if type(exc).__module__.startswith("psycopg"):
-            message = _scrub(f"{where}: {type(exc).__name__}: {_first_line(exc)}", secret)
-            if _is_unavailable(exc):
-                raise StorageUnavailable(message) from exc
-            raise StorageError(message) from exc
-        raise
+    except BaseException as exc:
+        pair = translated(exc, where, secret=secret)
+        if pair is None:
+            raise
+        raise pair[0] from pair[1]

@@ -56,7 +56,7 @@ __all__ = [
     "read_version",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code reads and writes."""
 
 MIGRATION_LOCK = (815_001, 1)
@@ -90,6 +90,7 @@ jobs = Table(
     # schedule-to-start deadline while queued: run_at + schedule_to_start_ms
     Column("expires_at", BigInteger),
     Column("max_attempts", Integer, nullable=False),
+    # as enqueued (the dead-letter spec); a RETRY decision's delay goes to the next column
     Column("lost_delay_ms", BigInteger, nullable=False),
     Column("timeout_ms", BigInteger),
     Column("heartbeat_ms", BigInteger),
@@ -114,6 +115,8 @@ jobs = Table(
     Column("error_message", Text),
     Column("error_traceback", Text),
     Column("dead_id", String(64)),
+    # version 2: the reap delay set by the last RETRY decision; NULL = lost_delay_ms
+    Column("retry_lost_delay_ms", BigInteger),
 )
 
 _QUEUED = text("state = 'queued'")
@@ -206,7 +209,16 @@ def _v1(conn: Connection) -> None:
     metadata.create_all(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}
+def _v2(conn: Connection) -> None:
+    """Version 2: ``qc_jobs.retry_lost_delay_ms``, so that ``lost_delay_ms`` keeps the
+    value the job was enqueued with (what a dead-letter entry replays). A database
+    created at version 2 already has it (``create_all`` of the tables above)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(jobs.name)}
+    if "retry_lost_delay_ms" not in columns:
+        conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN retry_lost_delay_ms BIGINT"))
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
 """Version -> step that upgrades a database from ``version - 1``."""
 
 

@@ -215,11 +215,18 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
         app: the ``--app`` value.
         url: the ``--url`` value.
         create: ``False`` for read-only commands: storage that does not exist is an
-            error (:class:`StorageMissing`) instead of being created empty.
+            error (:class:`StorageMissing`) instead of being created empty. The
+            ``memory://`` storage of an ``--app`` module that was already imported when
+            the command started exists (it is this process's own) and is read.
     """
     if app:
+        # A module imported before this command ran (the CLI invoked in-process, as
+        # click's CliRunner does, or embedded in an app) holds a Queue that already
+        # lived here: its memory:// storage is the one this process has been using.
+        imported_before = app.strip().partition(":")[0] in sys.modules
         queue = load_app(app)
-        if not create:
+        in_memory = queue.url is not None and queue.url.lower().startswith("memory:")
+        if not create and not (imported_before and in_memory):
             check_storage_exists(queue.url, f"the storage of --app {app}")
         return queue, f"app {app}"
     if url is not None and not url.strip():

@@ -40,6 +40,7 @@ from queue_core import (
     StorageError,
     StorageUnavailable,
 )
+from queue_core.config import load_config
 from queue_core.model import ms_from_dt
 from queue_core.registry import mask_url
 
@@ -177,10 +178,12 @@ def _positive_float(
 @cli.command()
 @click.argument("app", metavar="APP")
 @click.option("--queues", "-Q", default=None, metavar="Q1,Q2",
-              help="Comma-separated queue names (default: every queue with a task of APP).")
-@click.option("--slots", "-c", type=click.IntRange(min=1), default=8, show_default=True,
-              envvar="QUEUE_CORE_WORKER_SLOTS", show_envvar=True,
-              help="Jobs run at once by this worker.")
+              help="Comma-separated queue names (default: env QUEUE_CORE_WORKER_QUEUES, else "
+                   "[worker] queues of the configuration file, else every queue with a task "
+                   "of APP).")
+@click.option("--slots", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once by this worker (default: env QUEUE_CORE_WORKER_SLOTS, "
+                   "else [worker] slots of the configuration file, else 8).")
 @click.option("--burst", is_flag=True,
               help="Exit once no job is running, ready or due within 60 s.")
 @click.option("--lease", type=float, default=None, callback=_positive_float, metavar="S",
@@ -198,7 +201,7 @@ def _positive_float(
 def worker(
     app: str,
     queues: str | None,
-    slots: int,
+    slots: int | None,
     burst: bool,
     lease: float | None,
     reap_interval: float,
@@ -259,6 +262,9 @@ def _duration_arg(text: str) -> float | str:
 @click.option("--delay", default=None, metavar="S",
               help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).")
 @click.option("--priority", type=int, default=None, help="Higher runs first within a queue.")
+@click.option("--allow-unregistered", is_flag=True,
+              help="Enqueue a task that --app does not declare (or without --app) with the "
+                   "queue defaults instead of the task's own options.")
 @_storage_options
 def enqueue(
     task_name: str,
@@ -267,10 +273,17 @@ def enqueue(
     queue_name: str | None,
     delay: str | None,
     priority: int | None,
+    allow_unregistered: bool,
     app: str | None,
     url: str | None,
 ) -> None:
-    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id."""
+    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id.
+
+    The job gets the task's declared options (queue, retries, timeout), so the task
+    must be known: pass --app MODULE:ATTR, the Queue the task is declared on. Without
+    it, the command refuses rather than store the queue defaults, unless
+    --allow-unregistered is given.
+    """
     args: list[Any] = []
     if args_json is not None:
         value = _json_value(args_json, "ARGS_JSON")
@@ -293,7 +306,13 @@ def enqueue(
     if priority is not None:
         overrides["priority"] = priority
     queue, _ = _queue(app, url, create=True)
-    handle = queue.enqueue(task_name, args=tuple(args), kwargs=kwargs, **overrides)
+    handle = queue.enqueue(
+        task_name,
+        args=tuple(args),
+        kwargs=kwargs,
+        allow_unregistered=allow_unregistered,
+        **overrides,
+    )
     click.echo(handle.id)
 
 
@@ -714,6 +733,45 @@ def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) ->
         raise CliError(f"job {job_id!r} had already finished ({state.value}): nothing to cancel")
 
 
+@cli.command("config")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {file, settings: [{key, value, source}]} as JSON.")
+@click.option("--url", metavar="URL", default=None, help="Show the effective values with this URL.")
+def config_command(as_json: bool, url: str | None) -> None:
+    """Show every effective setting and where it came from.
+
+    Precedence: explicit argument (here --url) > environment variable > configuration
+    file (./queue-core.toml, else [tool.queue-core] in ./pyproject.toml, or the file
+    named by env QUEUE_CORE_CONFIG) > default. The file is validated: an unknown key or
+    a bad value is an error naming it.
+    """
+    ctx = click.get_current_context()
+    root = ctx.find_root().obj or {}
+    if root.get("app"):
+        raise CliUsageError(
+            f"config does not take --app ({root['app']}): it shows the settings of the "
+            "configuration file and the environment; a Queue's own arguments are in its code"
+        )
+    url = url if url is not None else root.get("url")
+    config = load_config()
+    explicit = {} if url is None else {"url": (url, "--url")}
+    settings = config.settings(explicit)
+    rows = [
+        (s.key, mask_url(s.value) if s.key == "url" else s.value, s.source) for s in settings
+    ]
+    if as_json:
+        echo_json({
+            "file": None if config.path is None else str(config.path),
+            "settings": [{"key": k, "value": v, "source": src} for k, v, src in rows],
+        })
+        return
+    where = "none found" if config.path is None else str(config.path)
+    click.echo(f"configuration file: {where}")
+    click.echo(table(("key", "value", "source"), [
+        (k, ",".join(v) if isinstance(v, list) else v, src) for k, v, src in rows
+    ]))
+
+
 @cli.command()
 @_storage_options
 def migrate(app: str | None, url: str | None) -> None:
@@ -731,3 +789,11 @@ def _register_dashboard() -> None:
 
 
 _register_dashboard()
+
+
+def _register_flow() -> None:
+    """``queue-core flow ...``: the group registers itself on import (contrib.cli.flows)."""
+    import contrib.cli.flows  # noqa: F401
+
+
+_register_flow()

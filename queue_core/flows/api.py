@@ -243,7 +243,7 @@ class Flow:
             task_name = f"{self.name}.{step_id}"
             steps = (*self._steps, _step_spec(step_id, task_name, ts, deps))
             FlowSpec(**self._fields, steps=steps)  # unknown dependency, cycle, duplicate id
-            task = self._owner.task(name=task_name, **options)(fn)
+            task: Task[Any, Any] = self._owner.task(name=task_name, **options)(fn)
             self._steps = steps
             self._step_of_task[builtins_id(task)] = step_id
             return task

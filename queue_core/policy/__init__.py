@@ -19,6 +19,7 @@ from queue_core.policy.outcomes import (
     parse_retention,
     reap_outcome,
     reap_verdict,
+    replay_count,
     replay_job,
 )
 from queue_core.policy.retry import BackoffKind, RetryPolicy, merge_policies, policy_from_options
@@ -30,6 +31,7 @@ __all__ = [
     "parse_retention",
     "reap_outcome",
     "reap_verdict",
+    "replay_count",
     "replay_job",
     "BackoffKind",
     "RetryPolicy",

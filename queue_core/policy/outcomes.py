@@ -9,7 +9,8 @@ rules cannot drift between them:
 * :func:`reap_verdict` -- which expired bound of a running attempt wins, how the attempt is
   recorded and what happens to the job (``Storage.reap``).
 * :func:`replay_job` -- how ``Storage.retry_dead`` rebuilds a job from the spec that a
-  dead-letter entry carries.
+  dead-letter entry carries, counting the replay in the job's ``options``
+  (:func:`replay_count` reads the count back).
 * :func:`parse_retention` and :data:`DEFAULT_RETENTION_MS` -- how long finished jobs are
   kept, one parser for every backend's ``?retention=`` URL option.
 
@@ -23,9 +24,11 @@ No I/O, no clock: ``now`` is an argument (epoch milliseconds).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Final
 
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
@@ -39,6 +42,7 @@ __all__ = [
     "parse_retention",
     "reap_outcome",
     "reap_verdict",
+    "replay_count",
     "replay_job",
 ]
 
@@ -170,6 +174,69 @@ def reap_verdict(
 # --------------------------------------------------------------------------- dead letters
 
 
+REPLAYS_KEY: Final = "replays"
+"""The key of ``options`` (a JSON object) that counts the replays leading to a job."""
+
+_WS = " \t\n\r"
+_LEADING_COUNT = re.compile(r'\{[ \t\n\r]*"replays"[ \t\n\r]*:[ \t\n\r]*([0-9]+)[ \t\n\r]*(?=[,}])')
+"""A ``"replays"`` member written first in the object, as :func:`replay_job` writes it."""
+
+
+def replay_count(options: str | None, replay_of: str | None) -> int | None:
+    """How many replays (``Storage.retry_dead``) led to a job, read from its ``options``
+    and ``replay_of``; ``None`` when that cannot be known.
+
+    :func:`replay_job` keeps the count in ``options``, a JSON object, as the member
+    ``"replays"`` written first (``{"replays":2,...}``). The count is:
+
+    * ``0`` for a job never replayed: ``replay_of`` is ``None`` and options are ``None``,
+      empty, or an object without ``"replays"``;
+    * the ``"replays"`` member when it is a non-negative integer written first;
+    * ``None`` (unknown) otherwise: options that are not a JSON object, a ``"replays"``
+      member that is not a plain count or not first, or a replayed job (``replay_of``
+      set) without a count (replayed before counts were kept).
+
+    An unknown count stays unknown along the chain (:func:`replay_job` leaves such
+    options alone), so a caller that stops at a bound (auto-replay's ``max_replays``)
+    never exceeds it.
+    """
+    if not options:
+        return 0 if replay_of is None else None
+    try:
+        data = json.loads(options)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if REPLAYS_KEY not in data:
+        return 0 if replay_of is None else None
+    value = data[REPLAYS_KEY]
+    lead = _LEADING_COUNT.match(options.lstrip(_WS))
+    if lead is None or type(value) is not int or value != int(lead.group(1)):
+        return None
+    return value
+
+
+def _count_replay(options: str | None, replay_of: str | None) -> str | None:
+    """``options`` with one more replay counted (see :func:`replay_count`): the
+    ``"replays"`` member first, every other member kept as written; unchanged when the
+    count is unknown."""
+    done = replay_count(options, replay_of)
+    if done is None:
+        return options
+    lead = f'{{"{REPLAYS_KEY}":{done + 1}'
+    if not options:
+        return lead + "}"
+    text = options.lstrip(_WS)
+    found = _LEADING_COUNT.match(text)
+    if found is not None:
+        return lead + text[found.end() :]
+    rest = text[1:]
+    if rest.lstrip(_WS).startswith("}"):  # an empty object
+        return lead + rest.lstrip(_WS)
+    return lead + "," + rest
+
+
 def replay_job(
     spec: NewJob, *, dead_id: str, new_id: str, queue: str | None, now: int
 ) -> NewJob:
@@ -181,10 +248,17 @@ def replay_job(
 
     * a new ``id``; ``queue`` replaced when given;
     * ready now: ``run_at = now``, ``delay_ms = 0``;
-    * ``replay_of = dead_id`` (the entry it replays, which ``retry_dead`` removes).
+    * ``replay_of = dead_id`` (the entry it replays, which ``retry_dead`` removes);
+    * one more replay counted in ``options``: the JSON object gets (or updates) the
+      member ``"replays"``, written first -- ``None`` becomes ``{"replays":1}``,
+      ``{"o":1}`` becomes ``{"replays":1,"o":1}``, ``{"replays":1,"o":1}`` becomes
+      ``{"replays":2,"o":1}``; every other member is kept as written. Options whose
+      count is unknown (see :func:`replay_count`) are kept as they are. The count is
+      what auto-replay (``dead_letter_replay``) bounds with ``max_replays``, so it
+      survives worker restarts and holds across workers.
 
     Everything else -- priority, ``max_attempts``, ``lost_delay_ms``, timeouts,
-    heartbeat, schedule-to-start, concurrency, ``options`` -- is kept as stored.
+    heartbeat, schedule-to-start, concurrency -- is kept as stored.
 
     Raises:
         ConfigError: ``invalid_option`` for a flow step's job (``execution_id`` set): its
@@ -207,6 +281,7 @@ def replay_job(
         run_at=now,
         delay_ms=0,
         replay_of=dead_id,
+        options=_count_replay(spec.options, spec.replay_of),
     )
 
 

@@ -66,8 +66,10 @@ class WorkerState:
     _process_pool: Any
     _flush_backoff: Backoff
     _burst_said: int | None
-    _replayed: dict[str, int]
-    """Dead-letter ids this worker replayed -> replays that led to them."""
+    _replay_counts: dict[str, int | None]
+    """Dead-letter ids seen by auto-replay -> replays that led to them (``None`` unknown):
+    a cache of what storage holds (an entry's count never changes), so an entry kept
+    past ``max_replays`` is read once, not on every pass."""
     # set by run_async
     _queues: list[str]
     _tasks: dict[str, Task[Any, Any]]

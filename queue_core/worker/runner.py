@@ -151,7 +151,7 @@ class Worker(Claiming):
         self._process_pool = None
         self._flush_backoff = Backoff()  # per worker: one worker's outage is not another's
         self._burst_said = None
-        self._replayed = {}
+        self._replay_counts = {}
 
     # ------------------------------------------------------------------ public
 

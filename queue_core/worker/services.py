@@ -14,7 +14,7 @@ from anyio import to_thread
 
 from queue_core.errors import LeaseLost, NotFound, StorageError
 from queue_core.model import DeadJob, LeaseRef, Reason, ms_from_dt
-from queue_core.policy import renew_interval
+from queue_core.policy import renew_interval, replay_count
 from queue_core.task import Replay
 from queue_core.worker.flowsteps import flow_deadline_of
 from queue_core.worker.log import log
@@ -28,8 +28,8 @@ _WATCH_EVERY: Final = 0.05
 _REPLAY_PAGE: Final = 100
 _REPLAY_PAGES: Final = 10
 """At most this many pages of one task's dead letters are read per reaper pass."""
-_REPLAYED_KEPT: Final = 100_000
-"""Replays this worker remembers (to count chains of replays)."""
+_COUNTS_KEPT: Final = 100_000
+"""Replay counts of dead letters this worker caches (see ``_replay_counts``)."""
 
 
 def deadline_of(att: Attempt) -> float | None:
@@ -231,7 +231,8 @@ class Services(AttemptRecording):
         Run by the reaper after each reaping pass. An entry is due once it has been dead
         for ``Replay.after``; it is replayed with ``storage.retry_dead`` (atomic: when
         several workers try, one wins and the others get ``NotFound``) while its chain
-        of replays is shorter than ``Replay.max_replays`` (see :meth:`_replays_of`).
+        of replays is shorter than ``Replay.max_replays`` (the count is stored with the
+        job, see :meth:`_replays_of`).
         """
         for name, task in list(self._tasks.items()):
             replay = task.dead_letter_replay
@@ -257,16 +258,15 @@ class Services(AttemptRecording):
         return due
 
     async def _replay(self, entry: DeadJob, replay: Replay) -> None:
-        done = self._replays_of(entry)
+        done = await self._replays_of(entry)
         if done is None or done >= replay.max_replays:
             return
         try:
             new_id = await to_thread.run_sync(self.storage.retry_dead, entry.id, limiter=self._io)
         except NotFound:
             return  # another worker replayed it first
-        self._replayed[entry.id] = done
-        if len(self._replayed) > _REPLAYED_KEPT:  # forget the oldest replays
-            del self._replayed[next(iter(self._replayed))]
+        finally:
+            self._replay_counts.pop(entry.id, None)
         log.info(
             "replayed dead job %s of %s (reason %s) as job %s: replay %d of %d",
             entry.job_id,
@@ -277,20 +277,28 @@ class Services(AttemptRecording):
             replay.max_replays,
         )
 
-    def _replays_of(self, entry: DeadJob) -> int | None:
+    async def _replays_of(self, entry: DeadJob) -> int | None:
         """How many replays led to ``entry`` (0 for a job never replayed), or ``None``
         when that cannot be known.
 
-        ``retry_dead`` removes the entry it replays, so storage keeps only the last link
-        of a chain (``replay_of``); the length of the chain is this worker's record of
-        the replays it made. A chain it did not make (replayed by hand, by another
-        worker process, or before a restart) is not replayed: never more than
-        ``max_replays`` replays, at the price of a chain that a restart cuts short.
+        The count is stored with the job: ``retry_dead`` counts each replay in the new
+        job's ``options`` (:func:`~queue_core.policy.outcomes.replay_job`), so a chain
+        continues across worker restarts and workers, and replays made by hand count
+        too. It is read from the dead job's record
+        (:func:`~queue_core.policy.outcomes.replay_count`); when that record is gone
+        (pruned) or its count unknown, the entry is not replayed: never more than
+        ``max_replays`` replays. Counts are cached per entry (they never change).
         """
         if entry.replay_of is None:
-            return 0
-        known = self._replayed.get(entry.replay_of)
-        return None if known is None else known + 1
+            return 0  # the first job of its chain: nothing to read
+        if entry.id in self._replay_counts:
+            return self._replay_counts[entry.id]
+        record = await to_thread.run_sync(self.storage.get_job, entry.job_id, limiter=self._io)
+        done = None if record is None else replay_count(record.options, record.replay_of)
+        self._replay_counts[entry.id] = done
+        if len(self._replay_counts) > _COUNTS_KEPT:  # forget the oldest
+            del self._replay_counts[next(iter(self._replay_counts))]
+        return done
 
     # ------------------------------------------------------------------ shutdown
 

@@ -38,7 +38,7 @@ def test_unknown_option_is_a_usage_error(run):
 
 def test_enqueue_prints_the_job_id_and_a_worker_runs_it(run, app: App):
     result = run("enqueue", "app.add", "[2]", "--kwargs", '{"b": 40}', "--priority", "7",
-                 "--queue", "default", "--url", app.url)
+                 "--queue", "default", "--app", app.spec)
     assert result.exit_code == 0, result.stderr
     job_id = result.stdout.strip()
     assert len(job_id) >= 16 and "\n" not in job_id
@@ -50,11 +50,34 @@ def test_enqueue_prints_the_job_id_and_a_worker_runs_it(run, app: App):
 
 
 def test_enqueue_with_delay_is_scheduled_not_ready(run, app: App):
-    result = run("enqueue", "app.add", "[1]", "--delay", "1h", "--url", app.url)
+    result = run("enqueue", "app.add", "[1]", "--delay", "1h", "--app", app.spec)
     assert result.exit_code == 0, result.stderr
     stats = {s.queue: s for s in app.queue.stats()}
     assert stats["default"].scheduled == 1
     assert stats["default"].ready == 0
+
+
+def test_enqueue_stores_the_options_the_app_declares(run, app: App):
+    result = run("enqueue", "app.flaky_forever", "--app", app.spec)
+    assert result.exit_code == 0, result.stderr
+    rec = app.queue.storage().get_job(result.stdout.strip())
+    assert rec.max_attempts == 2  # max_retries=1 from the decorator, not the queue default
+
+
+def test_enqueue_without_the_app_refuses_unless_allowed(run, app: App):
+    refused = run("enqueue", "app.flaky_forever", "--url", app.url)
+    assert refused.exit_code == 2
+    assert "unknown task 'app.flaky_forever'" in refused.stderr
+    assert "--app MODULE:ATTR" in refused.stderr and "--allow-unregistered" in refused.stderr
+    assert sum(s.ready + s.scheduled for s in app.queue.stats()) == 0
+    unknown_in_app = run("enqueue", "app.nope", "--app", app.spec)
+    assert unknown_in_app.exit_code == 2 and "unknown task 'app.nope'" in unknown_in_app.stderr
+    assert "app.add" in unknown_in_app.stderr  # names what the app does declare
+
+    allowed = run("enqueue", "app.flaky_forever", "--url", app.url, "--allow-unregistered")
+    assert allowed.exit_code == 0, allowed.stderr
+    rec = app.queue.storage().get_job(allowed.stdout.strip())
+    assert (rec.task_name, rec.max_attempts) == ("app.flaky_forever", 1)  # queue defaults
 
 
 def test_enqueue_rejects_bad_json_and_stores_nothing(run, app: App):
@@ -67,7 +90,7 @@ def test_enqueue_rejects_bad_json_and_stores_nothing(run, app: App):
     bad_kwargs = run("enqueue", "app.add", "[1]", "--kwargs", "[1]", "--url", app.url)
     assert bad_kwargs.exit_code == 2
     assert "--kwargs" in bad_kwargs.stderr and "JSON object" in bad_kwargs.stderr
-    bad_delay = run("enqueue", "app.add", "[1]", "--delay", "soon", "--url", app.url)
+    bad_delay = run("enqueue", "app.add", "[1]", "--delay", "soon", "--app", app.spec)
     assert bad_delay.exit_code == 2
     assert "'soon'" in bad_delay.stderr
     assert sum(s.ready + s.scheduled for s in app.queue.stats()) == 0
@@ -238,7 +261,7 @@ def test_storage_from_app_then_url_then_env(run, populated: Populated, tmp_path)
 
 
 def test_default_storage_is_queue_core_db_in_the_working_directory(run, app: App):
-    result = run("enqueue", "app.add", "[1]")
+    result = run("enqueue", "app.add", "[1]", "--allow-unregistered")
     assert result.exit_code == 0, result.stderr
     assert (app.dir / "queue_core.db").exists()
     default_queue = Queue(f"sqlite:///{app.dir / 'queue_core.db'}")

@@ -6,6 +6,8 @@ A block's info string is ``LANG [skip-test: REASON]``:
   order, like a reader pasting them into one session). A block whose first line is a
   file-name comment (``# tasks.py``) is the content of that file: it is written to the
   page's working directory instead, where later blocks and commands import or run it.
+  A ``toml`` block whose first line is ``# queue-core.toml`` (or another file name) is
+  written the same way.
 * ``bash`` / ``sh`` -- every command line is run by bash in the page's working
   directory and must exit 0; ``console`` -- the same for the ``$ `` lines (the other
   lines are sample output).
@@ -49,8 +51,9 @@ class Block:
 
     @property
     def file_name(self) -> str | None:
-        """``tasks.py`` for a python block that starts with ``# tasks.py``."""
-        if self.lang != "python":
+        """``tasks.py`` for a python block that starts with ``# tasks.py`` (also
+        ``queue-core.toml`` for a toml block that starts with ``# queue-core.toml``)."""
+        if self.lang not in ("python", "toml"):
             return None
         first = self.code.lstrip("\n").split("\n", 1)[0]
         m = _FILE_HEADER.match(first)
@@ -58,7 +61,8 @@ class Block:
 
     @property
     def runnable(self) -> bool:
-        return self.lang in RUNNABLE and self.skip_reason is None
+        runs = self.lang in RUNNABLE or self.file_name is not None
+        return runs and self.skip_reason is None
 
     def to_json(self) -> dict[str, object]:
         return {"where": self.where, "lang": self.lang, "code": self.code,

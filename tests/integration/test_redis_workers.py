@@ -72,7 +72,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 def test_four_workers_drain_5000_jobs_each_exactly_once(env: dict[str, str]) -> None:
     q = _producer(env)
     try:
-        handles = q.enqueue_many("record", [(i,) for i in range(5000)])
+        handles = q.enqueue_many("record", [(i,) for i in range(5000)], allow_unregistered=True)
         assert len(handles) == 5000
         workers = [_spawn(env, "--burst") for _ in range(4)]
         try:
@@ -96,7 +96,9 @@ def test_sigkilled_worker_job_is_reaped_and_succeeds_elsewhere(env: dict[str, st
     a = _spawn(env, "--lease", "1", "--reap-interval", "0.2")
     b: subprocess.Popen[bytes] | None = None
     try:
-        handle = q.enqueue("hang_first", args=("x",), max_retries=2, retry_backoff="10ms")
+        handle = q.enqueue(
+            "hang_first", args=("x",), max_retries=2, retry_backoff="10ms", allow_unregistered=True
+        )
         _wait_for(lambda: any(p[0] == "hang_first" for p in _lines(env)), 30)
         a.send_signal(signal.SIGKILL)
         a.wait(10)

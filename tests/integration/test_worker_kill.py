@@ -33,7 +33,11 @@ def producer(url: str) -> Iterator[Queue]:
 def _enqueue(q: Queue, tmp_path: Path, seconds: float) -> JobHandle:
     # by name, as a producer that does not import the task module would
     return q.enqueue(
-        "slow_once", args=(str(tmp_path), seconds), max_retries=2, retry_backoff="10ms"
+        "slow_once",
+        args=(str(tmp_path), seconds),
+        max_retries=2,
+        retry_backoff="10ms",
+        allow_unregistered=True,
     )
 
 

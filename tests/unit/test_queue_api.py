@@ -113,7 +113,8 @@ def test_enqueue_by_name(queue: Queue) -> None:
 
     rec = queue.storage().get_job(queue.enqueue("by.name", args=(1,)).id)
     assert rec is not None and rec.queue == "q1"
-    rec2 = queue.storage().get_job(queue.enqueue("other", args=(2,), queue="q2").id)
+    other = queue.enqueue("other", args=(2,), queue="q2", allow_unregistered=True)
+    rec2 = queue.storage().get_job(other.id)
     assert rec2 is not None and rec2.task_name == "other" and rec2.queue == "q2"
 
 
@@ -188,3 +189,42 @@ def test_purge_dead_by_age_zero_means_everything_up_to_now(queue: Queue) -> None
     assert len(queue.dead_letters()) == 2  # a bad age removed nothing
     assert queue.purge_dead(older_than=timedelta(0)) == 2
     assert queue.dead_letters() == []
+
+
+def test_enqueue_by_name_keeps_the_registered_options(queue: Queue) -> None:
+    @queue.task(name="billing.charge", queue="billing", max_retries=4, priority=7)
+    def charge(card: str) -> None:
+        return None
+
+    rec = queue.storage().get_job(queue.enqueue("billing.charge", args=("4000",)).id)
+    assert rec is not None
+    assert (rec.queue, rec.max_attempts, rec.priority) == ("billing", 5, 7)
+    [many] = queue.enqueue_many("billing.charge", [("4001",)])
+    rec = queue.storage().get_job(many.id)
+    assert rec is not None and (rec.queue, rec.max_attempts) == ("billing", 5)
+
+
+def test_enqueue_by_name_of_an_unregistered_task_refuses_unless_allowed(queue: Queue) -> None:
+    @queue.task(name="known")
+    def known() -> None:
+        return None
+
+    for call in (
+        lambda: queue.enqueue("billing.charge", args=("4000",)),
+        lambda: queue.enqueue_many("billing.charge", [("4000",)]),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            call()
+        assert refused.value.code == "unknown_task"
+        assert refused.value.value == "billing.charge"
+        message = str(refused.value)
+        assert "--app" in message and "allow_unregistered=True" in message
+        assert "'known'" not in message and "known" in message  # lists what is registered
+    assert sum(s.ready for s in queue.stats()) == 0  # nothing written
+
+    handle = queue.enqueue("billing.charge", args=("4000",), allow_unregistered=True)
+    [other] = queue.enqueue_many("billing.charge", [("4001",)], allow_unregistered=True)
+    for h in (handle, other):
+        rec = queue.storage().get_job(h.id)
+        assert rec is not None and (rec.task_name, rec.queue) == ("billing.charge", "default")
+        assert rec.max_attempts == 1  # the queue defaults, as asked for

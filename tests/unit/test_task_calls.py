@@ -184,7 +184,9 @@ def test_enqueue_by_name_of_a_registered_task_binds_too(queue: Queue) -> None:
 
     with pytest.raises(TypeError, match="task 'add' takes"):
         queue.enqueue("add", args=(1,))
-    queue.enqueue("not.registered.here", args=(1, 2, 3), kwargs={"any": 1})
+    queue.enqueue(
+        "not.registered.here", args=(1, 2, 3), kwargs={"any": 1}, allow_unregistered=True
+    )
     assert _jobs(queue) == 1
 
 

@@ -105,7 +105,7 @@ class DeadLetterContract(ContractBase):
         assert (rec.task_name, rec.queue, rec.priority) == ("t.replay", "default", 6)
         assert (rec.attempts, rec.max_attempts) == (0, 3)
         assert rec.payload == DEFAULT_PAYLOAD
-        assert rec.options == '{"o":1}'
+        assert rec.options == '{"replays":1,"o":1}'  # the replay is counted
         assert rec.replay_of == dead_id
         assert (rec.enqueued_at, rec.run_at) == (now, now)
         again = claim_one(storage, now=now)
@@ -113,7 +113,8 @@ class DeadLetterContract(ContractBase):
         assert job_of(storage, job_id).state is JobState.DEAD
 
     def test_retry_dead_replays_the_job_as_it_was_enqueued(self, storage: Storage) -> None:
-        """Same task, payload, priority, options, attempts, timeouts and concurrency; the
+        """Same task, payload, priority, options (plus the replay count), attempts, timeouts
+        and concurrency; the
         attempt-1 ``lost_delay_ms`` although a retry changed it; the queue given; ready
         now; ``replay_of`` the entry; a fresh attempt budget."""
         payload = b'{"args":[7],"kwargs":{}}'
@@ -149,7 +150,7 @@ class DeadLetterContract(ContractBase):
         )
         assert (rec.priority, rec.options, rec.attempts, rec.max_attempts) == (
             3,
-            '{"tag":"x"}',
+            '{"replays":1,"tag":"x"}',
             0,
             2,
         )
@@ -206,6 +207,34 @@ class DeadLetterContract(ContractBase):
         entry = storage.get_dead(second)
         assert entry is not None
         assert (entry.job_id, entry.replay_of) == (new_id, first)
+
+    def test_retry_dead_counts_the_replays_of_a_chain_in_the_options(
+        self, storage: Storage
+    ) -> None:
+        """``replay_job``: each replay counts itself in the job's options, the member
+        ``"replays"`` first, every other member kept as written -- so the count that
+        bounds auto-replay (``max_replays``) is stored with the job."""
+        for options, counted in [
+            ('{"policy":{"max_attempts":2},"retry_on":["m.E"],"z":[],"f":0.1}',
+             '{"replays":%d,"policy":{"max_attempts":2},"retry_on":["m.E"],"z":[],"f":0.1}'),
+            (None, '{"replays":%d}'),
+        ]:  # fmt: skip
+            expected = [options, counted % 1, counted % 2]
+            job_id = enqueue_one(storage, now=T0, options=options)
+            at = T0
+            for n in (1, 2):
+                got = claim_one(storage, now=at)
+                assert (got.id, got.options) == (job_id, expected[n - 1])
+                assert storage.finish([dead_end(got.ref)], now=at) == [True]
+                dead_id = job_of(storage, job_id).dead_id
+                assert dead_id is not None
+                at += SEC
+                job_id = storage.retry_dead(dead_id, now=at)
+                rec = job_of(storage, job_id)
+                assert (rec.options, rec.replay_of) == (expected[n], dead_id)
+            got = claim_one(storage, now=at)
+            assert (got.id, got.options) == (job_id, expected[2])
+            assert storage.finish([dead_end(got.ref)], now=at) == [True]
 
     def test_retry_dead_of_an_unknown_id_raises_not_found(self, storage: Storage) -> None:
         with pytest.raises(NotFound):

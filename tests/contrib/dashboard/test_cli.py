@@ -62,7 +62,7 @@ def test_python_m_contrib_dashboard_serves_pages_and_metrics(tmp_path: Path) -> 
     db = tmp_path / "cli.db"
     url = f"sqlite:///{db}"
     q = Queue(url)
-    q.enqueue("c.task", args=(1,), delay=3600)
+    q.enqueue("c.task", args=(1,), delay=3600, allow_unregistered=True)
     q.close()
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "QUEUE_CORE_DASHBOARD_TOKEN": "envtok"}

@@ -70,8 +70,11 @@ def test_every_page_answers_200_on_a_queue_with_every_state(populated: Populated
 
 def test_the_jobs_page_filters_and_pages(tmp_path: Path) -> None:
     q = Queue(f"sqlite:///{tmp_path / 'p.db'}")
-    a = [q.enqueue("t.a", args=(i,), delay=3600).id for i in range(7)]
-    b = [q.enqueue("t.b", args=(i,), delay=3600, queue="other").id for i in range(5)]
+    a = [q.enqueue("t.a", args=(i,), delay=3600, allow_unregistered=True).id for i in range(7)]
+    b = [
+        q.enqueue("t.b", args=(i,), delay=3600, queue="other", allow_unregistered=True).id
+        for i in range(5)
+    ]
     client = TestClient(create_app(q))
 
     def listed(path: str) -> list[str]:
@@ -117,7 +120,7 @@ def test_unknown_job_and_dead_entry_get_404(populated: Populated) -> None:
 
 def test_args_and_results_are_decoded_with_the_queues_serializer() -> None:
     q = Queue(storage=MemoryStorage(), serializer="pickle")
-    job = q.enqueue("t.p", args=({1, 2},), kwargs={"when": (3, 4)})
+    job = q.enqueue("t.p", args=({1, 2},), kwargs={"when": (3, 4)}, allow_unregistered=True)
     client = TestClient(create_app(q))
     text = html.unescape(client.get(f"/jobs/{job.id}").text)
     # a set and a tuple only survive the pickle serializer: decoded with it, not as JSON
@@ -320,7 +323,7 @@ def test_read_only_renders_no_action_and_refuses_every_mutation(populated: Popul
 
 def test_no_url_password_is_rendered() -> None:
     q = Queue("memory://ops:hunter2@localhost/")
-    q.enqueue("t.a", args=(1,))
+    q.enqueue("t.a", args=(1,), allow_unregistered=True)
     client = TestClient(create_app(q))
     for path in ["/", "/jobs", "/dead", f"/jobs/{q.storage().list_jobs()[0].id}"]:  # type: ignore[attr-defined]
         text = client.get(path).text

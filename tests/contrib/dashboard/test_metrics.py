@@ -143,7 +143,7 @@ def test_queue_labels_are_capped() -> None:
     q = Queue(storage=MemoryStorage())
     for i, n in enumerate([3, 2, 1]):
         for _ in range(n):
-            q.enqueue("x", queue=f"q{i}", delay=3600)
+            q.enqueue("x", queue=f"q{i}", delay=3600, allow_unregistered=True)
     jobs = samples(scrape(q, max_queues=1), "queue_core_jobs")
     assert jobs[(("queue", "q0"), ("state", "scheduled"))] == 3
     assert jobs[(("queue", OTHER), ("state", "scheduled"))] == 3

@@ -6,6 +6,7 @@ the same cases end to end. Here they are tables of inputs.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from queue_core.policy.outcomes import (
     end_state,
     parse_retention,
     reap_verdict,
+    replay_count,
     replay_job,
 )
 
@@ -103,16 +105,80 @@ def test_replay_keeps_the_spec_with_a_fresh_start() -> None:
         id="old", task_name="t", queue="q", payload=b"p", priority=3, run_at=5, delay_ms=7,
         max_attempts=4, lost_delay_ms=1000, timeout_ms=9, heartbeat_ms=2000,
         schedule_to_start_ms=3000, concurrency_key="k", concurrency_limit=1,
-        concurrency_skip=True, options='{"x":1}', replay_of="older",
+        concurrency_skip=True, options='{"replays":1,"x":1}', replay_of="older",
     )
     new = replay_job(spec, dead_id="d1", new_id="new", queue=None, now=NOW)
     assert (new.id, new.queue, new.run_at, new.delay_ms, new.replay_of) == (
         "new", "q", NOW, 0, "d1")
     kept = ("task_name", "payload", "priority", "max_attempts", "lost_delay_ms", "timeout_ms",
             "heartbeat_ms", "schedule_to_start_ms", "concurrency_key", "concurrency_limit",
-            "concurrency_skip", "options")
+            "concurrency_skip")
     assert all(getattr(new, f) == getattr(spec, f) for f in kept)
+    assert new.options == '{"replays":2,"x":1}'
     assert replay_job(spec, dead_id="d1", new_id="n", queue="other", now=NOW).queue == "other"
+
+
+def _replayed(options: str | None, replay_of: str | None = None) -> str | None:
+    spec = NewJob(id="j", task_name="t", queue="q", payload=b"", options=options,
+                  replay_of=replay_of)
+    return replay_job(spec, dead_id="d", new_id="n", queue=None, now=NOW).options
+
+
+@pytest.mark.parametrize(
+    ("options", "replay_of", "expected"),
+    [
+        # never replayed: the count starts, every other member kept as written
+        (None, None, '{"replays":1}'),
+        ("", None, '{"replays":1}'),
+        ("{}", None, '{"replays":1}'),
+        (" { } ", None, '{"replays":1} '),
+        ('{"o":1}', None, '{"replays":1,"o":1}'),
+        ('{"policy": {"max_attempts": 2}, "retry_on": []}', None,
+         '{"replays":1,"policy": {"max_attempts": 2}, "retry_on": []}'),
+        # counted: the leading member goes up by one
+        ('{"replays":1}', "d0", '{"replays":2}'),
+        ('{"replays":2,"o":1}', "d0", '{"replays":3,"o":1}'),
+        ('{ "replays" : 4 , "a":[]}', "d0", '{"replays":5, "a":[]}'),
+        # unknown counts stay unknown: the options are kept as they are
+        ('{"o":1}', "d0", '{"o":1}'),
+        (None, "d0", None),
+        ('{"o":1,"replays":2}', "d0", '{"o":1,"replays":2}'),
+        ('{"replays":true}', "d0", '{"replays":true}'),
+        ('{"replays":1.0}', "d0", '{"replays":1.0}'),
+        ('{"replays":1,"replays":5}', "d0", '{"replays":1,"replays":5}'),
+        ("[1]", None, "[1]"),
+        ("not json", None, "not json"),
+    ],
+)
+def test_replay_counts_itself_in_the_options(
+    options: str | None, replay_of: str | None, expected: str | None
+) -> None:
+    assert _replayed(options, replay_of) == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "replay_of", "count"),
+    [
+        (None, None, 0), ('{"o":1}', None, 0), ('{"replays":3,"o":1}', "d", 3),
+        ('{"replays":0}', None, 0), (None, "d", None), ('{"o":1}', "d", None),
+        ('{"o":1,"replays":3}', "d", None), ('{"replays":-1}', "d", None),
+        ('{"replays":"2"}', "d", None), ("[]", None, None), ("{", None, None),
+    ],
+)
+def test_replay_count_reads_what_replay_job_writes(
+    options: str | None, replay_of: str | None, count: int | None
+) -> None:
+    assert replay_count(options, replay_of) == count
+
+
+def test_a_chain_of_replays_counts_up() -> None:
+    options: str | None = '{"isolation":"process"}'
+    replay_of: str | None = None
+    for n in range(1, 5):
+        options = _replayed(options, replay_of)
+        replay_of = f"d{n}"
+        assert replay_count(options, replay_of) == n
+        assert json.loads(options or "") == {"replays": n, "isolation": "process"}
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ tests wait for conditions, never for time to pass."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -285,10 +286,106 @@ async def test_second_signal_ends_the_grace_at_once(
     assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
 
 
-async def test_a_chain_the_worker_did_not_make_is_not_replayed(
+def replays_of(queue: Queue, job_id: str) -> object:
+    """The replay count stored in a job's options (``None`` when there is none)."""
+    record = queue.storage().get_job(job_id)
+    assert record is not None
+    return json.loads(record.options)["replays"] if record.options else None
+
+
+async def test_a_fresh_worker_continues_the_chain_and_stops_at_max_replays(
+    storage: RecordingStorage, clock: ManualClock, gate: threading.Event
+) -> None:
+    """The count is stored with the job: a new worker on a new queue object, sharing
+    only the storage, goes on where the first stopped and makes max_replays in all."""
+    runs: list[int] = []
+
+    def register(q: Queue) -> Any:
+        @q.task(name="flaky", max_retries=0, dead_letter_replay=Replay(after="1m", max_replays=3))
+        def flaky() -> None:
+            runs.append(1)
+            raise RuntimeError("broken")
+
+        return flaky
+
+    first_queue = Queue(storage=storage, clock=clock, lease=3)
+    first = make_worker(first_queue, reap_interval=60)
+    async with running(first, gate):
+        register(first_queue).delay()
+        await until(lambda: len(first_queue.dead_letters()) == 1, "the first dead letter")
+        await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
+        clock.advance(60)
+        await until(lambda: len(runs) == 2, "replay 1 ran")
+        await until(
+            lambda: [d.replay_of is not None for d in first_queue.dead_letters()] == [True],
+            "replay 1 died",
+        )
+    (e2,) = first_queue.dead_letters()
+    assert replays_of(first_queue, e2.job_id) == 1
+
+    second_queue = Queue(storage=storage, clock=clock, lease=3)
+    register(second_queue)
+    second = make_worker(second_queue, reap_interval=60)
+
+    def counts() -> list[object]:
+        return [replays_of(second_queue, d.job_id) for d in second_queue.dead_letters()]
+
+    def next_pass() -> bool:
+        return timer_at(clock, clock.monotonic() + 60.0)
+
+    async with running(second, gate):
+        for replay in (2, 3):
+            await until(next_pass, "the reaper sleeps")
+            clock.advance(60)
+            # each lambda is awaited within its iteration
+            await until(lambda: len(runs) == replay + 1, f"replay {replay} ran")  # noqa: B023
+            await until(lambda: counts() == [replay], f"replay {replay} died")  # noqa: B023
+        await until(next_pass, "the reaper sleeps")
+        clock.advance(600)  # long past: but max_replays=3 were made
+        await until(next_pass, "the reaper passed")
+        assert counts() == [3]
+    assert len(runs) == 4
+
+
+async def test_a_replay_by_hand_counts_toward_max_replays(
     queue: Queue, clock: ManualClock, gate: threading.Event
 ) -> None:
     runs: list[int] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="1m", max_replays=2))
+    def always_fails() -> None:
+        runs.append(1)
+        raise RuntimeError("broken")
+
+    worker = make_worker(queue, reap_interval=60)
+    async with running(worker, gate):
+        always_fails.delay()
+        await until(lambda: len(queue.dead_letters()) == 1, "the first dead letter")
+        by_hand = queue.retry_dead(queue.dead_letters()[0].id)  # replay 1 of 2
+        await until(lambda: queue.job(by_hand).status() is JobState.DEAD, "it died again")
+        await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
+        clock.advance(60)  # the worker makes replay 2
+        await until(lambda: len(runs) == 3, "replay 2 ran")
+        await until(
+            lambda: [d.job_id != by_hand for d in queue.dead_letters()] == [True],
+            "replay 2 died",
+        )
+        (entry,) = queue.dead_letters()
+        await until(lambda: timer_at(clock, 120.0), "the reaper sleeps until 120")
+        clock.advance(600)
+        await until(lambda: timer_at(clock, 720.0), "the reaper passed at 660")
+        assert [d.id for d in queue.dead_letters()] == [entry.id]
+    assert len(runs) == 3
+    assert replays_of(queue, entry.job_id) == 2
+
+
+async def test_a_dead_letter_whose_job_was_pruned_is_not_replayed(
+    storage: RecordingStorage, clock: ManualClock, gate: threading.Event
+) -> None:
+    """Without the job record the count is unknown: no replay (never more than
+    max_replays)."""
+    runs: list[int] = []
+    queue = Queue(storage=storage, clock=clock, lease=3)
 
     @queue.task(max_retries=0, dead_letter_replay=Replay(after="1m", max_replays=3))
     def always_fails() -> None:
@@ -299,10 +396,11 @@ async def test_a_chain_the_worker_did_not_make_is_not_replayed(
     async with running(worker, gate):
         always_fails.delay()
         await until(lambda: len(queue.dead_letters()) == 1, "the first dead letter")
-        by_hand = queue.retry_dead(queue.dead_letters()[0].id)  # its count is unknown
+        by_hand = queue.retry_dead(queue.dead_letters()[0].id)
         await until(lambda: queue.job(by_hand).status() is JobState.DEAD, "it died again")
+        assert storage.prune(now=clock() + storage.retention_ms) >= 1
+        assert storage.get_job(by_hand) is None
         (entry,) = queue.dead_letters()
-        assert entry.replay_of is not None
         await until(lambda: timer_at(clock, 60.0), "the reaper sleeps until 60")
         clock.advance(600)
         await until(lambda: timer_at(clock, 660.0), "the reaper passed at 600")

@@ -160,12 +160,33 @@ def test_call_level_dont_retry_on(queue: Queue) -> None:
     assert queue.dead_letters()[0].reason == "fatal"
 
 
+def test_a_replay_keeps_the_call_overrides_next_to_its_count(queue: Queue) -> None:
+    """``retry_dead`` counts the replay in the job's options; the worker still reads the
+    call's overrides there (and takes the count for no override)."""
+
+    @queue.task(max_retries=4, **FAST)
+    def body() -> None:
+        raise KeyError("x")
+
+    job = body.apply(dont_retry_on=[LookupError])
+    drain(queue)
+    replay = queue.job(queue.retry_dead(queue.dead_letters()[0].id))
+    record = queue.storage().get_job(replay.id)
+    assert record is not None and record.options is not None
+    assert record.options.startswith('{"replays":1,"dont_retry_on":')
+    drain(queue)
+    assert len(job.attempts()) == 1
+    assert len(replay.attempts()) == 1  # still not retried: the override held
+    assert replay.status() is JobState.DEAD
+    assert queue.dead_letters()[0].reason == "fatal"
+
+
 def test_unknown_task_dead_letters_and_worker_goes_on(queue: Queue) -> None:
     @queue.task
     def known() -> int:
         return 1
 
-    ghost = queue.enqueue("nobody.registered", args=(1,))
+    ghost = queue.enqueue("nobody.registered", args=(1,), allow_unregistered=True)
     ok = known.delay()
     drain(queue)
     assert ok.result(timeout=1) == 1

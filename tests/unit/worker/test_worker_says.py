@@ -78,7 +78,7 @@ def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixtur
     def known() -> None:
         return None
 
-    job = queue.enqueue("nobody.knows")
+    job = queue.enqueue("nobody.knows", allow_unregistered=True)
     drain(queue)
     assert job.status() is JobState.DEAD
     (line,) = [r for r in attempt_ends(caplog) if event(r)["job_id"] == job.id]

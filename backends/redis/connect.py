@@ -1,0 +1,119 @@
+"""Redis URLs -> redis-py clients (``redis://``, ``rediss://``, ``redis+cluster://``,
+``rediss+cluster://``), with this backend's own options taken out of the query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+from redis.cluster import RedisCluster
+
+from backends.redis.errors import translate_errors
+from queue_core.errors import ConfigError
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, parse_retention
+from queue_core.urls import mask_url
+
+__all__ = ["DEFAULT_PREFIX", "SCHEMES", "Clients", "check_cluster_prefix", "clients_from_url"]
+
+DEFAULT_PREFIX = "qc"
+
+#: URL scheme -> (redis-py's scheme, cluster?)
+SCHEMES = {
+    "redis": ("redis", False),
+    "rediss": ("rediss", False),
+    "redis+cluster": ("redis", True),
+    "rediss+cluster": ("rediss", True),
+}
+
+
+@dataclass(frozen=True)
+class Clients:
+    """What a URL asks for: the clients and the backend's options."""
+
+    client: Any  # redis.Redis[bytes] | RedisCluster[bytes]
+    wake: Any  # a client without socket timeout for blocking waits, or None (built lazily)
+    prefix: str
+    retention_ms: int
+
+
+def check_cluster_prefix(prefix: str) -> None:
+    """Refuse a prefix that would break the hash tag the backend wraps it in."""
+    if "{" in prefix or "}" in prefix:
+        raise ConfigError(
+            f"prefix {prefix!r} must not contain '{{' or '}}' on a Redis Cluster: the "
+            "storage puts the prefix in a hash tag itself (its keys start with "
+            "'{prefix}:'), so that every script's keys share one slot",
+            code="invalid_option",
+            field="prefix",
+            value=prefix,
+        )
+
+
+def clients_from_url(url: str) -> Clients:
+    """Parse ``url`` and build its clients (see :meth:`RedisStorage.from_url`)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise ConfigError(
+            f"invalid redis URL {mask_url(url)!r}", code="invalid_url", field="url"
+        ) from exc
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise ConfigError(
+            f"not a redis URL: {mask_url(url)!r}; expected one of "
+            f"{', '.join(s + '://' for s in SCHEMES)}",
+            code="invalid_url",
+            field="url",
+            value=parts.scheme,
+        )
+    driver_scheme, cluster = SCHEMES[scheme]
+    prefix = DEFAULT_PREFIX
+    retention = DEFAULT_RETENTION_MS
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "prefix":
+            prefix = value
+        elif name == "retention":
+            retention = parse_retention(value)
+        else:
+            rest.append((name, value))
+    clean = urlunsplit(parts._replace(scheme=driver_scheme, query=urlencode(rest)))
+    if cluster:
+        return Clients(_cluster_client(url, clean, parts.path, prefix), None, prefix, retention)
+    try:
+        client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
+        wake = redis.Redis.from_url(
+            clean, socket_connect_timeout=10, socket_timeout=None, socket_keepalive=True
+        )
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
+        ) from exc
+    return Clients(client, wake, prefix, retention)
+
+
+def _cluster_client(url: str, clean: str, path: str, prefix: str) -> RedisCluster[bytes]:
+    db = path.strip("/")
+    if db not in ("", "0"):
+        raise ConfigError(
+            f"a Redis Cluster has only database 0, got {db!r} in {mask_url(url)!r}; "
+            "write redis+cluster://host:port/?prefix=...",
+            code="invalid_url",
+            field="url",
+            value=db,
+        )
+    check_cluster_prefix(prefix)
+    clean = urlunsplit(urlsplit(clean)._replace(path=""))
+    with translate_errors("connect"):
+        try:
+            client: RedisCluster[bytes] = RedisCluster.from_url(
+                clean, socket_connect_timeout=10, socket_timeout=30
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
+            ) from exc
+    return client

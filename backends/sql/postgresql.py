@@ -1,0 +1,266 @@
+"""The PostgreSQL dialect of the SQL backend (``postgresql+psycopg://``).
+
+Connections (psycopg 3, one per thread) run in autocommit mode, so each hot operation
+(enqueue, claim, renew, heartbeat, finish) is a single statement and a single round
+trip; operations of several statements open a transaction. Hot statements are prepared
+by psycopg (after 5 uses) and planned once (``plan_cache_mode = force_generic_plan``:
+they are parameterised lookups on fixed indexes, and re-planning the claim CTE costs
+more than running it). ``LISTEN/NOTIFY`` on channel ``qc_jobs`` wakes idle workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from sqlalchemy import Engine, create_engine
+
+from backends.sql import queries
+from backends.sql.errors import translate_errors
+from backends.sql.records import EndRow, Row
+from backends.sql.storage import SQLStorage
+from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
+
+__all__ = ["ENQUEUE_ARRAYS", "FINISH_ROW", "PostgresStorage"]
+
+ENQUEUE_ARRAYS = (
+    "id", "task_name", "queue", "payload", "priority", "run_at", "delay_ms", "sts",
+    "max_attempts", "lost_delay_ms", "timeout_ms", "heartbeat_ms", "ckey", "climit", "cskip",
+    "options", "replay_of", "state", "reason",
+)  # fmt: skip
+"""The per-job arrays of ``insert_jobs``."""
+
+FINISH_ROW = (
+    ("now", "bigint"), ("id", "text"), ("attempt", "int"), ("token", "text"),
+    ("state", "text"), ("reason", "text"), ("requeue", "boolean"), ("delay_ms", "bigint"),
+    ("lost_delay_ms", "bigint"), ("result", "bytea"), ("has_error", "boolean"),
+    ("error_class", "text"), ("error_type", "text"), ("message", "text"),
+    ("traceback", "text"), ("outcome", "text"), ("a_reason", "text"), ("mode", "text"),
+    ("dead_id", "text"),
+)  # fmt: skip
+"""The typed values of one end in ``finish``'s ``VALUES`` rows, in order."""
+
+_CHUNK = 500
+"""Ends per finish statement (19 values each; PostgreSQL allows 65,535 parameters)."""
+
+
+def _job_params(j: NewJob) -> dict[str, Any]:
+    """The parameters of ``insert_job`` (one queued job)."""
+    return {
+        "id": j.id,
+        "task_name": j.task_name,
+        "queue": j.queue,
+        "payload": j.payload,
+        "priority": j.priority,
+        "run_at": j.run_at,
+        "delay_ms": j.delay_ms,
+        "sts": j.schedule_to_start_ms,
+        "max_attempts": j.max_attempts,
+        "lost_delay_ms": j.lost_delay_ms,
+        "timeout_ms": j.timeout_ms,
+        "heartbeat_ms": j.heartbeat_ms,
+        "ckey": j.concurrency_key,
+        "climit": j.concurrency_limit,
+        "cskip": j.concurrency_skip,
+        "options": j.options,
+        "replay_of": j.replay_of,
+    }
+
+
+def _job_arrays(
+    jobs: Sequence[NewJob], states: Sequence[JobState], reasons: Sequence[str | None]
+) -> dict[str, Any]:
+    """The per-job arrays of ``insert_jobs``, in :data:`ENQUEUE_ARRAYS` order."""
+    return {
+        "id": [j.id for j in jobs],
+        "task_name": [j.task_name for j in jobs],
+        "queue": [j.queue for j in jobs],
+        "payload": [j.payload for j in jobs],
+        "priority": [j.priority for j in jobs],
+        "run_at": [j.run_at for j in jobs],
+        "delay_ms": [j.delay_ms for j in jobs],
+        "sts": [j.schedule_to_start_ms for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "lost_delay_ms": [j.lost_delay_ms for j in jobs],
+        "timeout_ms": [j.timeout_ms for j in jobs],
+        "heartbeat_ms": [j.heartbeat_ms for j in jobs],
+        "ckey": [j.concurrency_key for j in jobs],
+        "climit": [j.concurrency_limit for j in jobs],
+        "cskip": [j.concurrency_skip for j in jobs],
+        "options": [j.options for j in jobs],
+        "replay_of": [j.replay_of for j in jobs],
+        "state": [s.value for s in states],
+        "reason": list(reasons),
+    }
+
+
+class PostgresStorage(SQLStorage):
+    """:class:`~backends.sql.SQLStorage` on PostgreSQL."""
+
+    dialect = "postgresql"
+    _queries = queries.POSTGRESQL
+    _single_statement_batches = True
+
+    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Engine:
+        self._claim_sql: dict[int, str] = {}
+        self._finish_sql: dict[int, str] = {}
+        return create_engine(
+            self._url, pool_size=pool_size, max_overflow=max_overflow, echo=echo
+        )
+
+    def _conninfo(self) -> str:
+        return self._url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def _connect(self) -> Any:
+        conn = psycopg.connect(self._conninfo(), autocommit=True, row_factory=dict_row)
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        return conn
+
+    def _enter(self, conn: Any, write: bool) -> Any:
+        cur = conn.cursor()
+        if write:
+            cur.execute("BEGIN")
+        return cur
+
+    def _leave(self, conn: Any, write: bool) -> None:
+        if write:
+            conn.execute("COMMIT")
+
+    def _abort(self, conn: Any, write: bool) -> bool:
+        if conn.closed or conn.broken:
+            return False
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+            return True
+        except Exception:  # noqa: BLE001 - the connection is discarded instead
+            return False
+
+    def _abort_quietly(self, conn: Any) -> bool:
+        return self._abort(conn, True)
+
+    def _clock(self, now: int | None) -> int | None:
+        return now
+
+    def _server_now(self, cur: Any) -> int:
+        return int(cur.execute(self._q["server_now"], {"now": None}).fetchone()["now_ms"])
+
+    def _list(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def _try_lock_key(self, cur: Any, key: str, *, wait: bool) -> bool:
+        if wait:
+            cur.execute(self._q["lock_key"], {"k": key})
+            return True
+        return bool(cur.execute(self._q["try_lock_key"], {"k": key}).fetchone()["locked"])
+
+    def _notify(self, cur: Any) -> None:
+        cur.execute(self._q["notify"])
+
+    # ------------------------------------------------------------------ batches
+
+    def _insert(
+        self, cur: Any, jobs: Sequence[NewJob], states: Sequence[JobState] | None,
+        reasons: Sequence[str | None] | None, now: int | None,
+    ) -> None:
+        if states is None or reasons is None:
+            if len(jobs) == 1:
+                params = _job_params(jobs[0])
+                params["now"] = now
+                cur.execute(self._q["insert_job"], params)
+                return
+            states, reasons = [JobState.QUEUED] * len(jobs), [None] * len(jobs)
+        arrays = _job_arrays(jobs, states, reasons)
+        arrays["now"] = now
+        cur.execute(self._q["insert_jobs"], arrays)
+
+    def _claim_unkeyed(
+        self, worker_id: str, qs: list[str], limit: int, lease_ms: int, now: int | None
+    ) -> tuple[list[Row], bool]:
+        sql = self._claim_sql.get(len(qs))
+        if sql is None:
+            sql = self._q["claim"].replace(
+                "{queues}", queries.queues_filter("postgresql", len(qs))
+            )
+            self._claim_sql[len(qs)] = sql
+        params = {"now": now, "queues": qs, "q0": qs[0], "limit": limit, "worker": worker_id,
+                  "lease_ms": lease_ms}
+        with self._stmt() as cur:
+            rows: list[Row] = cur.execute(sql, params).fetchall()
+        started = [r for r in rows if not r["keyed"]]
+        return started, len(started) < len(rows)
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        """See :meth:`queue_core.storage.Storage.renew`: one statement for the batch,
+        rows locked in job id order."""
+        result = RenewResult()
+        if not refs:
+            return result
+        params = {"ids": [r.job_id for r in refs], "attempts": [r.attempt for r in refs],
+                  "tokens": [r.lease_token for r in refs], "lease_ms": lease_ms, "now": now}
+        with self._stmt() as cur:
+            rows = cur.execute(self._q["renew"], params).fetchall()
+        current = {(r["id"], r["attempt"], r["lease_token"]): r["cancel_requested"] for r in rows}
+        for ref in refs:
+            flag = current.get((ref.job_id, ref.attempt, ref.lease_token))
+            if flag is None:
+                result.lost.append(ref)
+            elif flag:
+                result.cancel_requested.append(ref)
+        return result
+
+    def _finish_batch(
+        self, cur: Any, ends: list[EndRow], now: int | None
+    ) -> dict[str, str | None]:
+        done: dict[str, str | None] = {}
+        raw = psycopg.RawCursor(cur.connection, row_factory=dict_row)
+        for k in range(0, len(ends), _CHUNK):
+            chunk = ends[k : k + _CHUNK]
+            flat = [v for e in chunk for v in (now, *e)]
+            for r in raw.execute(self._finish_statement(len(chunk)), flat).fetchall():
+                done[r["id"]] = r["concurrency_key"]
+        return done
+
+    def _finish_statement(self, n: int) -> str:
+        sql = self._finish_sql.get(n)
+        if sql is None:
+            width = len(FINISH_ROW)
+            rows = ", ".join(
+                "(" + ", ".join(f"CAST(${i * width + k + 1} AS {t})"
+                                for k, (_, t) in enumerate(FINISH_ROW)) + ")"
+                for i in range(n)
+            )
+            sql = self._q["finish"].replace("{rows}", rows)
+            if n <= 64:
+                self._finish_sql[n] = sql
+        return sql
+
+    # ------------------------------------------------------------------ wake-ups
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
+
+        Waits on ``LISTEN qc_jobs`` on a dedicated connection, kept open so that a
+        notification sent between two waits is not lost. The first call only starts
+        listening and returns ``True`` (jobs may have arrived before).
+        """
+        if self._closed:
+            return False
+        with self._wait_lock, translate_errors(self._masked, secret=self._secret):
+            if self._waiter is None:
+                waiter = psycopg.connect(self._conninfo(), autocommit=True)
+                waiter.execute("LISTEN qc_jobs")
+                self._waiter = waiter
+                return True
+            try:
+                for _ in self._waiter.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                    return True
+            except psycopg.OperationalError:
+                self._waiter.close()
+                self._waiter = None
+                raise
+            return False

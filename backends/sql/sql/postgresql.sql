@@ -1,0 +1,326 @@
+-- Every statement of the PostgreSQL dialect (see backends/sql/queries.py for the format).
+-- Parameters are psycopg's %(name)s. {now} is coalesce(%(now)s, the server clock): a
+-- caller that passes no time is judged by the server's clock, stable within a statement.
+-- Claim and reap lock rows FOR UPDATE SKIP LOCKED; renew and finish lock in id order.
+-- State filters are literals so the partial indexes apply.
+
+-- ---------------------------------------------------------------- enqueue
+
+-- name: insert_jobs
+-- A batch in one statement (atomic on its own) with the wake-up; per-job arrays in
+-- postgresql.ENQUEUE_ARRAYS order. `skipped` rows (concurrency skip) end at once.
+WITH ins AS (
+    INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason,
+        enqueued_at, run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms,
+        heartbeat_ms, schedule_to_start_ms, concurrency_key, concurrency_limit,
+        concurrency_skip, options, replay_of, attempt, finished_at, cancel_requested)
+    SELECT e_id, e_task_name, e_queue, e_payload, e_priority, e_state, e_reason, {now},
+        coalesce(e_run_at, {now}) + e_delay_ms,
+        CASE WHEN e_state = 'queued' THEN coalesce(e_run_at, {now}) + e_delay_ms + e_sts END,
+        e_max_attempts, e_lost_delay_ms, e_timeout_ms, e_heartbeat_ms, e_sts, e_ckey,
+        e_climit, e_cskip, e_options, e_replay_of, 0,
+        CASE WHEN e_state = 'queued' THEN NULL ELSE {now} END, false
+    FROM unnest(CAST(%(id)s AS text[]), CAST(%(task_name)s AS text[]),
+        CAST(%(queue)s AS text[]), CAST(%(payload)s AS bytea[]), CAST(%(priority)s AS int[]),
+        CAST(%(run_at)s AS bigint[]), CAST(%(delay_ms)s AS bigint[]),
+        CAST(%(sts)s AS bigint[]), CAST(%(max_attempts)s AS int[]),
+        CAST(%(lost_delay_ms)s AS bigint[]), CAST(%(timeout_ms)s AS bigint[]),
+        CAST(%(heartbeat_ms)s AS bigint[]), CAST(%(ckey)s AS text[]),
+        CAST(%(climit)s AS int[]), CAST(%(cskip)s AS boolean[]), CAST(%(options)s AS text[]),
+        CAST(%(replay_of)s AS text[]), CAST(%(state)s AS text[]), CAST(%(reason)s AS text[]))
+        WITH ORDINALITY AS e(e_id, e_task_name, e_queue, e_payload, e_priority, e_run_at,
+            e_delay_ms, e_sts, e_max_attempts, e_lost_delay_ms, e_timeout_ms, e_heartbeat_ms,
+            e_ckey, e_climit, e_cskip, e_options, e_replay_of, e_state, e_reason, n)
+    ORDER BY n
+    RETURNING 1)
+SELECT pg_notify('qc_jobs', '') AS notified
+
+-- name: insert_job
+-- One job of a plain enqueue: VALUES instead of unnest (bench/sql_microbench.py: enqueue
+-- single about 2x faster), with the wake-up.
+WITH ins AS (
+    INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason,
+        enqueued_at, run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms,
+        heartbeat_ms, schedule_to_start_ms, concurrency_key, concurrency_limit,
+        concurrency_skip, options, replay_of, attempt, finished_at, cancel_requested)
+    VALUES (%(id)s, %(task_name)s, %(queue)s, %(payload)s, %(priority)s, 'queued', NULL,
+        {now}, coalesce(CAST(%(run_at)s AS bigint), {now}) + %(delay_ms)s,
+        coalesce(CAST(%(run_at)s AS bigint), {now}) + %(delay_ms)s + CAST(%(sts)s AS bigint),
+        %(max_attempts)s, %(lost_delay_ms)s, %(timeout_ms)s, %(heartbeat_ms)s, %(sts)s,
+        %(ckey)s, %(climit)s, %(cskip)s, %(options)s, %(replay_of)s, 0, NULL, false)
+    RETURNING 1)
+SELECT pg_notify('qc_jobs', '') AS notified
+
+-- name: lock_key
+-- Serialises the `skip` count of one concurrency key (transaction advisory lock).
+SELECT pg_advisory_xact_lock(815002, hashtext(%(k)s)) AS locked
+
+-- name: try_lock_key
+-- The keyed claim: a key busy in another claim is skipped this round.
+SELECT pg_try_advisory_xact_lock(815002, hashtext(%(k)s)) AS locked
+
+-- name: count_active
+SELECT concurrency_key AS key, count(*) AS n FROM qc_jobs
+WHERE concurrency_key = ANY(CAST(%(keys)s AS text[]))
+    AND concurrency_key IS NOT NULL AND state IN ('queued', 'running')
+GROUP BY concurrency_key
+
+-- ---------------------------------------------------------------- claim
+
+-- name: claim
+-- One statement: lock the top :limit ready jobs, start the unkeyed ones, write their
+-- attempt records; keyed ones come back with keyed = true for claim_keyed.
+WITH picked AS (
+    SELECT seq, (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
+                 AND NOT concurrency_skip) AS keyed
+    FROM qc_jobs
+    WHERE state = 'queued' AND {queues} AND run_at <= {now}
+        AND (expires_at IS NULL OR expires_at > {now})
+    ORDER BY priority DESC, run_at, seq LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED),
+upd AS (
+    UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = qc_jobs.attempt + 1,
+        worker_id = %(worker)s, lease_token = replace(CAST(gen_random_uuid() AS text), '-', ''),
+        lease_expires_at = {now} + %(lease_ms)s,
+        deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE {now} + timeout_ms END,
+        heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
+            ELSE {now} + heartbeat_ms END,
+        started_at = {now}, expires_at = NULL
+    FROM picked WHERE qc_jobs.seq = picked.seq AND NOT picked.keyed
+    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.task_name, qc_jobs.queue, qc_jobs.payload,
+        qc_jobs.priority, qc_jobs.attempt, qc_jobs.max_attempts, qc_jobs.timeout_ms,
+        qc_jobs.heartbeat_ms, qc_jobs.options, qc_jobs.enqueued_at, qc_jobs.replay_of,
+        qc_jobs.lease_token, qc_jobs.lease_expires_at, qc_jobs.deadline, qc_jobs.started_at,
+        qc_jobs.run_at, qc_jobs.worker_id),
+ins AS (
+    INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
+    SELECT id, attempt, worker_id, started_at FROM upd)
+SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
+    heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
+    started_at, run_at, false AS keyed
+FROM upd
+UNION ALL
+SELECT seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, true
+FROM picked WHERE keyed
+
+-- name: select_ready
+-- The keyed claim ({queues} as in claim): the top ready jobs not yet looked at
+-- (:excluded, seq numbers).
+SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
+    heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
+    concurrency_skip, run_at, {now} AS now_ms
+FROM qc_jobs
+WHERE state = 'queued' AND {queues}
+    AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+    AND seq <> ALL(CAST(%(excluded)s AS bigint[]))
+ORDER BY priority DESC, run_at, seq LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: count_running
+SELECT concurrency_key AS key, count(*) AS n FROM qc_jobs
+WHERE concurrency_key = ANY(CAST(%(keys)s AS text[])) AND state = 'running'
+GROUP BY concurrency_key
+
+-- name: start_job
+UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = %(attempt)s,
+    worker_id = %(worker)s, lease_token = %(token)s, lease_expires_at = %(lease)s,
+    deadline = %(deadline)s, heartbeat_expires_at = %(hb)s, started_at = %(now)s,
+    expires_at = NULL
+WHERE seq = %(seq)s
+
+-- name: insert_attempt
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
+VALUES (%(job_id)s, %(number)s, %(worker)s, %(now)s)
+
+-- ---------------------------------------------------------------- lease
+
+-- name: renew
+-- Every ref in one statement, rows locked in id order; a ref not returned lost its lease.
+WITH e AS (
+    SELECT * FROM unnest(CAST(%(ids)s AS text[]), CAST(%(attempts)s AS int[]),
+        CAST(%(tokens)s AS text[])) AS e(e_id, e_attempt, e_token)),
+l AS (
+    SELECT qc_jobs.seq FROM qc_jobs
+    JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
+        AND qc_jobs.lease_token = e.e_token
+    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
+UPDATE qc_jobs SET lease_expires_at = {now} + %(lease_ms)s FROM l WHERE qc_jobs.seq = l.seq
+RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token, qc_jobs.cancel_requested
+
+-- name: heartbeat
+UPDATE qc_jobs SET heartbeat_expires_at = {now} + heartbeat_ms
+WHERE id = %(id)s AND attempt = %(attempt)s AND lease_token = %(token)s
+    AND state = 'running'
+RETURNING cancel_requested
+
+-- ---------------------------------------------------------------- finish
+
+-- name: finish
+-- The whole batch in one statement: {rows} is one typed row per end (postgresql.FINISH_ROW
+-- order, native $n parameters: psycopg re-parses %s queries over 4 kB or 50 parameters on
+-- every call), rows locked in id order, jobs and attempt records updated; state and
+-- reason come from policy.outcomes.end_state. e_now NULL = the server clock.
+WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
+       e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows}),
+l AS (
+    SELECT qc_jobs.seq, e.*,
+        coalesce(e.e_now, (extract(epoch from statement_timestamp()) * 1000)::bigint) AS t
+    FROM qc_jobs
+    JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
+        AND qc_jobs.lease_token = e.e_token
+    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs),
+u AS (
+    UPDATE qc_jobs SET state = l.e_state, reason = l.e_reason,
+        run_at = CASE WHEN l.e_requeue THEN l.t + l.e_delay_ms ELSE run_at END,
+        expires_at = CASE WHEN l.e_requeue AND schedule_to_start_ms IS NOT NULL
+            THEN l.t + l.e_delay_ms + schedule_to_start_ms ELSE NULL END,
+        retry_lost_delay_ms = coalesce(l.e_lost_delay_ms, retry_lost_delay_ms),
+        result = l.e_result,
+        finished_at = CASE WHEN l.e_requeue THEN NULL ELSE l.t END,
+        error_class = CASE WHEN l.e_has_error THEN l.e_error_class ELSE error_class END,
+        error_type = CASE WHEN l.e_has_error THEN l.e_error_type ELSE error_type END,
+        error_message = CASE WHEN l.e_has_error THEN l.e_message ELSE error_message END,
+        error_traceback = CASE WHEN l.e_has_error THEN l.e_traceback
+            ELSE error_traceback END,
+        dead_id = l.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
+        heartbeat_expires_at = NULL
+    FROM l WHERE qc_jobs.seq = l.seq
+    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key),
+a AS (
+    UPDATE qc_attempts SET finished_at = l.t, outcome = l.e_outcome,
+        reason = l.e_a_reason, error_class = l.e_error_class, error_type = l.e_error_type,
+        message = l.e_message, traceback = l.e_traceback, mode = l.e_mode
+    FROM u JOIN l ON l.seq = u.seq
+    WHERE qc_attempts.job_id = u.id AND qc_attempts.number = l.e_attempt)
+SELECT id, concurrency_key FROM u
+
+-- ---------------------------------------------------------------- dead letters
+
+-- name: select_for_dead
+SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
+    lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
+    concurrency_limit, concurrency_skip, options
+FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
+
+-- name: select_attempts_of
+SELECT * FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+ORDER BY job_id, number
+
+-- name: insert_dead
+INSERT INTO qc_dead (id, job_id, task_name, queue, payload, error, error_class, reason,
+    attempts, dead_at, replay_of, spec)
+VALUES (%(id)s, %(job_id)s, %(task_name)s, %(queue)s, %(payload)s, %(error)s,
+    %(error_class)s, %(reason)s, %(attempts)s, %(dead_at)s, %(replay_of)s, %(spec)s)
+
+-- name: list_dead
+SELECT * FROM qc_dead ORDER BY dead_at DESC, seq DESC LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: list_dead_of_task
+SELECT * FROM qc_dead WHERE task_name = %(task)s
+ORDER BY dead_at DESC, seq DESC LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: get_dead
+SELECT * FROM qc_dead WHERE id = %(id)s
+
+-- name: take_dead
+SELECT * FROM qc_dead WHERE id = %(id)s FOR UPDATE
+
+-- name: delete_dead
+DELETE FROM qc_dead WHERE seq = %(seq)s
+
+-- name: purge_dead
+DELETE FROM qc_dead WHERE (CAST(%(task)s AS text) IS NULL OR task_name = %(task)s)
+    AND (CAST(%(before)s AS bigint) IS NULL OR dead_at <= %(before)s)
+
+-- ---------------------------------------------------------------- reap
+
+-- name: select_stale
+-- Running attempts past a bound; which bound wins is policy.outcomes.reap_verdict's.
+SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
+    lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    {now} AS now_ms
+FROM qc_jobs
+WHERE state = 'running'
+    AND (lease_expires_at <= {now} OR deadline <= {now} OR heartbeat_expires_at <= {now})
+ORDER BY lease_expires_at, seq LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: select_sts_expired
+SELECT seq, id, concurrency_key, {now} AS now_ms FROM qc_jobs
+WHERE state = 'queued' AND expires_at <= {now}
+ORDER BY expires_at, seq LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: end_attempt
+UPDATE qc_attempts SET finished_at = %(now)s, outcome = %(outcome)s, reason = %(reason)s
+WHERE job_id = %(job_id)s AND number = %(number)s
+
+-- name: reap_job
+UPDATE qc_jobs SET state = %(state)s, reason = %(reason)s,
+    run_at = coalesce(CAST(%(run_at)s AS bigint), run_at),
+    expires_at = CASE WHEN CAST(%(run_at)s AS bigint) IS NOT NULL
+        AND schedule_to_start_ms IS NOT NULL
+        THEN CAST(%(run_at)s AS bigint) + schedule_to_start_ms ELSE NULL END,
+    finished_at = CASE WHEN CAST(%(run_at)s AS bigint) IS NULL
+        THEN CAST(%(now)s AS bigint) ELSE NULL END,
+    dead_id = %(dead_id)s, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+    deadline = NULL, heartbeat_expires_at = NULL
+WHERE seq = %(seq)s
+
+-- ---------------------------------------------------------------- prune
+
+-- name: select_prunable
+SELECT seq, id FROM qc_jobs
+WHERE state NOT IN ('queued', 'running') AND finished_at <= %(cutoff)s
+ORDER BY finished_at LIMIT %(limit)s
+
+-- name: delete_attempts_of
+DELETE FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+
+-- name: delete_jobs
+DELETE FROM qc_jobs WHERE seq = ANY(CAST(%(seqs)s AS bigint[]))
+
+-- ---------------------------------------------------------------- control and reads
+
+-- name: server_now
+SELECT {now} AS now_ms
+
+-- name: notify
+SELECT pg_notify('qc_jobs', '') AS notified
+
+-- name: select_for_cancel
+SELECT seq, state FROM qc_jobs WHERE id = %(id)s FOR UPDATE
+
+-- name: cancel_queued
+UPDATE qc_jobs SET state = 'cancelled', reason = 'cancelled', finished_at = %(now)s,
+    expires_at = NULL
+WHERE seq = %(seq)s AND state = 'queued'
+
+-- name: request_cancel
+UPDATE qc_jobs SET cancel_requested = true WHERE seq = %(seq)s AND state = 'running'
+
+-- name: get_job
+SELECT * FROM qc_jobs WHERE id = %(id)s
+
+-- name: list_attempts
+SELECT * FROM qc_attempts WHERE job_id = %(id)s ORDER BY number
+
+-- name: count_pending
+SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running'
+            AND queue = ANY(CAST(%(queues)s AS text[])))
+     + (SELECT count(*) FROM qc_jobs WHERE state = 'queued'
+            AND queue = ANY(CAST(%(queues)s AS text[]))
+            AND run_at <= {now} + %(horizon_ms)s) AS n
+
+-- name: stats
+SELECT queue, CASE WHEN state = 'queued' AND run_at > {now} THEN 'scheduled'
+                   WHEN state = 'queued' THEN 'ready' ELSE state END AS kind,
+    count(*) AS n
+FROM qc_jobs GROUP BY queue, kind
+
+-- name: list_jobs
+SELECT * FROM qc_jobs WHERE (CAST(%(state)s AS text) IS NULL OR state = %(state)s)
+    AND (CAST(%(queue)s AS text) IS NULL OR queue = %(queue)s)
+ORDER BY enqueued_at DESC, seq DESC LIMIT %(limit)s OFFSET %(offset)s

@@ -1,0 +1,257 @@
+-- Every statement of the SQLite dialect (see backends/sql/queries.py for the format).
+-- Parameters are sqlite3's :name. :now is always given (the local clock when the caller
+-- passes none). State filters are literals so the partial indexes apply.
+
+-- ---------------------------------------------------------------- enqueue
+
+-- name: insert_job
+-- One new job (executemany for a batch): positional values, the tuple that
+-- records.job_row builds in records.JOB_COLUMNS order (the columns below; binding by
+-- position costs about 2/3 of binding 23 names).
+INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,
+    run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms, heartbeat_ms,
+    schedule_to_start_ms, concurrency_key, concurrency_limit, concurrency_skip, options,
+    replay_of, attempt, finished_at, cancel_requested)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: count_active
+-- Active (queued + running) jobs per concurrency key: the `skip` behaviour's count.
+SELECT concurrency_key AS key, count(*) AS n FROM qc_jobs
+WHERE concurrency_key IN (SELECT value FROM json_each(:keys))
+    AND concurrency_key IS NOT NULL AND state IN ('queued', 'running')
+GROUP BY concurrency_key
+
+-- ---------------------------------------------------------------- claim
+
+-- name: claim
+-- Starts the unkeyed jobs among the top :limit ready ones in one UPDATE; {queues} is
+-- queries.queues_filter. Keyed jobs (a `queue` concurrency limit) are left to claim_keyed.
+UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = attempt + 1,
+    worker_id = :worker, lease_token = lower(hex(randomblob(12))),
+    lease_expires_at = :now + :lease_ms,
+    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
+    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL ELSE :now + heartbeat_ms END,
+    started_at = :now, expires_at = NULL
+WHERE seq IN (
+        SELECT seq FROM qc_jobs WHERE state = 'queued' AND {queues}
+            AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+        ORDER BY priority DESC, run_at, seq LIMIT :limit)
+    AND NOT (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
+             AND NOT concurrency_skip)
+RETURNING seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
+    heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
+    started_at, run_at
+
+-- name: insert_attempt
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
+VALUES (:job_id, :number, :worker, :now)
+
+-- name: keyed_ready
+-- Whether a keyed job is ready (then the claim goes on with claim_keyed).
+SELECT 1 AS one FROM qc_jobs WHERE concurrency_key IS NOT NULL
+    AND state IN ('queued', 'running') AND state = 'queued'
+    AND concurrency_limit IS NOT NULL AND NOT concurrency_skip AND run_at <= :now
+LIMIT 1
+
+-- name: select_ready
+-- The keyed claim ({queues} as in claim): the top ready jobs not yet looked at
+-- (:excluded, a JSON list of seq).
+SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
+    heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
+    concurrency_skip, run_at, :now AS now_ms
+FROM qc_jobs
+WHERE state = 'queued' AND {queues}
+    AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+    AND seq NOT IN (SELECT value FROM json_each(:excluded))
+ORDER BY priority DESC, run_at, seq LIMIT :limit
+
+-- name: count_running
+SELECT concurrency_key AS key, count(*) AS n FROM qc_jobs
+WHERE concurrency_key IN (SELECT value FROM json_each(:keys)) AND state = 'running'
+GROUP BY concurrency_key
+
+-- name: start_job
+UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = :attempt, worker_id = :worker,
+    lease_token = :token, lease_expires_at = :lease, deadline = :deadline,
+    heartbeat_expires_at = :hb, started_at = :now, expires_at = NULL
+WHERE seq = :seq
+
+-- ---------------------------------------------------------------- lease
+
+-- name: renew
+-- One ref, fenced; no row = the lease is lost.
+UPDATE qc_jobs SET lease_expires_at = :now + :lease_ms
+WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'running'
+RETURNING cancel_requested
+
+-- name: heartbeat
+UPDATE qc_jobs SET heartbeat_expires_at = :now + heartbeat_ms
+WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'running'
+RETURNING cancel_requested
+
+-- ---------------------------------------------------------------- finish
+
+-- name: finish_attempts
+-- The batch's attempt records, fenced by the job row (run before finish_jobs, which
+-- clears the lease). {rows}: one (?, ...) per end, in sqlite.FINISH_ROW order.
+WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
+       e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows})
+UPDATE qc_attempts SET finished_at = e.e_now, outcome = e.e_outcome, reason = e.e_a_reason,
+    error_class = e.e_error_class, error_type = e.e_error_type, message = e.e_message,
+    traceback = e.e_traceback, mode = e.e_mode
+FROM e
+WHERE qc_attempts.job_id = e.e_id AND qc_attempts.number = e.e_attempt
+    AND EXISTS (SELECT 1 FROM qc_jobs WHERE qc_jobs.id = e.e_id
+                AND qc_jobs.attempt = e.e_attempt AND qc_jobs.lease_token = e.e_token
+                AND qc_jobs.state = 'running')
+
+-- name: finish_jobs
+-- The batch's jobs, fenced; state and reason come from policy.outcomes.end_state.
+WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
+       e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows})
+UPDATE qc_jobs SET state = e.e_state, reason = e.e_reason,
+    run_at = CASE WHEN e.e_requeue THEN e.e_now + e.e_delay_ms ELSE run_at END,
+    expires_at = CASE WHEN e.e_requeue AND schedule_to_start_ms IS NOT NULL
+        THEN e.e_now + e.e_delay_ms + schedule_to_start_ms ELSE NULL END,
+    retry_lost_delay_ms = coalesce(e.e_lost_delay_ms, retry_lost_delay_ms),
+    result = e.e_result,
+    finished_at = CASE WHEN e.e_requeue THEN NULL ELSE e.e_now END,
+    error_class = CASE WHEN e.e_has_error THEN e.e_error_class ELSE error_class END,
+    error_type = CASE WHEN e.e_has_error THEN e.e_error_type ELSE error_type END,
+    error_message = CASE WHEN e.e_has_error THEN e.e_message ELSE error_message END,
+    error_traceback = CASE WHEN e.e_has_error THEN e.e_traceback ELSE error_traceback END,
+    dead_id = e.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
+    heartbeat_expires_at = NULL
+FROM e
+WHERE qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
+    AND qc_jobs.lease_token = e.e_token AND qc_jobs.state = 'running'
+RETURNING qc_jobs.id, qc_jobs.concurrency_key
+
+-- ---------------------------------------------------------------- dead letters
+
+-- name: select_for_dead
+-- The rows (already ended dead) whose dead-letter entries are written now.
+SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
+    lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
+    concurrency_limit, concurrency_skip, options
+FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: select_attempts_of
+SELECT * FROM qc_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+ORDER BY job_id, number
+
+-- name: insert_dead
+INSERT INTO qc_dead (id, job_id, task_name, queue, payload, error, error_class, reason,
+    attempts, dead_at, replay_of, spec)
+VALUES (:id, :job_id, :task_name, :queue, :payload, :error, :error_class, :reason,
+    :attempts, :dead_at, :replay_of, :spec)
+
+-- name: list_dead
+SELECT * FROM qc_dead ORDER BY dead_at DESC, seq DESC LIMIT :limit OFFSET :offset
+
+-- name: list_dead_of_task
+SELECT * FROM qc_dead WHERE task_name = :task
+ORDER BY dead_at DESC, seq DESC LIMIT :limit OFFSET :offset
+
+-- name: get_dead
+SELECT * FROM qc_dead WHERE id = :id
+
+-- name: take_dead
+SELECT * FROM qc_dead WHERE id = :id
+
+-- name: delete_dead
+DELETE FROM qc_dead WHERE seq = :seq
+
+-- name: purge_dead
+DELETE FROM qc_dead WHERE (:task IS NULL OR task_name = :task)
+    AND (:before IS NULL OR dead_at <= :before)
+
+-- ---------------------------------------------------------------- reap
+
+-- name: select_stale
+-- Running attempts past a bound; which bound wins is policy.outcomes.reap_verdict's.
+SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
+    lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    :now AS now_ms
+FROM qc_jobs
+WHERE state = 'running'
+    AND (lease_expires_at <= :now OR deadline <= :now OR heartbeat_expires_at <= :now)
+ORDER BY lease_expires_at, seq LIMIT :limit
+
+-- name: select_sts_expired
+SELECT seq, id, concurrency_key, :now AS now_ms FROM qc_jobs
+WHERE state = 'queued' AND expires_at <= :now
+ORDER BY expires_at, seq LIMIT :limit
+
+-- name: end_attempt
+UPDATE qc_attempts SET finished_at = :now, outcome = :outcome, reason = :reason
+WHERE job_id = :job_id AND number = :number
+
+-- name: reap_job
+-- The job after a reap verdict (or a schedule-to-start expiry): :run_at only when queued.
+UPDATE qc_jobs SET state = :state, reason = :reason, run_at = coalesce(:run_at, run_at),
+    expires_at = CASE WHEN :run_at IS NOT NULL AND schedule_to_start_ms IS NOT NULL
+        THEN :run_at + schedule_to_start_ms ELSE NULL END,
+    finished_at = CASE WHEN :run_at IS NULL THEN :now ELSE NULL END,
+    dead_id = :dead_id, result = NULL, lease_token = NULL, lease_expires_at = NULL,
+    deadline = NULL, heartbeat_expires_at = NULL
+WHERE seq = :seq
+
+-- ---------------------------------------------------------------- prune
+
+-- name: select_prunable
+SELECT seq, id FROM qc_jobs
+WHERE state NOT IN ('queued', 'running') AND finished_at <= :cutoff
+ORDER BY finished_at LIMIT :limit
+
+-- name: delete_attempts_of
+DELETE FROM qc_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: delete_jobs
+DELETE FROM qc_jobs WHERE seq IN (SELECT value FROM json_each(:seqs))
+
+-- ---------------------------------------------------------------- control and reads
+
+-- name: select_for_cancel
+SELECT seq, state FROM qc_jobs WHERE id = :id
+
+-- name: cancel_queued
+UPDATE qc_jobs SET state = 'cancelled', reason = 'cancelled', finished_at = :now,
+    expires_at = NULL
+WHERE seq = :seq AND state = 'queued'
+
+-- name: request_cancel
+UPDATE qc_jobs SET cancel_requested = 1 WHERE seq = :seq AND state = 'running'
+
+-- name: get_job
+SELECT * FROM qc_jobs WHERE id = :id
+
+-- name: list_attempts
+SELECT * FROM qc_attempts WHERE job_id = :id ORDER BY number
+
+-- name: count_pending
+SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running'
+            AND queue IN (SELECT value FROM json_each(:queues)))
+     + (SELECT count(*) FROM qc_jobs WHERE state = 'queued'
+            AND queue IN (SELECT value FROM json_each(:queues))
+            AND run_at <= :now + :horizon_ms) AS n
+
+-- name: stats
+SELECT queue, CASE WHEN state = 'queued' AND run_at > :now THEN 'scheduled'
+                   WHEN state = 'queued' THEN 'ready' ELSE state END AS kind,
+    count(*) AS n
+FROM qc_jobs GROUP BY queue, kind
+
+-- name: list_jobs
+SELECT * FROM qc_jobs WHERE (:state IS NULL OR state = :state)
+    AND (:queue IS NULL OR queue = :queue)
+ORDER BY enqueued_at DESC, seq DESC LIMIT :limit OFFSET :offset
+
+-- name: ready_probe
+-- wait_for_jobs: is a job ready now in the queues (a JSON list)?
+SELECT 1 AS one FROM qc_jobs WHERE state = 'queued'
+    AND queue IN (SELECT value FROM json_each(:queues))
+    AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+LIMIT 1

@@ -1,0 +1,162 @@
+"""``redis+cluster://``: hash-tagged keys, routing across masters, URL errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from redis.cluster import RedisCluster
+
+from backends.redis import RedisStorage
+from queue_core import Queue
+from queue_core.errors import ConfigError, StorageUnavailable
+from queue_core.model import NewJob
+from queue_core.registry import open_storage
+from tests.servers.redis_cluster import RedisClusterServers
+
+
+@pytest.fixture
+def raw(redis_cluster: RedisClusterServers) -> Iterator[RedisCluster[bytes]]:
+    node = redis_cluster.nodes[0]
+    client: RedisCluster[bytes] = RedisCluster(host=node.host, port=node.port)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _job(i: int) -> NewJob:
+    return NewJob(id=f"job-{i}", task_name="t", queue=f"q{i % 3}", payload=b"[]")
+
+
+def _keys_of(raw: RedisCluster[bytes], prefix: str) -> list[bytes]:
+    found: list[bytes] = []
+    for node in raw.get_primaries():
+        found += raw.keys(f"{{{prefix}}}:*", target_nodes=node)
+    return found
+
+
+def test_every_key_of_a_storage_shares_one_slot(
+    redis_cluster: RedisClusterServers, raw: RedisCluster[bytes]
+) -> None:
+    s = open_storage(redis_cluster.url(prefix="slot1"))
+    try:
+        assert isinstance(s, RedisStorage)
+        s.enqueue([_job(i) for i in range(30)])
+        claimed = s.claim("w", ["q0", "q1", "q2"], 10, 30_000)
+        assert len(claimed) == 10
+        keys = _keys_of(raw, "slot1")
+        # jobs, attempts index, per-queue ready sets and counts, wake lists, ...
+        assert len(keys) > 30
+        assert {raw.keyslot(k) for k in keys} == {raw.keyslot("{slot1}")}
+        assert all(k.startswith(b"{slot1}:") for k in keys)
+    finally:
+        s.close()
+
+
+def test_prefixes_spread_over_the_masters(redis_cluster: RedisClusterServers) -> None:
+    """Several prefixes land on different masters, and each works on its own."""
+    node = redis_cluster.nodes[0]
+    probe: RedisCluster[bytes] = RedisCluster(host=node.host, port=node.port)
+    owners: dict[str, str] = {}
+    try:
+        for i in range(60):
+            prefix = f"spread{i}"
+            owner = probe.get_node_from_key(f"{{{prefix}}}")
+            assert owner is not None
+            owners.setdefault(owner.name, prefix)
+            if len(owners) == 3:
+                break
+    finally:
+        probe.close()
+    assert len(owners) == 3
+    for prefix in owners.values():
+        q = Queue(redis_cluster.url(prefix=prefix))
+        try:
+            q.storage().enqueue([_job(1)])
+            assert q.storage().get_job("job-1") is not None
+            got = q.storage().claim("w", ["q1"], 5, 30_000)
+            assert [c.id for c in got] == ["job-1"]
+        finally:
+            q.close()
+
+
+def test_wait_for_jobs_wakes_on_a_cluster(redis_cluster: RedisClusterServers) -> None:
+    url = redis_cluster.url(prefix="wake1")
+    waiter = RedisStorage.from_url(url)
+    producer = RedisStorage.from_url(url)
+    try:
+        assert waiter.wait_for_jobs(["q0", "q1"], 0.05) is False
+        # the waiter blocks (BLPOP on two wake lists of one slot) until the enqueue
+        later = threading.Timer(0.3, producer.enqueue, args=([_job(1)],))
+        later.start()
+        t0 = time.monotonic()
+        try:
+            assert waiter.wait_for_jobs(["q0", "q1"], 10) is True
+        finally:
+            later.join()
+        assert 0.2 < time.monotonic() - t0 < 5
+    finally:
+        waiter.close()
+        producer.close()
+
+
+@pytest.mark.parametrize("prefix", ["{qc}", "a}b", "x{"])
+def test_braces_in_a_cluster_prefix_are_refused(
+    redis_cluster: RedisClusterServers, prefix: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        RedisStorage.from_url(redis_cluster.url(prefix=prefix))
+    assert info.value.code == "invalid_option"
+    assert prefix in str(info.value)
+
+
+def test_a_database_other_than_0_is_refused(redis_cluster: RedisClusterServers) -> None:
+    node = redis_cluster.nodes[0]
+    with pytest.raises(ConfigError) as info:
+        RedisStorage.from_url(f"redis+cluster://{node.host}:{node.port}/3")
+    assert info.value.code == "invalid_url"
+    assert "database 0" in str(info.value)
+
+
+def test_unreachable_seed_is_storage_unavailable() -> None:
+    with pytest.raises(StorageUnavailable):
+        RedisStorage.from_url("redis+cluster://127.0.0.1:1/?socket_connect_timeout=0.5")
+
+
+def test_repr_names_the_cluster_and_hides_the_password(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    s = RedisStorage.from_url(redis_cluster.url(prefix="r1"))
+    try:
+        text = repr(s)
+        assert text.startswith("RedisStorage(cluster 127.0.0.1:")
+        assert "prefix='r1'" in text
+        assert s.key_prefix == "{r1}"
+    finally:
+        s.close()
+    node = redis_cluster.nodes[0]
+    with pytest.raises(StorageUnavailable) as info:
+        RedisStorage.from_url(f"redis+cluster://u:pw-s3cret@{node.host}:{node.port}/")
+    assert "pw-s3cret" not in str(info.value)
+
+
+def test_a_script_cache_flush_on_every_node_is_survived(
+    redis_cluster: RedisClusterServers, raw: RedisCluster[bytes]
+) -> None:
+    s = RedisStorage.from_url(redis_cluster.url(prefix="flush1"))
+    try:
+        s.enqueue([_job(0)])
+        owner = raw.get_node_from_key("{flush1}")
+        sha = s._enqueue.sha
+        assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [1]
+        for node in raw.get_primaries():
+            raw.execute_command("SCRIPT", "FLUSH", target_nodes=node)
+        assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [0]
+        s.enqueue([_job(3)])  # NOSCRIPT -> the script is loaded again on the owning node
+        got = s.claim("w", ["q0"], 5, 30_000)
+        assert sorted(c.id for c in got) == ["job-0", "job-3"]
+    finally:
+        s.close()

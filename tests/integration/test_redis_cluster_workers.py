@@ -1,0 +1,100 @@
+"""Real worker subprocesses on a real 3-master Redis Cluster: exactly-once drain, SIGKILL
+recovery (the same app as test_redis_workers.py, reached through ``redis+cluster://``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from queue_core import JobState, Outcome, Queue
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = "tests.integration.redis_workers_app:queue"
+CLI = str(Path(sys.executable).parent / "queue-core")
+
+
+@pytest.fixture
+def env(redis_cluster_url: str, tmp_path: Path) -> dict[str, str]:
+    e = dict(os.environ, QC_TEST_URL=redis_cluster_url, QC_TEST_LOG=str(tmp_path / "log"))
+    e["PYTHONPATH"] = str(ROOT)
+    return e
+
+
+def _spawn(env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [CLI, "worker", APP, *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _lines(env: dict[str, str]) -> list[list[str]]:
+    path = Path(env["QC_TEST_LOG"])
+    return [ln.split() for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+def test_three_workers_drain_2000_jobs_each_exactly_once(env: dict[str, str]) -> None:
+    q = Queue(env["QC_TEST_URL"])
+    try:
+        handles = q.enqueue_many("record", [(i,) for i in range(2000)])
+        workers = [_spawn(env, "--burst") for _ in range(3)]
+        try:
+            for w in workers:
+                _, err = w.communicate(timeout=120)
+                assert w.returncode == 0, err.decode()[-2000:]
+        finally:
+            for w in workers:
+                _stop(w)
+        runs = Counter(int(p[1]) for p in _lines(env) if p[0] == "record")
+        assert set(runs) == set(range(2000))
+        assert max(runs.values()) == 1
+        assert len({p[3] for p in _lines(env)}) >= 2  # the work was shared
+        assert q.storage().count_pending(["default"], 60_000) == 0
+        assert q.job(handles[1999].id).status() is JobState.SUCCEEDED
+    finally:
+        q.close()
+
+
+def test_sigkilled_worker_job_is_reaped_on_the_cluster(env: dict[str, str]) -> None:
+    q = Queue(env["QC_TEST_URL"])
+    a = _spawn(env, "--lease", "1", "--reap-interval", "0.2")
+    b: subprocess.Popen[bytes] | None = None
+    try:
+        handle = q.enqueue("hang_first", args=("x",), max_retries=2, retry_backoff="10ms")
+        end = time.monotonic() + 30
+        while not any(p[0] == "hang_first" for p in _lines(env)):
+            assert time.monotonic() < end, "the first attempt never started"
+            time.sleep(0.05)
+        a.send_signal(signal.SIGKILL)
+        a.wait(10)
+        b = _spawn(env, "--lease", "1", "--reap-interval", "0.2")
+        assert handle.result(timeout=30) == "x"
+        attempts = handle.attempts()
+        assert [r.outcome for r in attempts] == [Outcome.LOST, Outcome.SUCCEEDED]
+        assert attempts[0].reason == "lease_expired"
+    finally:
+        _stop(a)
+        if b is not None:
+            _stop(b)
+        q.close()
