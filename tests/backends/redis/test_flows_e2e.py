@@ -1,6 +1,6 @@
-"""The flows facade end to end on redis:// with a real burst worker: the memory tests of
-``tests/unit/flows/test_flows_api.py`` run again here with a ``queue`` on Redis (the
-imported test functions use this module's fixture)."""
+"""The flows facade end to end on redis:// and redis+cluster:// with a real burst
+worker: the memory tests of ``tests/unit/flows/test_flows_api.py`` run again here with a
+``queue`` on Redis (the imported test functions use this module's fixture)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,10 @@ __all__ = [
 ]
 
 
-@pytest.fixture
-def queue(redis_url: str) -> Iterator[Queue]:
-    q = Queue(redis_url)
+@pytest.fixture(params=["redis_url", "redis_cluster_url"])
+def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
+    """A queue on one Redis server, then on a Redis Cluster (flow keys share the hash tag
+    of the storage's prefix)."""
+    q = Queue(request.getfixturevalue(request.param))
     yield q
     q.close()
