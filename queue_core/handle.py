@@ -6,12 +6,14 @@ Also importable as ``queue_core.JobHandle`` and ``queue_core.task.JobHandle``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 from queue_core.errors import JobCancelled, JobFailed, JobSkipped, NotFound
 from queue_core.model import AttemptRecord, JobInfo, JobRecord, JobState, dt_from_ms
 
 if TYPE_CHECKING:
+    from queue_core.clock import Clock
     from queue_core.queue import Queue
 
 __all__ = ["JobHandle"]
@@ -25,6 +27,45 @@ _MAX_PAUSE = 0.1
 @runtime_checkable
 class _SleepingClock(Protocol):
     def sleep(self, seconds: float) -> None: ...
+
+
+_Rec = TypeVar("_Rec", bound="_HasState")
+
+
+class _Finishable(Protocol):
+    @property
+    def finished(self) -> bool: ...
+
+
+class _HasState(Protocol):
+    @property
+    def state(self) -> _Finishable: ...
+
+
+def wait_finished(clock: Clock, read: Callable[[], _Rec], timeout: float | None, what: str) -> _Rec:
+    """Poll ``read()`` until its record's state is finished; return that record.
+
+    The wait is measured on ``clock`` and slept with ``clock.sleep`` when the clock has
+    one (a manual clock advances instead of waiting), else :func:`time.sleep`; pauses grow
+    from 2 ms to 100 ms. Shared by :meth:`JobHandle.result` and the flows'
+    ``ExecutionHandle.result``.
+
+    Raises:
+        TimeoutError: not finished within ``timeout`` seconds (``None`` waits forever),
+            naming ``what`` and its state.
+    """
+    sleep = clock.sleep if isinstance(clock, _SleepingClock) else time.sleep
+    end = None if timeout is None else clock.monotonic() + timeout
+    pause = _FIRST_PAUSE
+    while True:
+        rec = read()
+        if rec.state.finished:
+            return rec
+        now = clock.monotonic()
+        if end is not None and now >= end:
+            raise TimeoutError(f"{what} has not finished within {timeout} s (state {rec.state})")
+        sleep(pause if end is None else min(pause, max(0.0, end - now)))
+        pause = min(pause * 1.5, _MAX_PAUSE)
 
 
 class JobHandle(Generic[R]):
@@ -107,21 +148,8 @@ class JobHandle(Generic[R]):
             JobSkipped: the job was skipped at enqueue.
             TimeoutError: the job has not finished within ``timeout``.
         """
-        clock = self._queue.clock
-        sleep = clock.sleep if isinstance(clock, _SleepingClock) else time.sleep
-        end = None if timeout is None else clock.monotonic() + timeout
-        pause = _FIRST_PAUSE
-        while True:
-            rec = self._record()
-            if rec.state.finished:
-                return self._value(rec)
-            now = clock.monotonic()
-            if end is not None and now >= end:
-                raise TimeoutError(
-                    f"job {self.id} has not finished within {timeout} s (state {rec.state})"
-                )
-            sleep(pause if end is None else min(pause, max(0.0, end - now)))
-            pause = min(pause * 1.5, _MAX_PAUSE)
+        rec = wait_finished(self._queue.clock, self._record, timeout, f"job {self.id}")
+        return self._value(rec)
 
     def _value(self, rec: JobRecord) -> R:
         if rec.state is JobState.SUCCEEDED:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import inspect
 import os
 import random
-import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, overload
 
 from typing_extensions import Unpack
 
@@ -34,6 +33,7 @@ from queue_core.flows.model import (
     retry_fields,
 )
 from queue_core.flows.storage import ExecutionRecord, SupportsFlows
+from queue_core.handle import wait_finished
 from queue_core.model import JobState
 from queue_core.policy import RetryPolicy
 from queue_core.task import (
@@ -53,14 +53,6 @@ if TYPE_CHECKING:
     from queue_core.queue import Queue
 
 __all__ = ["ExecutionHandle", "Flow", "executions", "flows_of", "load_flow"]
-
-_FIRST_PAUSE = 0.002
-_MAX_PAUSE = 0.1
-
-
-@runtime_checkable
-class _SleepingClock(Protocol):
-    def sleep(self, seconds: float) -> None: ...
 
 
 def flows_of(queue: Queue) -> SupportsFlows:
@@ -376,21 +368,8 @@ class ExecutionHandle:
                 ``timed_out`` (``flow_timeout``), ``cancelled`` or ``skipped``.
             TimeoutError: it has not finished within ``timeout`` seconds.
         """
-        clock = self._queue.clock
-        sleep = clock.sleep if isinstance(clock, _SleepingClock) else time.sleep
-        end = None if timeout is None else clock.monotonic() + timeout
-        pause = _FIRST_PAUSE
-        while True:
-            rec = self._record()
-            if rec.state.finished:
-                return self._value(rec)
-            now = clock.monotonic()
-            if end is not None and now >= end:
-                raise TimeoutError(
-                    f"execution {self.id} has not finished within {timeout} s (state {rec.state})"
-                )
-            sleep(pause if end is None else min(pause, max(0.0, end - now)))
-            pause = min(pause * 1.5, _MAX_PAUSE)
+        rec = wait_finished(self._queue.clock, self._record, timeout, f"execution {self.id}")
+        return self._value(rec)
 
     def _value(self, rec: ExecutionRecord) -> dict[str, Any]:
         if rec.state is not ExecutionState.SUCCEEDED:
