@@ -23,7 +23,7 @@ from typing_extensions import Self
 
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
-from backends.redis.flow_records import step_replay_refused
+from backends.redis.flow_records import job_args, step_replay_refused
 from backends.redis.flows import RedisFlows
 from backends.redis.keys import Keys
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
@@ -371,25 +371,7 @@ class RedisStorage(RedisFlows, Storage):
             return []
         args = self._args(now)
         for j in jobs:
-            args += (
-                j.id,
-                j.task_name,
-                j.queue,
-                j.payload,
-                j.priority,
-                _opt(j.run_at),
-                j.delay_ms,
-                j.max_attempts,
-                j.lost_delay_ms,
-                _opt(j.timeout_ms),
-                _opt(j.heartbeat_ms),
-                _opt(j.schedule_to_start_ms),
-                _opt(j.concurrency_key),
-                _opt(j.concurrency_limit),
-                "1" if j.concurrency_skip else "0",
-                _opt(j.options),
-                _opt(j.replay_of),
-            )
+            args += (*job_args(j), _opt(j.replay_of))
         with translate_errors("enqueue"):
             res = self._run(self._enqueue, args)
         if res and res[0] == b"dup":
