@@ -172,7 +172,8 @@ def execution_record(eid: str, f: dict[str, bytes | None], spec: bytes | None) -
 
 
 def job_args(j: NewJob) -> list[Any]:
-    """The 16 arguments of one step job for ``flow_start.lua`` (enqueue.lua takes these and then replay_of)."""
+    """The 16 arguments of one job for ``flow_start.lua``; ``enqueue.lua`` takes them too,
+    then ``replay_of``."""
     return [
         j.id,
         j.task_name,
