@@ -57,7 +57,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def test_three_workers_drain_2000_jobs_each_exactly_once(env: dict[str, str]) -> None:
     q = Queue(env["QC_TEST_URL"])
     try:
-        handles = q.enqueue_many("record", [(i,) for i in range(2000)])
+        handles = q.enqueue_many("record", [(i,) for i in range(2000)], allow_unregistered=True)
         workers = [_spawn(env, "--burst") for _ in range(3)]
         try:
             for w in workers:
@@ -81,7 +81,9 @@ def test_sigkilled_worker_job_is_reaped_on_the_cluster(env: dict[str, str]) -> N
     a = _spawn(env, "--lease", "1", "--reap-interval", "0.2")
     b: subprocess.Popen[bytes] | None = None
     try:
-        handle = q.enqueue("hang_first", args=("x",), max_retries=2, retry_backoff="10ms")
+        handle = q.enqueue(
+            "hang_first", args=("x",), max_retries=2, retry_backoff="10ms", allow_unregistered=True
+        )
         end = time.monotonic() + 30
         while not any(p[0] == "hang_first" for p in _lines(env)):
             assert time.monotonic() < end, "the first attempt never started"
