@@ -134,3 +134,17 @@ def test_readme_quick_start_followed_literally_runs_the_job(tmp_path: Path) -> N
         assert queue.dead_letters(task_name="tasks.send_welcome_email")[0].reason == "fatal"
     finally:
         queue.close()
+
+
+def test_readme_quick_start_type_checks_under_mypy_strict(tmp_path: Path) -> None:
+    """A typed user copies the Quick start: ``mypy --strict`` finds nothing in it (a ``ctx``
+    without ``= JobContext.INJECTED`` would make ``.delay(42, "a@example.com")`` an error)."""
+    from mypy import api as mypy_api  # the lint extra; CI installs it with the test extra
+
+    code, _ = _quick_start()
+    (tmp_path / "tasks.py").write_text(code.code)
+    out, err, status = mypy_api.run(
+        ["--strict", "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy_cache"),
+         str(tmp_path / "tasks.py")]
+    )
+    assert (status, (out + err).strip()) == (0, "")
