@@ -53,6 +53,7 @@ from queue_core.storage import (
     SupportsFlows,
     SupportsJobScan,
     SupportsMigrate,
+    SupportsSchemaVersion,
     SupportsWakeup,
 )
 from queue_core.task import Concurrency, JobHandle, Replay, Task
@@ -92,6 +93,7 @@ __all__ = [
     "SupportsFlows",
     "SupportsJobScan",
     "SupportsMigrate",
+    "SupportsSchemaVersion",
     "SupportsWakeup",
     "SystemClock",
     "Task",

@@ -70,6 +70,7 @@ __all__ = [
     "SupportsFlows",
     "SupportsJobScan",
     "SupportsMigrate",
+    "SupportsSchemaVersion",
     "SupportsWakeup",
 ]
 
@@ -314,6 +315,16 @@ class SupportsMigrate(Protocol):
 
     def migrate(self) -> None:
         """Create or upgrade the schema. Idempotent; safe to run concurrently."""
+        ...
+
+
+@runtime_checkable
+class SupportsSchemaVersion(Protocol):
+    """A storage whose schema can be absent: read-only tools check before reading."""
+
+    def schema_version(self) -> int:
+        """The stored schema version; ``0`` when the storage holds no queue-core schema.
+        Never creates the schema."""
         ...
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from queue_core import ConfigError, Queue
+from queue_core import ConfigError, Queue, SupportsSchemaVersion
 from queue_core.registry import ENV_URL, mask_url, resolve_url
 
 __all__ = [
@@ -206,6 +206,23 @@ def check_storage_exists(url: str | None, source: str) -> None:
         )
 
 
+def refuse_empty_schema(queue: Queue, source: str) -> None:
+    """Refuse a database that holds no queue-core schema (a PostgreSQL database, an empty
+    SQLite file) instead of letting a read-only command create the tables.
+
+    Raises:
+        StorageMissing: the storage reports schema version 0; ``queue`` is closed.
+    """
+    storage = queue.storage()
+    if isinstance(storage, SupportsSchemaVersion) and storage.schema_version() == 0:
+        queue.close()
+        where = mask_url(queue.url) if queue.url else type(storage).__name__
+        raise StorageMissing(
+            f"storage {where} ({source}) holds no queue-core schema, so there is nothing "
+            f"to read here; {_HOW_TO_POINT} naming the storage your workers use"
+        )
+
+
 def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tuple[Queue, str]:
     """The queue for a non-worker command and a masked description of where it lives.
 
@@ -228,6 +245,7 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
         in_memory = queue.url is not None and queue.url.lower().startswith("memory:")
         if not create and not (imported_before and in_memory):
             check_storage_exists(queue.url, f"the storage of --app {app}")
+            refuse_empty_schema(queue, f"the storage of --app {app}")
         return queue, f"app {app}"
     if url is not None and not url.strip():
         raise ConfigError(
@@ -242,4 +260,7 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
         else:
             source = f"the default: no --app, --url or {ENV_URL} was given"
         check_storage_exists(resolved, source)
-    return Queue(resolved), mask_url(resolved)
+    queue = Queue(resolved)
+    if not create:
+        refuse_empty_schema(queue, source)
+    return queue, mask_url(resolved)

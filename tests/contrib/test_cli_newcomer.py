@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.contrib.conftest import App
@@ -105,3 +107,25 @@ def test_bad_duration_names_the_unit(run, app: App) -> None:
     result = run("dlq", "purge", "--older-than", "1d", "--url", app.url)
     assert result.exit_code == 2
     assert "'d' is not a unit: write 1d as '24h'" in result.stderr
+
+
+def test_read_only_commands_leave_an_empty_postgres_database_empty(run, postgres_server) -> None:
+    """A PostgreSQL database without the queue-core schema is refused like a missing SQLite
+    file: the command exits 1 naming the storage, and no table is created."""
+    name = f"qc_empty_{uuid.uuid4().hex[:10]}"
+    postgres_server.create_database(name)
+    try:
+        url = postgres_server.url(name)
+        for command in (["stats"], ["jobs", "list"], ["dlq", "list"]):
+            result = run(*command, "--url", url)
+            assert result.exit_code == 1, result.stdout
+            assert "holds no queue-core schema" in result.stderr, result.stderr
+            assert "(from --url)" in result.stderr and "--app" in result.stderr
+            assert "Traceback" not in result.stderr
+        with psycopg.connect(postgres_server.dsn(name)) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchone()
+        assert tables == (0,)
+    finally:
+        postgres_server.drop_database(name)
