@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract
+from queue_core.testing import StorageContract, StorageWithRetention
 
 
 class TestInMemorySQLiteStorage(StorageContract):
@@ -17,3 +17,15 @@ class TestInMemorySQLiteStorage(StorageContract):
         storage = SQLStorage.from_url("sqlite://")
         yield storage
         storage.close()
+
+    @pytest.fixture
+    def storage_with_retention(self) -> Iterator[StorageWithRetention]:
+        built: list[SQLStorage] = []
+
+        def build(retention: str) -> SQLStorage:
+            built.append(SQLStorage.from_url(f"sqlite://?retention={retention}"))
+            return built[-1]
+
+        yield build
+        for storage in built:
+            storage.close()
