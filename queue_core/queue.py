@@ -88,6 +88,9 @@ class Queue:
     that set none.
 
     Attributes:
+        url: the resolved storage URL as given, **password included** (the driver needs
+            it): treat it as a secret. ``repr(queue)``, errors, logs, the CLI and the
+            dashboard show :func:`~queue_core.urls.mask_url` of it instead.
         config: the :class:`~queue_core.config.Config` the defaults were read from.
         default_queue: the queue of tasks that set none (``"default"``).
         eager: whether jobs run eagerly at enqueue.

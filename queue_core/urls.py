@@ -10,9 +10,14 @@ part of the facade): the import contracts in ``pyproject.toml`` enforce it.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import re
 
 __all__ = ["mask_url"]
+
+_USERINFO = re.compile(r"(?P<user>[^:/@?#\[\]]*):(?P<password>[^@]*)@")
+"""``user:password@`` at the start of what follows ``scheme://``. The password runs to the
+first ``@`` -- as SQLAlchemy reads it -- so an unencoded ``/``, ``#`` or ``?`` in it is
+masked too (``urlsplit`` would end the authority there and leave the rest in the path)."""
 
 
 def mask_url(url: str) -> str:
@@ -21,29 +26,22 @@ def mask_url(url: str) -> str:
     Example:
         >>> mask_url("redis://user:secret@localhost:6379/0")
         'redis://user:***@localhost:6379/0'
+        >>> mask_url("postgresql://app:pa/ss#word@db/jobs")
+        'postgresql://app:***@db/jobs'
         >>> mask_url("sqlite:///jobs.db")
         'sqlite:///jobs.db'
 
     Args:
-        url: Any URL; one that cannot be parsed is replaced as a whole.
+        url: Any URL. Nothing is parsed beyond the credentials, so a URL that a driver
+            would refuse (a bad port, say) is masked all the same.
 
     Returns:
-        The URL unchanged when it has no password, the masked URL otherwise, or
-        ``"<unparseable url>"``.
+        The URL unchanged when it has no password, the masked URL otherwise.
     """
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-        port = parts.port
-    except ValueError:
-        return "<unparseable url>"
-    if password is None:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal: urlsplit dropped its brackets
-        host = f"[{host}]"
-    if port is not None:
-        host = f"{host}:{port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    found = _USERINFO.match(rest)
+    if found is None:
+        return url
+    return f"{scheme}://{found.group('user')}:***@{rest[found.end() :]}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,6 +52,19 @@ def check_cluster_prefix(prefix: str) -> None:
         )
 
 
+def _redacted(exc: BaseException, url: str) -> str:
+    """``str(exc)`` without any piece of the URL's password (a driver's message may quote
+    the part of a badly encoded password it took for a port or a database number)."""
+    text = str(exc)
+    userinfo = url.partition("://")[2].partition("@")
+    if userinfo[1]:
+        secret = userinfo[0].partition(":")[2]
+        for piece in sorted({secret, *re.split(r"[/#?:]", secret)}, key=len, reverse=True):
+            if piece:
+                text = text.replace(piece, "***")
+    return text
+
+
 def clients_from_url(url: str) -> Clients:
     """Parse ``url`` and build its clients (see :meth:`RedisStorage.from_url`)."""
     try:
@@ -58,7 +72,11 @@ def clients_from_url(url: str) -> Clients:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
         raise ConfigError(
-            f"invalid redis URL {mask_url(url)!r}", code="invalid_url", field="url"
+            f"invalid redis URL {mask_url(url)!r}: its host or port does not parse (expected "
+            "redis://[[user]:password@]host[:port][/db]; percent-encode '/', '#', '?' and "
+            "'@' in a password, e.g. '/' as %2F)",
+            code="invalid_url",
+            field="url",
         ) from exc
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
@@ -90,7 +108,9 @@ def clients_from_url(url: str) -> Clients:
         )
     except (ValueError, TypeError) as exc:
         raise ConfigError(
-            f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
+            f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
+            code="invalid_url",
+            field="url",
         ) from exc
     return Clients(client, wake, prefix, retention)
 
@@ -114,6 +134,8 @@ def _cluster_client(url: str, clean: str, path: str, prefix: str) -> RedisCluste
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(
-                f"invalid redis URL {mask_url(url)!r}: {exc}", code="invalid_url", field="url"
+                f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
+                code="invalid_url",
+                field="url",
             ) from exc
     return client

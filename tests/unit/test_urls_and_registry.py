@@ -21,8 +21,14 @@ from queue_core.urls import mask_url
         ("sqlite:///jobs.db", "sqlite:///jobs.db"),
         ("redis://user@h/0", "redis://user@h/0"),
         # a port out of range used to raise ValueError from inside mask_url
-        ("redis://u:secret@h:99999/0", "<unparseable url>"),
-        ("http://[::1", "<unparseable url>"),
+        ("redis://u:secret@h:99999/0", "redis://u:***@h:99999/0"),
+        ("http://[::1", "http://[::1"),
+        # unencoded /, # and ? in a password: urlsplit ends the authority there
+        ("postgresql://app:se/cret@db/jobs", "postgresql://app:***@db/jobs"),
+        ("postgresql+psycopg://app:a#secret@db:5432/jobs", "postgresql+psycopg://app:***@db:5432/jobs"),
+        ("redis://:what?secret@h:6379/0?prefix=x", "redis://:***@h:6379/0?prefix=x"),
+        ("redis+cluster://u:s/e#c?ret@h:7000/?prefix=p", "redis+cluster://u:***@h:7000/?prefix=p"),
+        ("sqlite:///data/a:b@c.db", "sqlite:///data/a:b@c.db"),
     ],
 )
 def test_mask_url_hides_passwords(url: str, masked: str) -> None:
