@@ -449,7 +449,11 @@ class DeadJob(_MappingMixin):
 
 
 def decode_json_payload(payload: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Decode the core's JSON payload envelope; ``((), {})`` if it is not one."""
+    """Decode the core's JSON payload envelope; ``((), {})`` if it is not one.
+
+    Never raises: a corrupt payload -- also one nested too deeply for the decoder
+    (``RecursionError``) -- decodes as ``((), {})`` and stays readable as ``payload``, so
+    one bad entry cannot break a listing of dead letters."""
     if not payload[:1] == b"{":
         return (), {}
     try:
@@ -458,7 +462,7 @@ def decode_json_payload(payload: bytes) -> tuple[tuple[Any, ...], dict[str, Any]
         kwargs = obj.get("kwargs", {})
         if isinstance(args, list) and isinstance(kwargs, dict):
             return tuple(args), kwargs
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         pass
     return (), {}
 

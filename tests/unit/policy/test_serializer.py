@@ -60,6 +60,19 @@ def test_dead_letter_decoding_reads_the_payload() -> None:
     assert (entry.args, entry.kwargs) == ((1, "x"), {"k": [1]})
 
 
+def test_a_payload_nested_too_deeply_keeps_its_dead_letter_listable() -> None:
+    """A stored payload deeper than the JSON decoder's recursion limit decodes as no
+    arguments (the raw bytes stay on the entry) instead of raising RecursionError out of
+    every listing holding it."""
+    deep = b'{"args": [' + b"[" * 100_000 + b"]" * 100_000 + b'], "kwargs": {}}'
+    assert decode_json_payload(deep) == ((), {})
+    entry = DeadJob.build(
+        id="d1", job_id="j1", task_name="t", queue="q", payload=deep, error=None,
+        error_class=None, reason="bad_payload", attempts=[], dead_at_ms=0,
+    )
+    assert (entry.args, entry.kwargs, entry.payload) == ((), {}, deep)
+
+
 @FAST
 @given(args=st.lists(json_values, max_size=5), kwargs=st.dictionaries(st.text(), json_values))
 def test_json_payload_round_trip(args: list[Any], kwargs: dict[str, Any]) -> None:
