@@ -22,7 +22,7 @@ from queue_core.model import AttemptEnd
 from queue_core.storage import Storage
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.slots import Attempt, SlotTable
-from queue_core.worker.timing import Timing
+from queue_core.worker.timing import DueTimes, Timing
 
 if TYPE_CHECKING:
     import anyio
@@ -52,6 +52,8 @@ class WorkerState:
     shutdown_grace: float
     isolation: str
     _timing: Timing
+    _retries_due: DueTimes
+    """Retries this worker scheduled (system monotonic time): bound the idle wait."""
     _table: SlotTable
     _serializer: Serializer
     _rng: Callable[[], float]

@@ -11,6 +11,7 @@ the event loop's timer, not service timing: they do not run on the worker's cloc
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final
 
 import anyio
@@ -146,8 +147,11 @@ class Claiming(Running):
         stop = self._stop
         if stop.is_set():
             return 0, []
+        # a retry this worker scheduled wakes no one when it falls due: wait until then
+        wait = self._retries_due.wait_bound(time.monotonic(), _WAKEUP_WAIT)
         try:
-            self.storage.wait_for_jobs(self._queues, _WAKEUP_WAIT)  # type: ignore[attr-defined]
+            if wait > 0:
+                self.storage.wait_for_jobs(self._queues, wait)  # type: ignore[attr-defined]
         except StorageError as exc:
             log.warning("wait_for_jobs failed (%s)", exc)
             stop.wait(0.1)

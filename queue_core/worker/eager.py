@@ -37,7 +37,7 @@ from queue_core.worker.recording import AttemptRecording, error_info
 from queue_core.worker.runner import worker_id
 from queue_core.worker.running import _bind_error
 from queue_core.worker.slots import Attempt
-from queue_core.worker.timing import Timing
+from queue_core.worker.timing import DueTimes, Timing
 
 if TYPE_CHECKING:
     from queue_core.queue import Queue
@@ -79,6 +79,7 @@ class EagerRunner(AttemptRecording):
         self._timing = Timing(queue.clock)
         self._call_cache = {}
         self._ends = []
+        self._retries_due = DueTimes()
         self._flushing = True  # ends are recorded by run(), never by a flusher task
         self._offset_ms = 0
         self._rng = random.random

@@ -11,6 +11,7 @@ in the worker goes through :meth:`AttemptRecording._dead`: its own (``unknown_ta
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Final
@@ -264,6 +265,8 @@ class AttemptRecording(WorkerState):
             mode=att.mode,
         )
         self._ends.append(end)
+        if decision.action is Action.RETRY and decision.delay_ms > 0:
+            self._retries_due.add(time.monotonic() + decision.delay_ms / 1000)
         if not self._flushing:
             self._flush_wake.set()
         log_attempt_end(end, att.job.task_name, self._timing.monotonic() - att.claimed_at)

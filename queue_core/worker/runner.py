@@ -43,7 +43,7 @@ from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
 from queue_core.worker.slots import SlotTable
 from queue_core.worker.threads import BodyThreads, StorageThread
-from queue_core.worker.timing import Timing
+from queue_core.worker.timing import DueTimes, Timing
 
 if TYPE_CHECKING:
     from queue_core.queue import Queue
@@ -144,6 +144,7 @@ class Worker(Claiming):
         self._call_cache = {}
         self._fits = {}
         self._ends = []
+        self._retries_due = DueTimes()
         self._heartbeats = {}
         self._stop = threading.Event()
         self._stopping = False

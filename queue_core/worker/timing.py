@@ -10,6 +10,8 @@ sleeps. Without timers (the system clock) they are ordinary event-loop sleeps.
 
 from __future__ import annotations
 
+import heapq
+import threading
 from collections.abc import Callable
 
 import anyio
@@ -17,7 +19,7 @@ import anyio.lowlevel
 
 from queue_core.clock import Clock, SupportsTimers
 
-__all__ = ["Timing"]
+__all__ = ["DueTimes", "Timing"]
 
 
 class Timing:
@@ -76,3 +78,42 @@ def _setter(event: anyio.Event) -> Callable[[], None]:
             pass
 
     return fire
+
+
+class DueTimes:
+    """When retries this worker scheduled fall due, on the system's monotonic time.
+
+    An idle worker on a storage with wake-ups blocks in ``wait_for_jobs`` for up to a
+    second; a retry it scheduled itself 50 ms ahead wakes nobody when it falls due (its
+    commit woke the wait before the job was ready). The claim thread bounds its wait by
+    the earliest due time here (:meth:`wait_bound`), so a short backoff is retried on
+    time. The due time is estimated when the attempt ends; storage counts the delay from
+    when the finisher writes the end, a little later, so for :data:`GRACE` seconds after
+    a due time the wait is a short poll. Added from body threads and the event loop,
+    read on the claim thread.
+    """
+
+    GRACE = 0.5
+    POLL = 0.01
+
+    __slots__ = ("_due", "_lock")
+
+    def __init__(self) -> None:
+        self._due: list[float] = []
+        self._lock = threading.Lock()
+
+    def add(self, at: float) -> None:
+        """Remember that a job falls due at monotonic time ``at``."""
+        with self._lock:
+            heapq.heappush(self._due, at)
+
+    def wait_bound(self, now: float, longest: float) -> float:
+        """How long an idle wait may last from ``now``: ``longest``, or until the earliest
+        remembered due time, or :data:`POLL` within :data:`GRACE` after one."""
+        with self._lock:
+            due = self._due
+            while due and due[0] + self.GRACE <= now:
+                heapq.heappop(due)
+            if not due:
+                return longest
+            return min(longest, max(due[0] - now, self.POLL))
