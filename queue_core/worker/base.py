@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from queue_core.model import AttemptEnd
 from queue_core.storage import Storage
+from queue_core.worker.outage import Outage
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.slots import Attempt, SlotTable
 from queue_core.worker.timing import DueTimes, Timing
@@ -53,6 +54,8 @@ class WorkerState:
     isolation: str
     _timing: Timing
     _retries_due: DueTimes
+    _outage: Outage
+    """Storage outages: one WARNING when one starts, one INFO when it ends."""
     """Retries this worker scheduled (system monotonic time): bound the idle wait."""
     _table: SlotTable
     _serializer: Serializer

@@ -117,10 +117,12 @@ class Claiming(Running):
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
-            log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
+            if not self._outage.failed("claim", exc):
+                log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
             await anyio.sleep(delay)
             return None
         state.backoff.reset()
+        self._outage.ok()
         return found
 
     async def _idle(self, state: _ClaimState) -> None:
@@ -153,7 +155,8 @@ class Claiming(Running):
             if wait > 0:
                 self.storage.wait_for_jobs(self._queues, wait)  # type: ignore[attr-defined]
         except StorageError as exc:
-            log.warning("wait_for_jobs failed (%s)", exc)
+            if not self._outage.failed("wait_for_jobs", exc):
+                log.warning("wait_for_jobs failed (%s)", exc)
             stop.wait(0.1)
             return 0, []
         if stop.is_set():
@@ -259,7 +262,8 @@ class Claiming(Running):
         try:
             pending = await self._count_pending(BURST_HORIZON_MS)
         except StorageError as exc:
-            log.warning("count_pending failed (%s)", exc)
+            if not self._outage.failed("count_pending", exc):
+                log.warning("count_pending failed (%s)", exc)
             return False
         if pending == 0 and not self._table.running:
             return True

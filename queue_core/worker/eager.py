@@ -33,6 +33,7 @@ import anyio
 from queue_core.context import JobContext
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import ClaimedJob, JobState, Reason, dt_from_ms
+from queue_core.worker.outage import Outage
 from queue_core.worker.recording import AttemptRecording, error_info
 from queue_core.worker.runner import worker_id
 from queue_core.worker.running import _bind_error
@@ -80,6 +81,7 @@ class EagerRunner(AttemptRecording):
         self._call_cache = {}
         self._ends = []
         self._retries_due = DueTimes()
+        self._outage = Outage()
         self._flushing = True  # ends are recorded by run(), never by a flusher task
         self._offset_ms = 0
         self._rng = random.random

@@ -17,6 +17,7 @@ from anyio import to_thread
 from queue_core.errors import StorageError
 from queue_core.model import JobState
 from queue_core.storage import Storage
+from queue_core.worker.outage import Outage
 from queue_core.worker.timing import Timing
 
 __all__ = ["Backoff", "reaper_loop"]
@@ -53,6 +54,7 @@ async def reaper_loop(
     timing: Timing,
     after_pass: Callable[[], Awaitable[None]] | None = None,
     *,
+    outage: Outage | None = None,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Reap stale and overdue attempts forever (until cancelled).
@@ -72,10 +74,13 @@ async def reaper_loop(
             if after_pass is not None:
                 await after_pass()
             backoff.reset()
+            if outage is not None:
+                outage.ok()
             await timing.sleep(interval)
         except StorageError as exc:
             delay = backoff.next()
-            log.warning("reaper: storage error (%s); retrying in %.2f s", exc, delay)
+            if outage is None or not outage.failed("reaper", exc):
+                log.warning("reaper: storage error (%s); retrying in %.2f s", exc, delay)
             await timing.sleep(max(delay, min(interval, 1.0)))
 
 

@@ -19,6 +19,7 @@ the worker reads, and every wait of its services, goes through its
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -39,6 +40,7 @@ from queue_core.task import check_isolation
 from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
 from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
+from queue_core.worker.outage import Outage
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
 from queue_core.worker.slots import SlotTable
@@ -145,6 +147,7 @@ class Worker(Claiming):
         self._fits = {}
         self._ends = []
         self._retries_due = DueTimes()
+        self._outage = Outage()
         self._heartbeats = {}
         self._stop = threading.Event()
         self._stopping = False
@@ -210,7 +213,7 @@ class Worker(Claiming):
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
             await tg.start(
-                reaper_loop,
+                functools.partial(reaper_loop, outage=self._outage),
                 self.storage,
                 self.reap_interval,
                 self._io,

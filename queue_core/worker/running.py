@@ -235,7 +235,8 @@ class Running(Services):
                 att.lease_lost = True
                 return True
             except StorageError as exc:
-                log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
+                if not self._outage.failed("heartbeat", exc):
+                    log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
                 return att.stop_requested()
 
         return beat

@@ -81,12 +81,14 @@ class Services(AttemptRecording):
                 took = await self._finish_io.call(self.storage.finish, batch)
         except StorageError as exc:
             self._ends[:0] = batch
-            log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
+            if not self._outage.failed("finish", exc):
+                log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
             await self._timing.sleep(self._flush_backoff.next())
             return
         finally:
             self._flushing = False
         self._flush_backoff.reset()
+        self._outage.ok()
         for end, ok in zip(batch, took, strict=False):
             if not ok:
                 log.info(
@@ -120,7 +122,8 @@ class Services(AttemptRecording):
                 self.storage.renew, refs, self.lease_ms, limiter=self._io
             )
         except StorageError as exc:
-            log.warning("lease renewal failed (%s)", exc)
+            if not self._outage.failed("lease renewal", exc):
+                log.warning("lease renewal failed (%s)", exc)
             return
         running = self._table.running
         for ref in res.lost:
@@ -162,7 +165,8 @@ class Services(AttemptRecording):
             self._stop_attempt(att)
             return
         except StorageError as exc:
-            log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
+            if not self._outage.failed("heartbeat", exc):
+                log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
             return
         if cancel and not att.cancel_requested:
             att.cancel_requested = True
