@@ -162,6 +162,7 @@ class Claiming(Running):
         if stop.is_set():
             return 0, []
         jobs = self.storage.claim(self.id, self._queues, free, self.lease_ms)
+        self._outage.ok()
         if not jobs:
             return 0, jobs
         return self._start_direct(jobs)

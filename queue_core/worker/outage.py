@@ -6,12 +6,20 @@ backoff. :class:`Outage` turns that into two lines: a WARNING when the first cal
 with :class:`~queue_core.errors.StorageUnavailable` and an INFO when a call succeeds
 again (how long it lasted, how many calls failed); the failures in between are DEBUG.
 Other storage errors are not an outage and are logged by their caller every time.
+
+An outage also pauses judging: while storage was unreachable no worker could renew a
+lease or write a heartbeat, so right after it every attempt may *look* abandoned. The
+reaper therefore reaps nothing while an outage lasts and for one hold period after it
+ends (:meth:`Outage.hold_left`; the worker's hold is the longer of its lease and the
+longest heartbeat of its tasks): by then every live worker has renewed its leases and
+written its heartbeats, and only attempts whose workers are really gone still look so.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from queue_core.errors import StorageError, StorageUnavailable
 from queue_core.worker.log import log
@@ -22,12 +30,19 @@ __all__ = ["Outage"]
 class Outage:
     """The storage outage state of one worker, shared by its services (thread-safe)."""
 
-    __slots__ = ("_lock", "_since", "_failed")
+    AFTERMATH = 10.0
+    """Seconds after an outage during which a new failure counts as part of it: a pooled
+    connection that died in the outage and was idle fails on its first use later."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_lock", "_since", "_failed", "_up_at", "_monotonic", "_quiet")
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._monotonic = monotonic
         self._since: float | None = None
         self._failed = 0
+        self._up_at: float | None = None
+        self._quiet = False
 
     @property
     def down(self) -> bool:
@@ -44,7 +59,12 @@ class Outage:
             self._failed += 1
             first = self._since is None
             if first:
-                self._since = time.monotonic()
+                now = self._monotonic()
+                self._since = now
+                up_at = self._up_at
+                # a stale connection failing soon after an outage: the same outage
+                self._quiet = up_at is not None and now - up_at < self.AFTERMATH
+                first = not self._quiet
         if first:
             log.warning(
                 "storage unavailable (%s failed: %s); retrying with backoff, further "
@@ -62,14 +82,29 @@ class Outage:
         if self._since is None:
             return
         with self._lock:
-            since, failed = self._since, self._failed
-            self._since, self._failed = None, 0
+            since, failed, quiet = self._since, self._failed, self._quiet
+            self._since, self._failed, self._quiet = None, 0, False
         if since is None:
             return
-        took = time.monotonic() - since
+        now = self._monotonic()
+        self._up_at = now
+        took = now - since
+        if quiet:
+            log.debug("storage answers again (%d calls failed after the outage)", failed)
+            return
         log.info(
             "storage available again after %.1f s (%d calls failed meanwhile)",
             took,
             failed,
             extra={"event": {"event": "storage_up", "seconds": round(took, 3), "failed": failed}},
         )
+
+    def hold_left(self, hold: float) -> float:
+        """Seconds the reaper must still hold off: ``hold`` while an outage lasts, what
+        is left of ``hold`` after the last one ended, else ``0``."""
+        if self._since is not None:
+            return hold
+        up_at = self._up_at
+        if up_at is None:
+            return 0.0
+        return max(0.0, up_at + hold - self._monotonic())

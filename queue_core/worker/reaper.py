@@ -55,6 +55,7 @@ async def reaper_loop(
     after_pass: Callable[[], Awaitable[None]] | None = None,
     *,
     outage: Outage | None = None,
+    hold: float = 0.0,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Reap stale and overdue attempts forever (until cancelled).
@@ -66,6 +67,10 @@ async def reaper_loop(
     last_prune = timing.monotonic()
     task_status.started()
     while True:
+        held = outage.hold_left(hold) if outage is not None else 0.0
+        if held > 0:  # an outage: every attempt may look abandoned (see outage.py)
+            await timing.sleep(min(held, interval))
+            continue
         try:
             await _reap_all(storage, limiter)
             if timing.monotonic() - last_prune >= PRUNE_EVERY:

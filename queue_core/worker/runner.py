@@ -147,7 +147,7 @@ class Worker(Claiming):
         self._fits = {}
         self._ends = []
         self._retries_due = DueTimes()
-        self._outage = Outage()
+        self._outage = Outage(self._timing.monotonic)
         self._heartbeats = {}
         self._stop = threading.Event()
         self._stopping = False
@@ -171,6 +171,12 @@ class Worker(Claiming):
     def run(self) -> None:
         """Run until stopped (or, with ``burst``, until the queues are drained)."""
         anyio.run(self.run_async)
+
+    def _reap_hold(self) -> float:
+        """How long the reaper holds off after a storage outage: the longer of the lease
+        and the longest heartbeat of this worker's tasks (see ``worker/outage.py``)."""
+        beats = [t.heartbeat for t in self._tasks.values() if t.heartbeat]
+        return max([self.lease, *beats])
 
     def stop(self) -> None:
         """Ask the worker to shut down gracefully (thread-safe)."""
@@ -213,7 +219,7 @@ class Worker(Claiming):
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
             await tg.start(
-                functools.partial(reaper_loop, outage=self._outage),
+                functools.partial(reaper_loop, outage=self._outage, hold=self._reap_hold()),
                 self.storage,
                 self.reap_interval,
                 self._io,

@@ -38,6 +38,7 @@ def test_a_50ms_backoff_is_retried_within_150ms(
     queue: Queue, request: pytest.FixtureRequest
 ) -> None:
     bound = _BOUND.get(request.node.callspec.params["queue"], 0.15)
+
     @queue.task(name="wakeup.flaky", max_retries=3, retry_backoff=0.05, retry_jitter=0)
     def flaky(ctx: JobContext = JobContext.INJECTED) -> int:
         if ctx.attempt < 3:

@@ -41,12 +41,22 @@ def _run_through(url: str, tmp_path: Path, fault: Callable[[], None]) -> str:
         ids = [q.enqueue(name, allow_unregistered=True).id for name in heartbeat_app.TASKS]
     finally:
         q.close()
-    env = dict(os.environ, QUEUE_CORE_URL=url, QC_BEAT_LOG=str(log), QC_BEAT_SECONDS="5",
-               PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ,
+        QUEUE_CORE_URL=url,
+        QC_BEAT_LOG=str(log),
+        QC_BEAT_SECONDS="5",
+        PYTHONPATH=str(ROOT),
+    )
     err_path = tmp_path / "worker.err"
     with open(err_path, "wb") as err:
-        worker = subprocess.Popen([CLI, "worker", APP, "--burst", "--reap-interval", "0.5"],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        worker = subprocess.Popen(
+            [CLI, "worker", APP, "--burst", "--reap-interval", "0.5"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     try:
         end = time.monotonic() + 60
         while not (log.exists() and log.read_text().count(" start") == 3):

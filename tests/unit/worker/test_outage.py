@@ -3,20 +3,30 @@ DEBUG in between; other storage errors are left to their caller."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
+import anyio
 import pytest
 
+from backends.memory import MemoryStorage
 from queue_core.errors import StorageError, StorageUnavailable
+from queue_core.model import ReapedJob
+from queue_core.testing import T0, ManualClock
 from queue_core.worker.outage import Outage
+from queue_core.worker.reaper import reaper_loop
+from queue_core.worker.timing import Timing
+from tests.unit.worker.conftest import until
 
 
 def test_an_outage_is_two_lines_however_many_calls_fail(caplog: pytest.LogCaptureFixture) -> None:
-    outage = Outage()
+    now = [100.0]
+    outage = Outage(lambda: now[0])
     caplog.set_level(logging.DEBUG, logger="queue_core.worker")
     outage.ok()  # nothing to end
     for what in ("claim", "finish", "claim", "reaper"):
         assert outage.failed(what, StorageUnavailable("db: connection refused"))
+        now[0] += 0.5
     assert outage.down
     outage.ok()
     outage.ok()
@@ -24,12 +34,22 @@ def test_an_outage_is_two_lines_however_many_calls_fail(caplog: pytest.LogCaptur
     levels = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert [lvl for lvl, _ in levels] == ["WARNING", "DEBUG", "DEBUG", "DEBUG", "INFO"]
     assert "storage unavailable (claim failed: db: connection refused)" in levels[0][1]
-    assert "(4 calls failed meanwhile)" in levels[-1][1]
+    assert "available again after 2.0 s (4 calls failed meanwhile)" in levels[-1][1]
     assert caplog.records[-1].event["event"] == "storage_up"  # type: ignore[attr-defined]
 
+    # a stale pooled connection failing 3 s later belongs to the same outage: DEBUG only
     caplog.clear()
-    assert outage.failed("renew", StorageUnavailable("again"))  # a second outage: a new pair
-    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    now[0] += 3.0
+    assert outage.failed("count_pending", StorageUnavailable("terminating connection"))
+    outage.ok()
+    assert [r.levelname for r in caplog.records] == ["DEBUG", "DEBUG"]
+
+    # a failure long after is a new outage: a new pair of lines
+    caplog.clear()
+    now[0] += Outage.AFTERMATH + 1
+    assert outage.failed("renew", StorageUnavailable("again"))
+    outage.ok()
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
 
 
 def test_other_storage_errors_are_not_an_outage(caplog: pytest.LogCaptureFixture) -> None:
@@ -37,3 +57,54 @@ def test_other_storage_errors_are_not_an_outage(caplog: pytest.LogCaptureFixture
     caplog.set_level(logging.DEBUG, logger="queue_core.worker")
     assert not outage.failed("claim", StorageError("constraint violated"))
     assert not outage.down and caplog.records == []
+
+
+class _ReapLog(MemoryStorage):
+    """memory:// on the manual clock, noting the clock time of every reap pass."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.clock = clock
+        self.passes: list[float] = []
+
+    def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
+        self.passes.append(self.clock.monotonic())
+        return super().reap(now=now, limit=limit)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_the_reaper_judges_nothing_during_an_outage_and_one_hold_after() -> None:
+    """Right after an outage longer than a lease every attempt looks abandoned: the
+    reaper holds off until live workers had a full hold period to renew and beat."""
+    clock = ManualClock(start_ms=T0)
+    storage = _ReapLog(clock)
+    outage = Outage(clock.monotonic)
+
+    def timer_at(at: float) -> bool:
+        return any(abs(t - at) < 1e-6 for t in clock.pending_timers())
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            functools.partial(reaper_loop, outage=outage, hold=30.0),
+            storage,
+            1.0,
+            anyio.CapacityLimiter(1),
+            Timing(clock),
+        )
+        await until(lambda: timer_at(1.0), "the first pass is over")
+        assert storage.passes == [0.0]
+        outage.failed("claim", StorageUnavailable("down"))
+        for _ in range(10):  # 10 s of outage: no pass
+            clock.advance(1.0)
+            await until(lambda: bool(clock.pending_timers()), "the reaper sleeps again")
+        assert storage.passes == [0.0]
+        outage.ok()  # storage answers again at 10 s
+        while clock.monotonic() < 39.0:
+            clock.advance(1.0)
+            await until(lambda: bool(clock.pending_timers()), "the reaper sleeps again")
+        assert storage.passes == [0.0]  # held until 10 + 30
+        clock.advance(1.0)
+        await until(lambda: len(storage.passes) == 2, "a pass after the hold")
+        assert storage.passes[1] == 40.0
+        tg.cancel_scope.cancel()
