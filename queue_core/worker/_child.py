@@ -34,15 +34,14 @@ import struct
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any
 
+from queue_core.worker.caps import cap_message, format_traceback
+
 _HEADER = struct.Struct("!I")
-_TRACEBACK_LIMIT = 32_000
-"""Characters of formatted traceback sent back (the tail is kept: it names the raise)."""
 
 
 def encode_frame(message: object) -> bytes:
@@ -213,14 +212,13 @@ def _error_info(exc: BaseException) -> dict[str, Any]:
         pickle.loads(blob)  # an exception whose __init__ cannot be replayed fails here
     except Exception:
         blob = None
-    tb = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
     return {
         "error_class": cls.__name__,
         "error_type": f"{cls.__module__}.{cls.__qualname__}",
         "module": cls.__module__,
         "qualname": cls.__qualname__,
-        "message": str(exc),
-        "traceback": tb[-_TRACEBACK_LIMIT:],
+        "message": cap_message(str(exc)),
+        "traceback": format_traceback(exc),
         "is_task_error": isinstance(exc, TaskError),
         "non_retryable": non_retryable,
         "exception": blob,

@@ -17,6 +17,7 @@ from typing import Any
 
 from queue_core.errors import TaskError
 from queue_core.model import ErrorInfo
+from queue_core.worker.caps import cap_message, cap_traceback
 
 __all__ = [
     "ChildError",
@@ -153,8 +154,8 @@ class ProcessResult:
             return ErrorInfo(
                 error_class=self.error.error_class,
                 error_type=self.error.error_type,
-                message=self.error.message,
-                traceback=self.error.traceback,
+                message=cap_message(self.error.message),
+                traceback=cap_traceback(self.error.traceback),
             )
         error_type = _STOP_ERROR_TYPES[self.outcome]
         return ErrorInfo(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import traceback
 from collections.abc import Sequence
 from typing import Final
 
@@ -29,36 +28,25 @@ from queue_core.model import (
 from queue_core.policy import RetryPolicy, classify, decide, error_names
 from queue_core.task import check_isolation
 from queue_core.worker.base import WorkerState
+from queue_core.worker.caps import cap_message, format_traceback
 from queue_core.worker.flowsteps import flow_binds
 from queue_core.worker.log import log_attempt_end
 from queue_core.worker.slots import Attempt
 
 __all__ = ["AttemptRecording", "CallOptions", "error_info"]
 
-TRACEBACK_LIMIT: Final = 8 * 1024
-MESSAGE_LIMIT: Final = 4 * 1024
 _COMPLETE: Final = Decision(action=Action.COMPLETE)
 _CANCEL: Final = Decision(action=Action.CANCEL)
-
-
-def _cap_tail(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return "…(truncated)\n" + text[-limit:]
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """The recorded form of an exception: names, message, size-capped traceback."""
     error_class, error_type = error_names(exc)
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    msg = str(exc)
-    if len(msg) > MESSAGE_LIMIT:
-        msg = msg[:MESSAGE_LIMIT] + "…"
     return ErrorInfo(
         error_class=error_class,
         error_type=error_type,
-        message=msg,
-        traceback=_cap_tail(tb, TRACEBACK_LIMIT),
+        message=cap_message(str(exc)),
+        traceback=format_traceback(exc),
     )
 
 

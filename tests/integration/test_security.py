@@ -108,21 +108,35 @@ def test_a_pickle_in_storage_is_never_unpickled_by_default(url: str, tmp_path: P
         q.close()
 
 
-def test_recorded_error_messages_and_tracebacks_are_capped(tmp_path: Path) -> None:
+def loud() -> None:
+    """Module level, so a process child can import it."""
+    _loud(300)
+
+
+def _loud(depth: int) -> None:
+    if depth:
+        _loud(depth - 1)
+    raise RuntimeError("x" * 1_000_000)
+
+
+@pytest.mark.parametrize("isolation", ["thread", "process"])
+def test_recorded_error_messages_and_tracebacks_are_capped(
+    tmp_path: Path, isolation: str
+) -> None:
+    """A 1 MB message 300 frames deep: the message keeps its first 4 KiB, the traceback its
+    last 8 KiB (naming the raise), for a thread body and a process-isolated one alike."""
     q = Queue(f"sqlite:///{tmp_path / 'jobs.db'}")
     try:
         q.migrate()
-
-        @q.task(name="loud")
-        def loud() -> None:
-            raise RuntimeError("x" * 1_000_000)
-
-        handle = loud.apply()
+        handle = q.task(name="loud", isolation=isolation, max_retries=0)(loud).apply()
         q.run_worker(burst=True, install_signal_handlers=False)
         (attempt,) = handle.attempts()
         assert attempt.message is not None and attempt.traceback is not None
-        assert 0 < len(attempt.message) <= 8 * 1024
-        assert 0 < len(attempt.traceback) <= 32 * 1024
+        assert attempt.message.startswith("xxx") and len(attempt.message) == 4 * 1024 + 1
+        assert len(attempt.traceback) <= 8 * 1024 + 20
+        # the frames survive the huge message: it is cut inside the traceback too
+        assert "in _loud" in attempt.traceback
+        assert attempt.traceback.rstrip().endswith("RuntimeError: " + "x" * 4082 + "…")
     finally:
         q.close()
 
