@@ -44,6 +44,10 @@ from queue_core.worker.caps import cap_message, format_traceback
 _HEADER = struct.Struct("!I")
 
 
+_ORPHANED = 70
+"""Exit status of a child whose worker went away while it ran a body."""
+
+
 def encode_frame(message: object) -> bytes:
     """Pickle ``message`` and prefix it with its length."""
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
@@ -89,10 +93,17 @@ class _Pipe:
         return bool(select.select([self.rfd], [], [], 0)[0])
 
     def send(self, message: object) -> None:
+        """Write one frame. When the worker is gone (its end of the pipe closed: it was
+        SIGKILLed, or it stopped this child) the child exits at once and quietly: its
+        result could not be recorded anyway, the attempt is reaped and retried, and an
+        orphan must not print a ``BrokenPipeError`` traceback into the worker's log."""
         data = memoryview(encode_frame(message))
         with self._lock:
-            while data:
-                data = data[os.write(self.wfd, data) :]
+            try:
+                while data:
+                    data = data[os.write(self.wfd, data) :]
+            except (BrokenPipeError, ConnectionResetError):
+                os._exit(_ORPHANED)
 
 
 class ChildContext:

@@ -13,6 +13,7 @@ heartbeat), no driver exception may reach the log, and the outage must be logged
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -178,3 +179,65 @@ def test_redis_client_kill_under_heartbeating_bodies(
             admin.close()
 
     _cut_connections(_run_through(server.url(prefix="faults"), tmp_path, kill_clients))
+
+
+@pytest.mark.timeout(120)
+def test_an_orphaned_process_child_exits_quietly(tmp_path: Path) -> None:
+    """SIGKILL the worker (not its children) while a process-isolated body beats: the
+    orphaned child's next heartbeat finds the pipe closed and the child exits at once,
+    without a BrokenPipeError traceback in the worker's log."""
+    url = f"sqlite:///{tmp_path / 'orphan.db'}"
+    log = tmp_path / "beats.log"
+    q = Queue(url)
+    q.migrate()
+    try:
+        q.enqueue("beat.process", allow_unregistered=True)
+    finally:
+        q.close()
+    env = dict(
+        os.environ,
+        QUEUE_CORE_URL=url,
+        QC_BEAT_LOG=str(log),
+        QC_BEAT_SECONDS="30",
+        PYTHONPATH=str(ROOT),
+    )
+    err_path = tmp_path / "worker.err"
+    with open(err_path, "wb") as err:
+        worker = subprocess.Popen(
+            [CLI, "worker", APP], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    try:
+        end = time.monotonic() + 60
+        while not (log.exists() and "beat.process start" in log.read_text()):
+            assert worker.poll() is None, err_path.read_text()[-3000:]
+            assert time.monotonic() < end, "the body never started"
+            time.sleep(0.02)
+        child = int(log.read_text().split()[-1])
+        assert child != worker.pid
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+        end = time.monotonic() + 5
+        while _alive(child):
+            assert time.monotonic() < end, "the orphaned child still runs"
+            time.sleep(0.02)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+    time.sleep(0.2)  # anything the child would print is written by now
+    stderr = err_path.read_text()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr[-3000:]
+    assert "beat.process end" not in log.read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by init) counts as gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False

@@ -3,7 +3,8 @@ the app of the storage-outage tests. Workers load it with
 ``queue-core worker tests.integration.helpers.heartbeat_app:queue``.
 
 Env: ``QUEUE_CORE_URL`` (``memory://`` when unset), ``QC_BEAT_SECONDS`` (how long each body
-beats, default 6), ``QC_BEAT_LOG`` (each body appends ``<task> start`` / ``<task> end``).
+beats, default 6), ``QC_BEAT_LOG`` (each body appends ``<task> start <pid>`` /
+``<task> end <pid>``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ queue = Queue(os.environ.get("QUEUE_CORE_URL", "memory://"))
 def _log(text: str) -> None:
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{text}\n".encode())
+        os.write(fd, f"{text} {os.getpid()}\n".encode())
     finally:
         os.close(fd)
 
