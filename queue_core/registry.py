@@ -149,4 +149,16 @@ def backend_class(url: str) -> StorageFactory:
 def open_storage(url: str | None = None) -> Storage:
     """Build the storage for ``url`` (see :func:`resolve_url` for the fallbacks)."""
     resolved = resolve_url(url)
-    return backend_class(resolved).from_url(resolved)
+    factory = backend_class(resolved)
+    try:
+        return factory.from_url(resolved)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        # a URL parser's own error ("Invalid IPv6 URL", a port that is not a number):
+        # quoted only when the URL has no password, since it may quote a piece of one
+        masked = mask_url(resolved)
+        why = f": {exc}" if masked == resolved else ""
+        raise ConfigError(
+            f"invalid storage URL {masked!r}{why}", code="invalid_url", field="url", value=masked
+        ) from None

@@ -67,6 +67,15 @@ def split_url(url: str) -> tuple[URL, int | None]:
             field="url",
             value=mask_url(url),
         ) from None
+    except ValueError:  # SQLAlchemy parses the port with int(): "host:port" is a ValueError
+        raise ConfigError(
+            f"invalid SQL storage URL {mask_url(url)!r}: its port is not a number (expected "
+            "postgresql+psycopg://user:password@host:5432/db; percent-encode '/', '#', '?' "
+            "and '@' in a password)",
+            code="invalid_url",
+            field="url",
+            value=mask_url(url),
+        ) from None
     retention: int | None = None
     raw = sa_url.query.get("retention")
     if raw is not None:
@@ -75,7 +84,9 @@ def split_url(url: str) -> tuple[URL, int | None]:
     driver = sa_url.drivername.lower()
     if driver in _PG_DRIVERS:
         sa_url = sa_url.set(drivername="postgresql+psycopg")
-    elif driver not in _SQLITE_DRIVERS:
+    elif driver in _SQLITE_DRIVERS:
+        _check_sqlite_query(sa_url, url)
+    else:
         raise ConfigError(
             f"unsupported SQL URL scheme {driver!r} in {mask_url(url)!r}: use sqlite:///path.db "
             "or postgresql+psycopg://user:password@host/db",
@@ -84,6 +95,26 @@ def split_url(url: str) -> tuple[URL, int | None]:
             value=driver,
         )
     return sa_url, retention
+
+
+_SQLITE_QUERY = ("retention", "timeout", "check_same_thread", "uri")
+
+
+def _check_sqlite_query(sa_url: URL, url: str) -> None:
+    """Refuse a query option the SQLite driver would ignore (SQLAlchemy only warns): a
+    typo such as ``?retension=1d`` must not pass silently. With ``uri=true`` the SQLite
+    URI options (``mode``, ``cache``...) are the driver's to judge."""
+    if str(sa_url.query.get("uri", "")).lower() == "true":
+        return
+    unknown = sorted(k for k in sa_url.query if k not in _SQLITE_QUERY)
+    if unknown:
+        raise ConfigError(
+            f"unknown sqlite:// option(s) {', '.join(map(repr, unknown))} in {mask_url(url)!r}; "
+            f"supported: {', '.join(_SQLITE_QUERY)}",
+            code="invalid_option",
+            field="url",
+            value=unknown[0],
+        )
 
 
 def _check_retention(value: object) -> int:

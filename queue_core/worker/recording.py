@@ -71,7 +71,17 @@ class CallOptions:
     __slots__ = ("policy", "retry_on", "dont_retry_on", "isolation", "kill_grace")
 
     def __init__(self, text: str) -> None:
+        try:
+            self._parse(text)
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong, the options are corrupt
+            raise SerializationError(
+                f"corrupt per-call options {text[:80]!r}: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _parse(self, text: str) -> None:
         data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
         raw = data.get("policy")
         self.policy: RetryPolicy | None = RetryPolicy(**raw) if raw else None
         self.retry_on: list[str] | None = data.get("retry_on")

@@ -132,7 +132,12 @@ class Running(Services):
         assert task is not None
         try:
             if att.job.options:
-                att.call = self._call_options(att.job.options)
+                try:
+                    att.call = self._call_options(att.job.options)
+                except SerializationError as exc:
+                    self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+                    self._free(att)
+                    return
             if task.is_async:
                 att.mode = "async"
             if att.job.execution_id is None:
