@@ -266,4 +266,10 @@ class AttemptRecording(WorkerState):
         self._ends.append(end)
         if not self._flushing:
             self._flush_wake.set()
-        log_attempt_end(end, att.job.task_name, self._timing.monotonic() - att.claimed_at)
+        log_attempt_end(
+            end,
+            att.job.task_name,
+            self._timing.monotonic() - att.claimed_at,
+            queue=att.job.queue,
+            worker_id=self.id,
+        )
