@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import click
 
 from contrib.cli.app import CliUsageError, load_app
 from contrib.cli.commands import cli
+from contrib.logformat import LOG_FORMATS, configure_logging
 
 __all__ = ["worker"]
 
@@ -44,6 +44,10 @@ def _positive_float(
                    "(default: thread).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
               case_sensitive=False), default="INFO", show_default=True)
+@click.option("--log-format", type=click.Choice(list(LOG_FORMATS)), default="text",
+              show_default=True,
+              help="text: one readable line per event; json: one JSON object per line with "
+                   "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.")
 def worker(
     app: str,
     queues: str | None,
@@ -54,6 +58,7 @@ def worker(
     shutdown_grace: str | None,
     isolation: str | None,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
 
@@ -70,10 +75,7 @@ def worker(
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     if queues is not None and not names:
         raise CliUsageError(f"invalid --queues {queues!r}: expected comma-separated queue names")
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level, log_format)
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     if isolation is not None:
         options["isolation"] = isolation
