@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import traceback
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from queue_core.errors import SerializationError
+from queue_core.events import AttemptEnded, AttemptStarted
 from queue_core.flows.script import ScriptFailed
 from queue_core.model import (
     Action,
@@ -29,7 +30,7 @@ from queue_core.policy import RetryPolicy, classify, decide, error_names
 from queue_core.task import check_isolation
 from queue_core.worker.base import WorkerState
 from queue_core.worker.flowsteps import flow_binds
-from queue_core.worker.log import log_attempt_end
+from queue_core.worker.log import log, log_attempt_end
 from queue_core.worker.slots import Attempt
 
 __all__ = ["AttemptRecording", "CallOptions", "error_info"]
@@ -266,10 +267,21 @@ class AttemptRecording(WorkerState):
         self._ends.append(end)
         if not self._flushing:
             self._flush_wake.set()
-        log_attempt_end(
-            end,
-            att.job.task_name,
-            self._timing.monotonic() - att.claimed_at,
-            queue=att.job.queue,
-            worker_id=self.id,
-        )
+        duration = self._timing.monotonic() - att.claimed_at
+        log_attempt_end(end, att.job.task_name, duration, queue=att.job.queue, worker_id=self.id)
+        if self._listeners:
+            error_class = None if error is None else error.error_class
+            self._notify("attempt_ended", AttemptEnded(
+                att.job, self.id, outcome, end.reason, decision.action, duration, error_class
+            ))
+
+    def _started(self, att: Attempt) -> None:
+        self._notify("attempt_started", AttemptStarted(att.job, self.id))
+
+    def _notify(self, method: str, event: Any) -> None:
+        """Call ``method(event)`` on every listener; a listener's exception is logged."""
+        for listener in self._listeners:
+            try:
+                getattr(listener, method)(event)
+            except Exception:  # noqa: BLE001 - a listener never breaks the worker
+                log.exception("worker listener %r failed in %s", listener, method)
