@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -48,6 +49,11 @@ def _positive_float(
               show_default=True,
               help="text: one readable line per event; json: one JSON object per line with "
                    "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+              metavar="P", help="Serve this worker's Prometheus metrics (attempts, durations, "
+                                "pick-up latency, busy/stuck slots) at http://HOST:P/metrics.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Address --metrics-port binds to (0.0.0.0: every interface).")
 def worker(
     app: str,
     queues: str | None,
@@ -59,6 +65,8 @@ def worker(
     isolation: str | None,
     log_level: str,
     log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
 
@@ -81,4 +89,26 @@ def worker(
         options["isolation"] = isolation
     if grace is not None:
         options["shutdown_grace"] = grace
+    if metrics_port is not None:
+        options["listeners"] = [_serve_metrics(metrics_host, metrics_port)]
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
+
+
+def _serve_metrics(host: str, port: int) -> Any:
+    """A :class:`contrib.worker_metrics.WorkerMetrics` serving on ``host:port``."""
+    try:
+        from contrib.worker_metrics import WorkerMetrics
+    except ImportError as exc:  # prometheus-client is in the dashboard extra
+        raise CliUsageError(
+            f"--metrics-port needs prometheus-client ({exc}): pip install 'queue-core[dashboard]'"
+        ) from exc
+    metrics = WorkerMetrics()
+    try:
+        metrics.serve(port, addr=host)
+    except OSError as exc:
+        raise CliUsageError(f"invalid --metrics-port {port}: cannot listen on {host}:{port} "
+                            f"({exc.strerror or exc})") from exc
+    logging.getLogger("queue_core.worker").info(
+        "metrics at http://%s:%d/metrics", host, port
+    )
+    return metrics
