@@ -21,7 +21,7 @@ values each; later ones are counted under ``other``):
     Claim to end of each attempt.
 ``queue_core_worker_pickup_latency_seconds{queue,task}`` (histogram)
     From when the job was due (``run_at``) to the attempt's start, by the storage's
-    clock; observed on storages that report ``run_at`` (memory, SQLite, PostgreSQL).
+    clock; observed on storages that report ``run_at`` (memory, SQLite, PostgreSQL, SQS).
 ``queue_core_worker_slots``, ``..._busy_slots``, ``..._stuck_slots`` (gauges)
     The worker's slots, those running an attempt that is not stuck, and the stuck ones
     (an attempt past its deadline that has not stopped), read at scrape time.

@@ -237,7 +237,7 @@ class ClaimedJob:
     ``timed_out`` / ``flow_timeout`` (decision ``TIME_OUT``), never retried."""
     run_at: int | None = None
     """Epoch ms at which this attempt became due, when the storage reports it (memory,
-    SQLite, PostgreSQL); ``None`` otherwise. Only for figures (pick-up latency)."""
+    SQLite, PostgreSQL, SQS); ``None`` otherwise. Only for figures (pick-up latency)."""
 
     @property
     def ref(self) -> LeaseRef:
