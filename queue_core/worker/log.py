@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -111,7 +112,20 @@ def fast_record(
         record.threadName = threading.current_thread().name
     else:
         record.thread = record.threadName = None
+    if "taskName" in record.__dict__:  # Python 3.12+: the asyncio task, as makeRecord does
+        record.taskName = _task_name()
     return record
+
+
+def _task_name() -> str | None:
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or not getattr(logging, "logAsyncioTasks", True):
+        return None
+    try:
+        task = asyncio.current_task()
+    except Exception:  # noqa: BLE001 - no running loop in this thread
+        return None
+    return None if task is None else str(task.get_name())
 
 
 _probe = logging.LogRecord("", 0, "", 0, "", None, None)
