@@ -242,6 +242,7 @@ class MemoryStorage(MemoryFlows, MemoryIndex, Storage):
             execution_id=s.execution_id,
             step_id=s.step_id,
             flow_deadline_at=flow_end,
+            run_at=job.ready_at,
         )
 
     def renew(

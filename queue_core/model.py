@@ -235,6 +235,9 @@ class ClaimedJob:
     """Flows: the execution's deadline. ``deadline`` is then the earlier of the attempt's
     own deadline and this one; the worker ends an attempt stopped by this one
     ``timed_out`` / ``flow_timeout`` (decision ``TIME_OUT``), never retried."""
+    run_at: int | None = None
+    """Epoch ms at which this attempt became due, when the storage reports it (memory,
+    SQLite, PostgreSQL, SQS); ``None`` otherwise. Only for figures (pick-up latency)."""
 
     @property
     def ref(self) -> LeaseRef:

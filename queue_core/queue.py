@@ -15,6 +15,7 @@ from queue_core.clock import Clock, SystemClock
 from queue_core.config import RETRY_KEYS, UNSET, Config, load_config
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
+from queue_core.events import HeaderProvider, WorkerListener, with_headers
 from queue_core.flows import api as _flows
 from queue_core.flows.api import ExecutionHandle, Flow
 from queue_core.flows.model import ExecutionInfo, ExecutionState
@@ -139,6 +140,9 @@ class Queue:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: dict[str, Task[Any, Any]] = {}
         self._lock = threading.Lock()
+        self._header_providers: list[HeaderProvider] = []
+        self.worker_listeners: list[WorkerListener] = []
+        """Listeners every worker of this queue calls (:meth:`add_worker_listener`)."""
         if storage is not None:
             self.url = None
             self._storage: Storage = storage
@@ -168,6 +172,18 @@ class Queue:
     def stats(self) -> list[QueueStats]:
         """Per-queue job counts, sorted by queue name."""
         return self._storage.stats()
+
+    # ------------------------------------------------------------------ hooks
+
+    def add_header_provider(self, provider: HeaderProvider) -> None:
+        """Call ``provider()`` at every enqueue and carry the string headers it returns
+        with the job (read them in the worker with :func:`queue_core.events.job_headers`)."""
+        self._header_providers.append(provider)
+
+    def add_worker_listener(self, listener: WorkerListener) -> None:
+        """Have every worker of this queue call ``listener`` (a
+        :class:`~queue_core.events.WorkerListener`) besides its own listeners."""
+        self.worker_listeners.append(listener)
 
     # ------------------------------------------------------------------ tasks
 
@@ -250,6 +266,8 @@ class Queue:
     # ------------------------------------------------------------------ enqueue
 
     def _submit_one(self, job: NewJob) -> JobHandle[Any]:
+        if self._header_providers:
+            job = with_headers([job], self._header_providers)[0]
         self._storage.enqueue([job])
         if self.eager or EAGER_EVERYWHERE:
             self._run_eagerly(job.id)
@@ -257,6 +275,8 @@ class Queue:
 
     def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle[Any]]:
         if jobs:
+            if self._header_providers:
+                jobs = with_headers(jobs, self._header_providers)
             self._storage.enqueue(jobs)
             if self.eager or EAGER_EVERYWHERE:
                 for j in jobs:
@@ -478,7 +498,7 @@ class Queue:
                 due within 60 s).
             reap_interval: seconds between reaper passes.
             **options: extra worker settings (``lease``, ``shutdown_grace``, ``isolation``,
-                ``max_replacement_slots``, ``install_signal_handlers``); see
+                ``max_replacement_slots``, ``install_signal_handlers``, ``listeners``); see
                 :class:`queue_core.worker.Worker`.
         """
         from queue_core.worker import Worker

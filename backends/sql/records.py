@@ -149,6 +149,7 @@ def claimed_from_row(r: Row) -> ClaimedJob:
         enqueued_at=r["enqueued_at"],
         replay_of=r["replay_of"],
         started_at=r["started_at"],
+        run_at=r["run_at"],
     )
 
 

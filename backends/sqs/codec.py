@@ -476,4 +476,5 @@ def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
         enqueued_at=it["enq"],
         replay_of=it.get("rof"),
         started_at=now,
+        run_at=it.get("ra"),
     )

@@ -7,7 +7,7 @@ Flows need a storage with the ``SupportsFlows`` ability; on any other storage ev
 command exits 1 naming the ability and the storages that have it.
 
 The group registers itself on the ``queue-core`` group when this module is imported
-(``contrib.cli.commands`` imports it last), so it can be imported in either order.
+(the end of ``contrib.cli.commands`` imports it), so it can be imported in either order.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from queue_core.events import WorkerListener
 from queue_core.model import AttemptEnd
 from queue_core.storage import Storage
 from queue_core.worker.outage import Outage
@@ -71,6 +72,8 @@ class WorkerState:
     _process_pool: Any
     _flush_backoff: Backoff
     _burst_said: int | None
+    _listeners: tuple[WorkerListener, ...] = ()
+    """``Queue.worker_listeners`` then the worker's own (``Worker(listeners=...)``)."""
     _replay_counts: dict[str, int | None]
     """Dead-letter ids seen by auto-replay -> replays that led to them (``None`` unknown):
     a cache of what storage holds (an entry's count never changes), so an entry kept

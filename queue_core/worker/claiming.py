@@ -228,6 +228,8 @@ class Claiming(Running):
             att.claimed_at = claimed_at
             att.deadline = deadline_of(att)
             table.add(att)
+            if self._listeners:
+                self._started(att)
 
     def _start(self, job: ClaimedJob, claimed_at: float | None = None) -> None:
         task = self._tasks.get(job.task_name)
@@ -236,6 +238,8 @@ class Claiming(Running):
         if job.heartbeat_ms:  # storage counts silence from the claim
             att.last_beat = self._timing.monotonic()
         self._table.add(att)
+        if self._listeners:
+            self._started(att)
         if task is None:
             exc = ConfigError(
                 f"unknown task {job.task_name!r}: not registered on worker {self.id}",

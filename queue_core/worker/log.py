@@ -4,22 +4,40 @@ Logger ``queue_core.worker``. Every attempt end the worker records goes through
 :func:`log_attempt_end` (INFO; WARNING when the job is dead-lettered). The event is
 built as a plain dict by :func:`attempt_end_event` and handed to the log call in
 ``extra={"event": ...}`` too, so a JSON formatter can print the fields as they are.
+
+The attempt-end line is on the hot path (one per job), so it skips what ``Logger.log``
+spends most of its time on: the record is a copy of a template record (no
+``findCaller`` stack walk, no path splitting) with the time, level, message and thread
+filled in, handed to ``Logger.handle`` (the logger's filters and handlers apply as
+usual).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
+import time
 from typing import Any
 
 from queue_core.model import Action, AttemptEnd
 
-__all__ = ["attempt_end_event", "log", "log_attempt_end"]
+__all__ = ["attempt_end_event", "fast_record", "log", "log_attempt_end"]
 
 log = logging.getLogger("queue_core.worker")
 
 
-def attempt_end_event(end: AttemptEnd, task_name: str, duration: float) -> dict[str, Any]:
-    """The fields of one attempt end: task, job, attempt, outcome, reason, duration."""
+def attempt_end_event(
+    end: AttemptEnd,
+    task_name: str,
+    duration: float,
+    *,
+    queue: str | None = None,
+    worker_id: str | None = None,
+) -> dict[str, Any]:
+    """The fields of one attempt end: task, job, attempt, outcome, reason, duration
+    (``duration_s`` rounded to ms, ``duration_ms`` to µs), queue and worker id."""
     decision = end.decision
     event: dict[str, Any] = {
         "event": "attempt_end",
@@ -30,6 +48,9 @@ def attempt_end_event(end: AttemptEnd, task_name: str, duration: float) -> dict[
         "reason": end.reason,
         "action": decision.action.value,
         "duration_s": round(duration, 3),
+        "duration_ms": round(duration * 1000.0, 3),
+        "queue": queue,
+        "worker_id": worker_id,
     }
     if decision.action is Action.DEAD:
         event["dead_reason"] = decision.reason
@@ -55,11 +76,76 @@ def _text(event: dict[str, Any]) -> str:
     return text
 
 
-def log_attempt_end(end: AttemptEnd, task_name: str, duration: float) -> None:
+_template: tuple[int, dict[str, Any]] | None = None
+"""(pid, attributes of a record made by ``Logger.makeRecord``): every attribute a
+handler or formatter may read, ``process``/``processName`` of this process."""
+
+
+def fast_record(
+    logger: logging.Logger, level: int, message: str, event: dict[str, Any]
+) -> logging.LogRecord:
+    """A record like ``logger.makeRecord`` makes for ``message`` (no ``%`` arguments),
+    with ``record.event = event``, without the per-record stack walk and path work.
+
+    ``pathname``/``lineno``/``funcName`` are those of a record made without caller
+    information (``"(unknown file)"``, ``0``); ``thread``/``threadName`` follow
+    ``logging.logThreads``.
+    """
+    global _template
+    pid = os.getpid()
+    if _template is None or _template[0] != pid:  # first call, or in a forked child
+        made = logger.makeRecord(logger.name, level, "(unknown file)", 0, "", (), None)
+        _template = (pid, dict(made.__dict__))
+    record: logging.LogRecord = logging.LogRecord.__new__(logging.LogRecord)
+    record.__dict__.update(_template[1])
+    created = time.time()
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    record.relativeCreated = (created - _START) * 1000.0
+    record.name = logger.name
+    record.levelno = level
+    record.levelname = logging.getLevelName(level)
+    record.msg = message
+    record.event = event
+    if logging.logThreads:
+        record.thread = threading.get_ident()
+        record.threadName = threading.current_thread().name
+    else:
+        record.thread = record.threadName = None
+    if "taskName" in record.__dict__:  # Python 3.12+: the asyncio task, as makeRecord does
+        record.taskName = _task_name()
+    return record
+
+
+def _task_name() -> str | None:
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or not getattr(logging, "logAsyncioTasks", True):
+        return None
+    try:
+        task = asyncio.current_task()
+    except Exception:  # noqa: BLE001 - no running loop in this thread
+        return None
+    return None if task is None else str(task.get_name())
+
+
+_probe = logging.LogRecord("", 0, "", 0, "", None, None)
+_START = _probe.created - _probe.relativeCreated / 1000.0
+"""When ``logging`` was imported (``relativeCreated`` counts from it)."""
+del _probe
+
+
+def log_attempt_end(
+    end: AttemptEnd,
+    task_name: str,
+    duration: float,
+    *,
+    queue: str | None = None,
+    worker_id: str | None = None,
+) -> None:
     """Log one attempt end: INFO, or WARNING when the job is dead-lettered."""
     dead = end.decision.action is Action.DEAD
     level = logging.WARNING if dead else logging.INFO
     if not log.isEnabledFor(level):
         return
-    event = attempt_end_event(end, task_name, duration)
-    log.log(level, "%s", _text(event), extra={"event": event})
+    event = attempt_end_event(end, task_name, duration, queue=queue, worker_id=worker_id)
+    log.handle(fast_record(log, level, _text(event), event))

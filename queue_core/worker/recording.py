@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from queue_core.errors import SerializationError
+from queue_core.events import AttemptEnded, AttemptStarted
 from queue_core.flows.script import ScriptFailed
 from queue_core.model import (
     Action,
@@ -30,7 +31,7 @@ from queue_core.task import check_isolation
 from queue_core.worker.base import WorkerState
 from queue_core.worker.caps import cap_message, format_traceback
 from queue_core.worker.flowsteps import flow_binds
-from queue_core.worker.log import log_attempt_end
+from queue_core.worker.log import log, log_attempt_end
 from queue_core.worker.slots import Attempt
 
 __all__ = ["AttemptRecording", "CallOptions", "error_info"]
@@ -267,4 +268,21 @@ class AttemptRecording(WorkerState):
             self._retries_due.add(time.monotonic() + decision.delay_ms / 1000)
         if not self._flushing:
             self._flush_wake.set()
-        log_attempt_end(end, att.job.task_name, self._timing.monotonic() - att.claimed_at)
+        duration = self._timing.monotonic() - att.claimed_at
+        log_attempt_end(end, att.job.task_name, duration, queue=att.job.queue, worker_id=self.id)
+        if self._listeners:
+            error_class = None if error is None else error.error_class
+            self._notify("attempt_ended", AttemptEnded(
+                att.job, self.id, outcome, end.reason, decision.action, duration, error_class
+            ))
+
+    def _started(self, att: Attempt) -> None:
+        self._notify("attempt_started", AttemptStarted(att.job, self.id))
+
+    def _notify(self, method: str, event: Any) -> None:
+        """Call ``method(event)`` on every listener; a listener's exception is logged."""
+        for listener in self._listeners:
+            try:
+                getattr(listener, method)(event)
+            except Exception:  # noqa: BLE001 - a listener never breaks the worker
+                log.exception("worker listener %r failed in %s", listener, method)

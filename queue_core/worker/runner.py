@@ -35,6 +35,7 @@ import anyio.lowlevel
 from queue_core.clock import Clock
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
+from queue_core.events import WorkerListener
 from queue_core.storage import SupportsWakeup
 from queue_core.task import check_isolation
 from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
@@ -106,6 +107,9 @@ class Worker(Claiming):
         clock: the clock every reading and every service wait of the worker goes
             through (default: the queue's clock, a :class:`~queue_core.clock.SystemClock`
             unless the queue was given another).
+        listeners: :class:`~queue_core.events.WorkerListener` objects told of the
+            worker's start and stop and of every attempt's start and end, after those
+            registered on the queue (``queue.add_worker_listener``).
     """
 
     def __init__(
@@ -122,8 +126,10 @@ class Worker(Claiming):
         install_signal_handlers: bool = True,
         isolation: str | None = None,
         clock: Clock | None = None,
+        listeners: Sequence[WorkerListener] = (),
     ) -> None:
         self.queue = queue
+        self._listeners = (*queue.worker_listeners, *listeners)
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)
@@ -212,6 +218,7 @@ class Worker(Claiming):
         self._claim_io = StorageThread("queue-core claim")
         self._finish_io = StorageThread("queue-core finish")
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
+        self._notify("worker_started", self)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._finisher)
@@ -238,6 +245,7 @@ class Worker(Claiming):
         if self._process_pool is not None:
             await self._process_pool.aclose()
         log.info("worker %s stopped after %d attempts", self.id, self._processed)
+        self._notify("worker_stopped", self)
 
     async def _signal_watcher(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

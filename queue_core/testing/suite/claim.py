@@ -123,6 +123,15 @@ class ClaimContract(ContractBase):
         assert got.id == job_id
         assert got.started_at == T0 + 10 * SEC
 
+    def test_claim_reports_when_the_job_became_due_if_it_says(self, storage: Storage) -> None:
+        """``ClaimedJob.run_at`` is optional (``None``); when given, it is the due time."""
+        enqueue_one(storage, delay_ms=10 * SEC)
+        got = claim_one(storage, now=T0 + 12 * SEC)
+        assert got.run_at is None or got.run_at == T0 + 10 * SEC
+        enqueue_one(storage, now=T0 + 20 * SEC)
+        got = claim_one(storage, now=T0 + 21 * SEC)
+        assert got.run_at is None or got.run_at == T0 + 20 * SEC
+
     def test_scheduled_job_claimable_at_run_at(self, storage: Storage) -> None:
         job_id = enqueue_one(storage, run_at=T0 + 5 * MIN)
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 5 * MIN - 1) == []

@@ -181,7 +181,9 @@ async def test_burst_worker_says_what_it_waits_for(
 
     def waiting() -> list[str]:
         return [
-            r.getMessage() for r in worker_records(caplog) if event(r).get("worker_id") == worker.id
+            r.getMessage()
+            for r in worker_records(caplog)
+            if event(r).get("event") == "burst_waiting" and event(r).get("worker_id") == worker.id
         ]
 
     async with anyio.create_task_group() as tg:

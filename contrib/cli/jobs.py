@@ -1,0 +1,285 @@
+"""``queue-core enqueue``, ``stats`` and ``jobs show|list|cancel`` (SPEC §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+import queue_core
+from contrib.cli.app import CliUsageError
+from contrib.cli.bulk import job_info
+from contrib.cli.commands import (
+    _ATTEMPT_HEADERS,
+    CliError,
+    _attempt_rows,
+    _Group,
+    _json_value,
+    _queue,
+    _storage_options,
+    cli,
+)
+from contrib.cli.output import echo_json, kv_block, table
+from contrib.dashboard.data import scan_jobs
+from queue_core import JobState, NotFound
+
+__all__ = ["enqueue", "jobs", "stats"]
+
+
+def _duration_arg(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text  # a duration string such as "30s"; the Queue validates it
+
+
+@cli.command()
+@click.argument("task_name")
+@click.argument("args_json", required=False, metavar="[ARGS_JSON]")
+@click.option("--kwargs", "kwargs_json", default=None, metavar="JSON",
+              help='Keyword arguments as a JSON object, e.g. \'{"to": "a@example.com"}\'.')
+@click.option("--queue", "queue_name", default=None, help="Queue name (default: the task's).")
+@click.option("--delay", default=None, metavar="S",
+              help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).")
+@click.option("--priority", type=int, default=None, help="Higher runs first within a queue.")
+@click.option("--allow-unregistered", is_flag=True,
+              help="Enqueue a task that --app does not declare (or without --app) with the "
+                   "queue defaults instead of the task's own options.")
+@_storage_options
+def enqueue(
+    task_name: str,
+    args_json: str | None,
+    kwargs_json: str | None,
+    queue_name: str | None,
+    delay: str | None,
+    priority: int | None,
+    allow_unregistered: bool,
+    app: str | None,
+    url: str | None,
+) -> None:
+    """Enqueue TASK_NAME with positional ARGS_JSON (a JSON array); print the job id.
+
+    The job gets the task's declared options (queue, retries, timeout), so the task
+    must be known: pass --app MODULE:ATTR, the Queue the task is declared on. Without
+    it, the command refuses rather than store the queue defaults, unless
+    --allow-unregistered is given.
+    """
+    args: list[Any] = []
+    if args_json is not None:
+        value = _json_value(args_json, "ARGS_JSON")
+        if not isinstance(value, list):
+            raise CliUsageError(
+                f"invalid ARGS_JSON {args_json!r}: expected a JSON array like '[1, \"x\"]'"
+            )
+        args = value
+    kwargs: dict[str, Any] | None = None
+    if kwargs_json is not None:
+        value = _json_value(kwargs_json, "--kwargs")
+        if not isinstance(value, dict):
+            raise CliUsageError(f"invalid --kwargs {kwargs_json!r}: expected a JSON object")
+        kwargs = value
+    overrides: dict[str, Any] = {}
+    if queue_name is not None:
+        overrides["queue"] = queue_name
+    if delay is not None:
+        overrides["delay"] = _duration_arg(delay)
+    if priority is not None:
+        overrides["priority"] = priority
+    queue, _ = _queue(app, url, create=True)
+    handle = queue.enqueue(
+        task_name,
+        args=tuple(args),
+        kwargs=kwargs,
+        allow_unregistered=allow_unregistered,
+        **overrides,
+    )
+    click.echo(handle.id)
+
+
+# --------------------------------------------------------------------------- stats / jobs
+
+
+_STAT_FIELDS = ("queued", "due", "scheduled", "running", "succeeded", "dead", "cancelled",
+                "skipped", "timed_out")
+"""Columns of ``stats``: the job states, with ``queued`` split into ``due`` (ready to
+run now) and ``scheduled`` (``run_at`` in the future); ``queued = due + scheduled``."""
+
+
+def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
+    return {
+        "queue": s.queue, "queued": s.ready + s.scheduled, "due": s.ready,
+        "scheduled": s.scheduled, "running": s.running, "succeeded": s.succeeded,
+        "dead": s.dead, "cancelled": s.cancelled, "skipped": s.skipped, "timed_out": s.timed_out,
+    }
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON array of per-queue objects with these columns as keys.")
+@_storage_options
+def stats(as_json: bool, app: str | None, url: str | None) -> None:
+    """Job counts per queue, by state: queued (= due + scheduled), running, succeeded,
+    dead, cancelled, skipped, timed_out."""
+    queue, where = _queue(app, url)
+    rows = [_stat_row(s) for s in queue.stats()]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"No jobs ({where}).")
+        return
+    totals = ["(total)", *(sum(r[f] for r in rows) for f in _STAT_FIELDS)]
+    body = [[r["queue"], *(r[f] for f in _STAT_FIELDS)] for r in rows]
+    click.echo(table(("queue", *_STAT_FIELDS), [*body, totals] if len(rows) > 1 else body))
+
+
+@cli.group(cls=_Group)
+def jobs() -> None:
+    """Inspect jobs."""
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the JobInfo as JSON, with its records under 'attempt_records'.")
+@_storage_options
+def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
+    """Show one job: its info and every attempt record."""
+    queue, where = _queue(app, url)
+    handle = queue.job(job_id)
+    try:
+        info = handle.info()
+        attempts = handle.attempts()
+    except NotFound as exc:
+        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+    if as_json:
+        echo_json({**info.to_dict(), "attempt_records": [a.to_dict() for a in attempts]})
+        return
+    click.echo(kv_block([
+        ("id", info.id), ("task_name", info.task_name), ("queue", info.queue),
+        ("state", info.state), ("reason", info.reason),
+        ("attempts", f"{info.attempts} of {info.max_attempts}"), ("priority", info.priority),
+        ("result", info.result), ("error_class", info.error_class), ("error", info.error),
+        ("enqueued_at", info.enqueued_at), ("run_at", info.run_at),
+        ("started_at", info.started_at), ("finished_at", info.finished_at),
+        ("replay_of", info.replay_of), ("dead_id", info.dead_id),
+    ]))
+    if attempts:
+        click.echo(f"\nAttempts ({len(attempts)}):")
+        click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
+
+
+_STATES = [state.value for state in JobState]
+
+_SCAN_LIMIT = 5000
+"""Default bound of the client-side scan behind ``jobs list --task``."""
+
+
+@jobs.command("list")
+@click.option("--state", type=click.Choice(_STATES), default=None, help="Only jobs in this state.")
+@click.option("--queue", "queue_name", default=None, metavar="Q", help="Only jobs of this queue.")
+@click.option("--task", "task_name", default=None, metavar="T", help="Only jobs of this task.")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--scan-limit", type=click.IntRange(min=1), default=_SCAN_LIMIT, show_default=True,
+              help="With --task: read at most this many jobs to find the page (the storage "
+                   "cannot filter by task, so the CLI does).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of JobInfo objects.")
+@_storage_options
+def jobs_list(
+    state: str | None,
+    queue_name: str | None,
+    task_name: str | None,
+    limit: int,
+    offset: int,
+    scan_limit: int,
+    as_json: bool,
+    app: str | None,
+    url: str | None,
+) -> None:
+    """List jobs, newest first, one page at a time (needs a storage with the
+    SupportsJobScan ability; every built-in backend has it)."""
+    queue, where = _queue(app, url)
+    page = scan_jobs(
+        queue.storage(),
+        state=JobState(state) if state else None,
+        queue=queue_name,
+        task=task_name,
+        limit=limit,
+        offset=offset,
+        max_scan=scan_limit,
+    )
+    if page is None:
+        raise CliError(
+            f"storage {where} cannot list jobs: it lacks the optional SupportsJobScan ability "
+            f"(a list_jobs method); `queue-core jobs show ID` and `stats` work on any storage"
+        )
+    infos = [job_info(queue, record) for record in page.jobs]
+    note = None
+    if task_name:
+        note = (
+            f"Filtered by task here: the storage's list_jobs cannot filter by task, so the CLI "
+            f"read {page.scanned} job{'' if page.scanned == 1 else 's'} (newest first)"
+        )
+        if page.truncated:
+            note += (
+                f" and stopped at --scan-limit {scan_limit}: older jobs of task "
+                f"{task_name!r} may exist (raise --scan-limit to look further)."
+            )
+        else:
+            note += "."
+    if as_json:
+        echo_json([info.to_dict() for info in infos])
+        if note:
+            click.echo(note, err=True)
+        return
+    filters = [f"{k} {v!r}" for k, v in
+               (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+    if not infos:
+        scope = f" ({', '.join(filters)})" if filters else ""
+        click.echo(f"No jobs{scope} at offset {offset} ({where}).")
+    else:
+        click.echo(table(
+            ("id", "task_name", "queue", "state", "reason", "attempts", "priority",
+             "enqueued_at", "finished_at"),
+            [[i.id, i.task_name, i.queue, i.state, i.reason, f"{i.attempts}/{i.max_attempts}",
+              i.priority, i.enqueued_at, i.finished_at] for i in infos],
+        ))
+        shown = f"Jobs {offset + 1}-{offset + len(infos)}"
+        if page.has_next:
+            nxt = ["queue-core", "jobs", "list", f"--offset {offset + limit}", f"--limit {limit}"]
+            nxt += [f"--{k} {v}" for k, v in
+                    (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+            click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+        else:
+            click.echo(f"\n{shown}; no more jobs.")
+    if note:
+        click.echo(f"\n{note}")
+
+
+@jobs.command("cancel")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the job's id, state and cancel_requested as a JSON object.")
+@_storage_options
+def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
+    """Cancel a job: a queued job ends cancelled at once; a running one is asked to stop
+    (its worker stops it and records the end). Exit 1 for an unknown id or a job that
+    had already finished otherwise."""
+    queue, where = _queue(app, url)
+    try:
+        state = queue.cancel(job_id)
+    except NotFound as exc:
+        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+    requested = state is JobState.RUNNING
+    if as_json:
+        echo_json({"id": job_id, "state": state.value, "cancel_requested": requested})
+    elif state is JobState.CANCELLED:
+        click.echo(f"Job {job_id} is cancelled.")
+    elif requested:
+        click.echo(
+            f"Job {job_id} is running: cancel requested; its worker stops it and records "
+            f"the end (state stays running until then)."
+        )
+    if state is not JobState.CANCELLED and not requested:
+        raise CliError(f"job {job_id!r} had already finished ({state.value}): nothing to cancel")

@@ -1,0 +1,114 @@
+"""``queue-core worker``: run a worker for an APP's Queue (SPEC §9)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from contrib.cli.app import CliUsageError, load_app
+from contrib.cli.commands import cli
+from contrib.logformat import LOG_FORMATS, configure_logging
+
+__all__ = ["worker"]
+
+
+def _positive_float(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be > 0, got {value!r}")
+    return value
+
+
+@cli.command()
+@click.argument("app", metavar="APP")
+@click.option("--queues", "-Q", default=None, metavar="Q1,Q2",
+              help="Comma-separated queue names (default: env QUEUE_CORE_WORKER_QUEUES, else "
+                   "[worker] queues of the configuration file, else every queue with a task "
+                   "of APP).")
+@click.option("--slots", "-c", type=click.IntRange(min=1), default=None,
+              help="Jobs run at once by this worker (default: env QUEUE_CORE_WORKER_SLOTS, "
+                   "else [worker] slots of the configuration file, else 8).")
+@click.option("--burst", is_flag=True,
+              help="Exit once no job is running, ready or due within 60 s.")
+@click.option("--lease", type=float, default=None, callback=_positive_float, metavar="S",
+              help="Lease length in seconds (default: the Queue's lease).")
+@click.option("--reap-interval", type=float, default=5.0, show_default=True,
+              callback=_positive_float, metavar="S", help="Seconds between reaper passes.")
+@click.option("--shutdown-grace", default=None, metavar="S",
+              help="On SIGTERM/SIGINT, how long running attempts may take to finish before "
+                   "they are released for retry (seconds or e.g. 30s, 2m; default 30).")
+@click.option("--isolation", type=click.Choice(["thread", "process"]), default=None,
+              help="Default isolation for sync bodies of tasks that set none themselves "
+                   "(default: thread).")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+              case_sensitive=False), default="INFO", show_default=True)
+@click.option("--log-format", type=click.Choice(list(LOG_FORMATS)), default="text",
+              show_default=True,
+              help="text: one readable line per event; json: one JSON object per line with "
+                   "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+              metavar="P", help="Serve this worker's Prometheus metrics (attempts, durations, "
+                                "pick-up latency, busy/stuck slots) at http://HOST:P/metrics.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Address --metrics-port binds to (0.0.0.0: every interface).")
+def worker(
+    app: str,
+    queues: str | None,
+    slots: int | None,
+    burst: bool,
+    lease: float | None,
+    reap_interval: float,
+    shutdown_grace: str | None,
+    isolation: str | None,
+    log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    """Run a worker for the Queue object APP (module:attribute).
+
+    The current directory is put on sys.path first, so `queue-core worker tasks:queue`
+    finds ./tasks.py. SIGTERM or SIGINT stops the worker gracefully: it stops claiming,
+    lets running attempts finish within --shutdown-grace and releases the rest for retry.
+    """
+    grace = None
+    if shutdown_grace is not None:  # validated before APP is imported
+        from queue_core.durations import parse_duration
+
+        grace = parse_duration(shutdown_grace, field="--shutdown-grace")
+    queue = load_app(app)
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    if queues is not None and not names:
+        raise CliUsageError(f"invalid --queues {queues!r}: expected comma-separated queue names")
+    configure_logging(log_level, log_format)
+    options: dict[str, Any] = {} if lease is None else {"lease": lease}
+    if isolation is not None:
+        options["isolation"] = isolation
+    if grace is not None:
+        options["shutdown_grace"] = grace
+    if metrics_port is not None:
+        options["listeners"] = [_serve_metrics(metrics_host, metrics_port)]
+    queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
+
+
+def _serve_metrics(host: str, port: int) -> Any:
+    """A :class:`contrib.worker_metrics.WorkerMetrics` serving on ``host:port``."""
+    try:
+        from contrib.worker_metrics import WorkerMetrics
+    except ImportError as exc:  # prometheus-client is in the dashboard extra
+        raise CliUsageError(
+            f"--metrics-port needs prometheus-client ({exc}): pip install 'queue-core[dashboard]'"
+        ) from exc
+    metrics = WorkerMetrics()
+    try:
+        metrics.serve(port, addr=host)
+    except OSError as exc:
+        raise CliUsageError(f"invalid --metrics-port {port}: cannot listen on {host}:{port} "
+                            f"({exc.strerror or exc})") from exc
+    logging.getLogger("queue_core.worker").info(
+        "metrics at http://%s:%d/metrics", host, port
+    )
+    return metrics
