@@ -23,8 +23,17 @@ def test_a_version_2_database_gets_the_worker_registry(tmp_path: Path) -> None:
     raw.close()
     storage = SQLStorage(f"sqlite:///{path}")
     try:
-        info = WorkerInfo(id="w1", host="h", pid=1, queues=("default",), slots=2, busy=1,
-                          stuck=0, started_at=T0, last_seen=T0)
+        info = WorkerInfo(
+            id="w1",
+            host="h",
+            pid=1,
+            queues=("default",),
+            slots=2,
+            busy=1,
+            stuck=0,
+            started_at=T0,
+            last_seen=T0,
+        )
         storage.register_worker(info)
         assert storage.schema_version() == SCHEMA_VERSION == 6
         assert storage.list_workers(now=T0 + SEC) == [info]
