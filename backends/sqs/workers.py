@@ -118,9 +118,9 @@ class SQSWorkers(StorageBase):
                     todo = resp.get("UnprocessedKeys", {}).get(self.db.name, {}).get("Keys", [])
         out = []
         for ref in refs:
-            it = found.get(ref.job_id)
-            if it is None or it.get("st") != "running" or not it.get("cxl"):
+            job = found.get(ref.job_id)
+            if job is None or job.get("st") != "running" or not job.get("cxl"):
                 continue
-            if it.get("att") == ref.attempt and it.get("tok") == ref.lease_token:
+            if job.get("att") == ref.attempt and job.get("tok") == ref.lease_token:
                 out.append(ref)
         return out
