@@ -51,7 +51,7 @@ class WorkerInfo:
     queues: tuple[str, ...]
     slots: int
     busy: int
-    """Slots running an attempt (stuck ones included)."""
+    """Slots running an attempt that is not stuck."""
     stuck: int
     """Slots held by a timed-out thread body that cannot be stopped."""
     started_at: int

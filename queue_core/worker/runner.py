@@ -39,6 +39,7 @@ from queue_core.task import check_isolation
 from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
 from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
+from queue_core.worker.presence import cancel_poll_loop, deregister, presence_loop
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
 from queue_core.worker.slots import SlotTable
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["BURST_HORIZON_MS", "Worker", "error_info", "worker_id"]
 
 ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
+ENV_TTL: Final = "QUEUE_CORE_WORKER_TTL"
 
 
 def _check_slots(slots: object) -> int:
@@ -104,6 +106,9 @@ class Worker(Claiming):
         clock: the clock every reading and every service wait of the worker goes
             through (default: the queue's clock, a :class:`~queue_core.clock.SystemClock`
             unless the queue was given another).
+        presence_ttl: how long the worker's record in storage (``queue-core workers``)
+            stays live without a refresh; refreshed every third of it (default env
+            ``QUEUE_CORE_WORKER_TTL``, else 15 s). A killed worker drops out after it.
     """
 
     def __init__(
@@ -120,8 +125,11 @@ class Worker(Claiming):
         install_signal_handlers: bool = True,
         isolation: str | None = None,
         clock: Clock | None = None,
+        presence_ttl: float | str | None = None,
     ) -> None:
         self.queue = queue
+        ttl = presence_ttl if presence_ttl is not None else os.environ.get(ENV_TTL) or 15.0
+        self.presence_ttl_ms = to_ms(parse_duration(ttl, field="presence_ttl"))
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)
@@ -208,6 +216,8 @@ class Worker(Claiming):
             tg.start_soon(self._renewer)
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
+            tg.start_soon(presence_loop, self)
+            tg.start_soon(cancel_poll_loop, self)
             await tg.start(
                 reaper_loop,
                 self.storage,
@@ -222,6 +232,7 @@ class Worker(Claiming):
             await self._claim_loop()
             await self._shutdown()
             tg.cancel_scope.cancel()
+        await deregister(self)
         self._threads.close()
         self._claim_io.close()
         self._finish_io.close()
