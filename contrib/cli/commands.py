@@ -797,3 +797,4 @@ def _register_flow() -> None:
 
 
 _register_flow()
+import contrib.cli.workers  # noqa: E402,F401  (queue-core workers: registers itself)
