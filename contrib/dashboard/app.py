@@ -30,6 +30,7 @@ from contrib.dashboard.data import (
     scan_jobs,
 )
 from contrib.dashboard.security import CSRF_FIELD, CSRF_HEADER, AuthHook, AuthMiddleware, Csrf
+from contrib.dashboard.workers import workers_route
 from contrib.metrics import STATS_STATES, make_registry, storage_of
 from queue_core import (
     ConfigError,
@@ -509,6 +510,7 @@ def create_app(
         Route("/dead/purge", dash.dead_purge, methods=["POST"], name="dead_purge"),
         Route("/dead/{dead_id}", dash.dead_entry, name="dead_entry"),
         Route("/metrics", dash.metrics, name="metrics"),
+        workers_route(dash),
         Mount(
             "/static",
             app=StaticFiles(packages=[("contrib.dashboard", "static")]),
