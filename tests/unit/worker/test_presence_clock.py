@@ -138,3 +138,26 @@ def test_bad_presence_ttl_is_a_config_error(queue: object) -> None:
         Worker(queue, presence_ttl="soon")  # type: ignore[arg-type]
     assert err.value.code == "invalid_duration"
     assert "presence_ttl" in str(err.value)
+
+
+async def test_cancel_execution_reaches_a_running_step_at_the_next_poll(
+    queue: object, storage: RecordingStorage, clock: ManualClock, gate: threading.Event
+) -> None:
+    from queue_core.flows import ExecutionState, StepState
+
+    flow = queue.flow("cancel-running")  # type: ignore[attr-defined]
+
+    @flow.step
+    async def wait() -> None:
+        await anyio.sleep_forever()
+
+    worker = make_worker(queue)
+    async with running(worker, gate):
+        execution = flow.start()
+        await until(lambda: worker.stats()["running"] == 1, "the step runs")
+        await until(lambda: timer_at(clock, 0.5), "the cancel poll waits")
+        assert execution.cancel() is ExecutionState.CANCELLING
+        clock.advance(0.5)
+        await until(lambda: execution.status() is ExecutionState.CANCELLED, "cancelled")
+        assert [s.state for s in execution.steps()] == [StepState.CANCELLED]
+        assert storage.renewals == []
