@@ -38,8 +38,12 @@ def worker_row(info: WorkerInfo) -> list[object]:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON array of worker objects (WorkerInfo fields; times in epoch ms).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON array of worker objects (WorkerInfo fields; times in epoch ms).",
+)
 @_storage_options
 def workers(as_json: bool, app: str | None, url: str | None) -> None:
     """Live workers: id, host, pid, queues, slots, busy and stuck slots, started, last seen.

@@ -39,9 +39,20 @@ def test_workers_lists_live_workers_and_drops_a_killed_one_within_the_ttl(app: A
     env = {**_env(), "QUEUE_CORE_WORKER_TTL": f"{TTL}s"}
     procs = [
         subprocess.Popen(
-            [_script(), "worker", app.spec, "--slots", str(n), "-Q", "default,mail",
-             "--log-level", "WARNING"],
-            cwd=app.dir, env=env, stdin=subprocess.DEVNULL,
+            [
+                _script(),
+                "worker",
+                app.spec,
+                "--slots",
+                str(n),
+                "-Q",
+                "default,mail",
+                "--log-level",
+                "WARNING",
+            ],
+            cwd=app.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
         )
         for n in (2, 3)
     ]

@@ -54,8 +54,11 @@ def worker(url: str, queue: Queue, tmp_path: Path) -> Iterator[Path]:
     env = dict(os.environ, QC_TEST_URL=url, PYTHONPATH=str(ROOT))
     with log.open("ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", code], cwd=ROOT, env=env,
-            stdout=subprocess.DEVNULL, stderr=err,
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
         )
     try:
         yield log
@@ -80,8 +83,10 @@ def test_cancel_stops_async_process_and_thread_bodies_within_a_second(
         "thread": queue.enqueue("poll_cancelled", args=(str(dirs["thread"]),)),
     }
     try:
-        marks = {m: wait_for(lambda d=d: started(d), 60, f"the {m} body started")
-                 for m, d in dirs.items()}
+        marks = {
+            m: wait_for(lambda d=d: started(d), 60, f"the {m} body started")
+            for m, d in dirs.items()
+        }
     except AssertionError:
         raise AssertionError(worker.read_text()[-4000:]) from None
     _pid, pgid = marks["process"]
