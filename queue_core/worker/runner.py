@@ -78,6 +78,14 @@ def _check_slots(slots: object) -> int:
     return slots
 
 
+def _presence_ttl_ms(ttl: float | str | None) -> int:
+    """``ttl``, or env ``QUEUE_CORE_WORKER_TTL``, else 15 s, in ms (``ConfigError``)."""
+    if ttl is not None:
+        return to_ms(parse_duration(ttl, field="presence_ttl"))
+    env = os.environ.get(ENV_TTL)
+    return to_ms(parse_duration(env, field=ENV_TTL)) if env else 15_000
+
+
 def worker_id() -> str:
     """``hostname:pid:short-uuid``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -128,8 +136,7 @@ class Worker(Claiming):
         presence_ttl: float | str | None = None,
     ) -> None:
         self.queue = queue
-        ttl = presence_ttl if presence_ttl is not None else os.environ.get(ENV_TTL) or 15.0
-        self.presence_ttl_ms = to_ms(parse_duration(ttl, field="presence_ttl"))
+        self.presence_ttl_ms = _presence_ttl_ms(presence_ttl)
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)

@@ -161,3 +161,38 @@ async def test_cancel_execution_reaches_a_running_step_at_the_next_poll(
         await until(lambda: execution.status() is ExecutionState.CANCELLED, "cancelled")
         assert [s.state for s in execution.steps()] == [StepState.CANCELLED]
         assert storage.renewals == []
+
+
+def test_presence_ttl_comes_from_the_env_and_a_bad_env_value_names_it(
+    queue: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from queue_core.errors import ConfigError
+
+    monkeypatch.delenv("QUEUE_CORE_WORKER_TTL", raising=False)
+    assert Worker(queue).presence_ttl_ms == 15_000  # type: ignore[arg-type]
+    monkeypatch.setenv("QUEUE_CORE_WORKER_TTL", "4s")
+    assert Worker(queue).presence_ttl_ms == 4_000  # type: ignore[arg-type]
+    assert Worker(queue, presence_ttl=9).presence_ttl_ms == 9_000  # type: ignore[arg-type]
+    monkeypatch.setenv("QUEUE_CORE_WORKER_TTL", "0")
+    with pytest.raises(ConfigError) as err:
+        Worker(queue)  # type: ignore[arg-type]
+    assert "QUEUE_CORE_WORKER_TTL" in str(err.value) and "'0'" in str(err.value)
+
+
+async def test_a_stuck_thread_body_shows_in_the_refreshed_record(
+    queue: object, storage: RecordingStorage, clock: ManualClock, gate: threading.Event
+) -> None:
+    block = blocking_task(queue, gate, timeout="1s", max_retries=0)  # type: ignore[arg-type]
+    worker = make_worker(queue, presence_ttl="3s")  # type: ignore[arg-type]
+    async with running(worker, gate):
+        block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 1.0), "the refresh waits a third of the ttl")
+        clock.advance(1.0)  # past the timeout: the thread cannot stop, its slot is stuck
+        await until(lambda: worker.stats()["stuck"] == 1, "the slot is stuck")
+        await until(lambda: only(storage).last_seen == T0 + 1000, "refreshed at 1.0")
+        if only(storage).stuck != 1:  # the refresh ran before the watchdog: next one
+            await until(lambda: timer_at(clock, 2.0), "the next refresh waits")
+            clock.advance(1.0)
+            await until(lambda: only(storage).last_seen == T0 + 2000, "refreshed at 2.0")
+        assert (only(storage).busy, only(storage).stuck) == (0, 1)
