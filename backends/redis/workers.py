@@ -57,10 +57,11 @@ class RedisWorkers(RedisFlows):
         key = self._workers_key()
         with translate_errors("list_workers"):
             raw: dict[bytes, bytes] = self._r.hgetall(key)
-        infos = {WorkerInfo.from_json(v).id: v for v in raw.values()}
-        live, dead = live_workers([WorkerInfo.from_json(v) for v in raw.values()], t)
+        texts = {WorkerInfo.from_json(v): v for v in raw.values()}
+        live, dead = live_workers(list(texts), t)
         if dead:
-            args: list[Any] = [x for worker_id in dead for x in (worker_id, infos[worker_id])]
+            by_id = {info.id: text for info, text in texts.items()}
+            args: list[Any] = [x for worker_id in dead for x in (worker_id, by_id[worker_id])]
             with translate_errors("list_workers"):
                 self._r.eval(_DROP_IF_SAME, 1, key, *args)
         return live
