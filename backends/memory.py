@@ -37,6 +37,7 @@ from backends._memory_records import (
     _ReadyEntry,
     _system_clock_ms,
 )
+from backends._memory_workers import MemoryWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     AttemptEnd,
@@ -65,7 +66,7 @@ from queue_core.storage import Storage
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemoryFlows, MemoryIndex, Storage):
+class MemoryStorage(MemoryWorkers, MemoryFlows, MemoryIndex, Storage):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:
@@ -97,6 +98,7 @@ class MemoryStorage(MemoryFlows, MemoryIndex, Storage):
         MemoryIndex.__init__(self, clock or _system_clock_ms)
         self._closed = False
         self._flows = FlowBook(self)
+        self._workers = {}
 
     @classmethod
     def from_url(cls, url: str) -> Self:

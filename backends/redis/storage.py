@@ -24,8 +24,8 @@ from typing_extensions import Self
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import job_args, step_replay_refused
-from backends.redis.flows import RedisFlows
 from backends.redis.keys import Keys
+from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     AttemptEnd,
@@ -180,7 +180,7 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
     )
 
 
-class RedisStorage(RedisFlows, Storage):
+class RedisStorage(RedisWorkers, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 

@@ -54,9 +54,10 @@ __all__ = [
     "metadata",
     "migrate",
     "read_version",
+    "workers",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 6
 """The schema version this code reads and writes."""
 
 MIGRATION_LOCK = (815_001, 1)
@@ -196,6 +197,21 @@ dead = Table(
 Index("ix_qc_dead_at", dead.c.dead_at, dead.c.seq)
 Index("ix_qc_dead_task", dead.c.task_name, dead.c.dead_at, dead.c.seq)
 
+workers = Table(
+    "qc_workers",  # schema v6: the worker registry (backends/sql/workers.py)
+    metadata,
+    Column("id", String(255), primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", Text, nullable=False),  # JSON list of queue names
+    Column("slots", Integer, nullable=False),
+    Column("busy", Integer, nullable=False),
+    Column("stuck", Integer, nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("last_seen", BigInteger, nullable=False),
+    Column("ttl_ms", BigInteger, nullable=False),
+)
+
 
 # --------------------------------------------------------------------------- migrations
 
@@ -218,7 +234,13 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN retry_lost_delay_ms BIGINT"))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+def _v6(conn: Connection) -> None:
+    """Version 6: ``qc_workers``, the worker registry (a database created at version 6
+    already has it)."""
+    workers.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 6: _v6}
 """Version -> step that upgrades a database from ``version - 1``."""
 
 
@@ -254,7 +276,9 @@ def migrate(conn: Connection, *, where: str) -> int:
     found = read_version(conn)
     check_version(found, where)
     for version in range(found + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[version](conn)
+        step = MIGRATIONS.get(version)  # numbers without a step on this branch: none
+        if step is not None:
+            step(conn)
         if version == 1 and found == 0:
             conn.execute(meta.insert().values(key="schema_version", value=str(version)))
         else:

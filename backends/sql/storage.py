@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends.sql import queries
-from backends.sql.base import Grave, Order, SQLBase, split_url
+from backends.sql.base import Grave, Order, split_url
 from backends.sql.records import (
     EndRow,
     Row,
@@ -42,6 +42,7 @@ from backends.sql.records import (
     job_from_row,
     spec_of_dead,
 )
+from backends.sql.workers import SQLWorkers
 from queue_core.errors import LeaseLost, NotFound
 from queue_core.model import (
     Action,
@@ -62,7 +63,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, reap_ver
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLBase):
+class SQLStorage(SQLWorkers):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements

@@ -31,6 +31,7 @@ from contrib.dashboard.data import (
 )
 from contrib.dashboard.flows import flow_routes
 from contrib.dashboard.security import CSRF_FIELD, CSRF_HEADER, AuthHook, AuthMiddleware, Csrf
+from contrib.dashboard.workers import workers_route
 from contrib.metrics import STATS_STATES, make_registry, storage_of
 from queue_core import (
     ConfigError,
@@ -511,6 +512,7 @@ def create_app(
         Route("/dead/{dead_id}", dash.dead_entry, name="dead_entry"),
         Route("/metrics", dash.metrics, name="metrics"),
         *flow_routes(dash),
+        workers_route(dash),
         Mount(
             "/static",
             app=StaticFiles(packages=[("contrib.dashboard", "static")]),

@@ -52,6 +52,7 @@ class WorkerState:
     lease_ms: int
     reap_interval: float
     shutdown_grace: float
+    presence_ttl_ms: int
     isolation: str
     _timing: Timing
     _retries_due: DueTimes

@@ -42,6 +42,7 @@ from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
 from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
+from queue_core.worker.presence import cancel_poll_loop, deregister, presence_loop
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
 from queue_core.worker.slots import SlotTable
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["BURST_HORIZON_MS", "Worker", "error_info", "worker_id"]
 
 ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
+ENV_TTL: Final = "QUEUE_CORE_WORKER_TTL"
 
 
 def _check_slots(slots: object) -> int:
@@ -77,6 +79,14 @@ def _check_slots(slots: object) -> int:
             value=slots,
         )
     return slots
+
+
+def _presence_ttl_ms(ttl: float | str | None) -> int:
+    """``ttl``, or env ``QUEUE_CORE_WORKER_TTL``, else 15 s, in ms (``ConfigError``)."""
+    if ttl is not None:
+        return to_ms(parse_duration(ttl, field="presence_ttl"))
+    env = os.environ.get(ENV_TTL)
+    return to_ms(parse_duration(env, field=ENV_TTL)) if env else 15_000
 
 
 def worker_id() -> str:
@@ -110,6 +120,9 @@ class Worker(Claiming):
         listeners: :class:`~queue_core.events.WorkerListener` objects told of the
             worker's start and stop and of every attempt's start and end, after those
             registered on the queue (``queue.add_worker_listener``).
+        presence_ttl: how long the worker's record in storage (``queue-core workers``)
+            stays live without a refresh; refreshed every third of it (default env
+            ``QUEUE_CORE_WORKER_TTL``, else 15 s). A killed worker drops out after it.
     """
 
     def __init__(
@@ -127,9 +140,11 @@ class Worker(Claiming):
         isolation: str | None = None,
         clock: Clock | None = None,
         listeners: Sequence[WorkerListener] = (),
+        presence_ttl: float | str | None = None,
     ) -> None:
         self.queue = queue
         self._listeners = (*queue.worker_listeners, *listeners)
+        self.presence_ttl_ms = _presence_ttl_ms(presence_ttl)
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)
@@ -225,6 +240,8 @@ class Worker(Claiming):
             tg.start_soon(self._renewer)
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
+            tg.start_soon(presence_loop, self)
+            tg.start_soon(cancel_poll_loop, self)
             await tg.start(
                 functools.partial(reaper_loop, outage=self._outage, hold=self._reap_hold()),
                 self.storage,
@@ -239,6 +256,7 @@ class Worker(Claiming):
             await self._claim_loop()
             await self._shutdown()
             tg.cancel_scope.cancel()
+        await deregister(self)
         self._threads.close()
         self._claim_io.close()
         self._finish_io.close()

@@ -324,3 +324,31 @@ FROM qc_jobs GROUP BY queue, kind
 SELECT * FROM qc_jobs WHERE (CAST(%(state)s AS text) IS NULL OR state = %(state)s)
     AND (CAST(%(queue)s AS text) IS NULL OR queue = %(queue)s)
 ORDER BY enqueued_at DESC, seq DESC LIMIT %(limit)s OFFSET %(offset)s
+
+-- ---------------------------------------------------------------- workers (schema v6)
+
+-- name: upsert_worker
+INSERT INTO qc_workers (id, host, pid, queues, slots, busy, stuck, started_at, last_seen,
+    ttl_ms)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(slots)s, %(busy)s, %(stuck)s,
+    %(started_at)s, %(last_seen)s, %(ttl_ms)s)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    queues = excluded.queues, slots = excluded.slots, busy = excluded.busy,
+    stuck = excluded.stuck, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, ttl_ms = excluded.ttl_ms
+
+-- name: delete_worker
+DELETE FROM qc_workers WHERE id = %(id)s
+
+-- name: delete_dead_worker
+-- Only the record that was judged dead: a refresh meanwhile keeps it.
+DELETE FROM qc_workers WHERE id = %(id)s AND last_seen = %(last_seen)s
+
+-- name: select_workers
+SELECT id, host, pid, queues, slots, busy, stuck, started_at, last_seen, ttl_ms
+FROM qc_workers
+
+-- name: select_cancel_requested
+-- The cancel poll: running jobs among the ids with a cancel request.
+SELECT id, attempt, lease_token FROM qc_jobs
+WHERE id = ANY(CAST(%(ids)s AS text[])) AND state = 'running' AND cancel_requested

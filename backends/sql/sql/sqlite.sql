@@ -255,3 +255,31 @@ SELECT 1 AS one FROM qc_jobs WHERE state = 'queued'
     AND queue IN (SELECT value FROM json_each(:queues))
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
 LIMIT 1
+
+-- ---------------------------------------------------------------- workers (schema v6)
+
+-- name: upsert_worker
+INSERT INTO qc_workers (id, host, pid, queues, slots, busy, stuck, started_at, last_seen,
+    ttl_ms)
+VALUES (:id, :host, :pid, :queues, :slots, :busy, :stuck, :started_at, :last_seen, :ttl_ms)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    queues = excluded.queues, slots = excluded.slots, busy = excluded.busy,
+    stuck = excluded.stuck, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, ttl_ms = excluded.ttl_ms
+
+-- name: delete_worker
+DELETE FROM qc_workers WHERE id = :id
+
+-- name: delete_dead_worker
+-- Only the record that was judged dead: a refresh meanwhile keeps it.
+DELETE FROM qc_workers WHERE id = :id AND last_seen = :last_seen
+
+-- name: select_workers
+SELECT id, host, pid, queues, slots, busy, stuck, started_at, last_seen, ttl_ms
+FROM qc_workers
+
+-- name: select_cancel_requested
+-- The cancel poll: running jobs among the ids (a JSON list) with a cancel request.
+SELECT id, attempt, lease_token FROM qc_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running'
+    AND cancel_requested = 1

@@ -21,6 +21,7 @@ from queue_core.testing.suite.races import RaceContract
 from queue_core.testing.suite.reap import ReapContract
 from queue_core.testing.suite.schedule import ScheduleToStartContract
 from queue_core.testing.suite.stats import StatsContract
+from queue_core.testing.suite.workers import WorkerContract
 
 __all__ = [
     "CancelContract",
@@ -41,6 +42,7 @@ __all__ = [
     "StatsContract",
     "StorageContract",
     "StorageWithRetention",
+    "WorkerContract",
 ]
 
 
@@ -60,6 +62,7 @@ class StorageContract(
     PayloadContract,
     OptionalAbilitiesContract,
     FlowContract,
+    WorkerContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
     ``SupportsFlows`` on a storage without that ability). Subclass it as

@@ -81,6 +81,7 @@ async def running(worker: Worker, gate: threading.Event) -> AsyncIterator[None]:
 def make_worker(queue: Queue, **kw: Any) -> Worker:
     kw.setdefault("slots", 2)
     kw.setdefault("reap_interval", 3600)
+    kw.setdefault("presence_ttl", 9000)  # its refresh timer (3000.0) stays out of the way
     return Worker(queue, install_signal_handlers=False, **kw)
 
 

@@ -1,0 +1,164 @@
+"""Workers visible from outside: the :class:`WorkerInfo` record, the rule for "live",
+and the storage abilities behind ``queue-core workers`` and prompt cancels.
+
+Each worker registers a :class:`WorkerInfo` in storage when it starts, refreshes it
+every third of its ``ttl_ms`` (with its busy and stuck slot counts) and removes it when
+it stops cleanly. A worker that dies without removing it (SIGKILL, a lost host) drops
+out of :meth:`SupportsWorkerRegistry.list_workers` once ``last_seen + ttl_ms`` has
+passed (:func:`is_live`, the one rule every backend applies); storage deletes such
+records when it meets them.
+
+:class:`SupportsCancelPoll` is the cheap batched read a worker makes every
+:data:`CANCEL_POLL_INTERVAL` seconds so that ``cancel()`` of a running job reaches its
+body within a second instead of at the next lease renewal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Final, Protocol, runtime_checkable
+
+from queue_core.errors import ConfigError
+from queue_core.model import LeaseRef, dt_from_ms
+
+__all__ = [
+    "CANCEL_POLL_INTERVAL",
+    "DEFAULT_WORKER_TTL_MS",
+    "SupportsCancelPoll",
+    "SupportsWorkerRegistry",
+    "WorkerInfo",
+    "is_live",
+    "live_workers",
+    "refresh_interval",
+]
+
+DEFAULT_WORKER_TTL_MS: Final = 15_000
+"""How long a worker's record counts as live after its last refresh (default)."""
+CANCEL_POLL_INTERVAL: Final = 0.5
+"""Seconds between a worker's reads of the cancel requests of its running attempts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerInfo:
+    """One worker as registered in storage. Times are epoch milliseconds."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    slots: int
+    busy: int
+    """Slots running an attempt that is not stuck."""
+    stuck: int
+    """Slots held by a timed-out thread body that cannot be stopped."""
+    started_at: int
+    last_seen: int
+    ttl_ms: int = DEFAULT_WORKER_TTL_MS
+    """The record is live until ``last_seen + ttl_ms`` (see :func:`is_live`)."""
+
+    def __post_init__(self) -> None:
+        if self.ttl_ms <= 0:
+            raise ConfigError(
+                f"WorkerInfo.ttl_ms: invalid value {self.ttl_ms!r} — expected a positive "
+                "number of milliseconds",
+                code="invalid_option",
+                field="ttl_ms",
+                value=self.ttl_ms,
+            )
+
+    @property
+    def expires_at(self) -> int:
+        """When the record stops being live without a refresh (epoch ms)."""
+        return self.last_seen + self.ttl_ms
+
+    @property
+    def started(self) -> datetime:
+        """``started_at`` as an aware UTC datetime."""
+        return dt_from_ms(self.started_at)  # type: ignore[return-value]
+
+    @property
+    def seen(self) -> datetime:
+        """``last_seen`` as an aware UTC datetime."""
+        return dt_from_ms(self.last_seen)  # type: ignore[return-value]
+
+    def seen_at(self, now: int, *, busy: int, stuck: int) -> WorkerInfo:
+        """This record refreshed at ``now`` with the current slot counts."""
+        return replace(self, last_seen=now, busy=busy, stuck=stuck)
+
+    def to_json(self) -> str:
+        """The record as JSON (what key-value backends store)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON types (``queue-core workers --json``)."""
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "queues": list(self.queues),
+            "slots": self.slots,
+            "busy": self.busy,
+            "stuck": self.stuck,
+            "started_at": self.started_at,
+            "last_seen": self.last_seen,
+            "ttl_ms": self.ttl_ms,
+        }
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> WorkerInfo:
+        """The record :meth:`to_json` wrote."""
+        d = json.loads(text)
+        d["queues"] = tuple(d["queues"])
+        return cls(**d)
+
+
+def is_live(info: WorkerInfo, now: int) -> bool:
+    """Whether ``info`` counts as a live worker at ``now`` (epoch ms): refreshed within
+    its ``ttl_ms``. The one rule for "live"; every backend filters with it."""
+    return now < info.last_seen + info.ttl_ms
+
+
+def live_workers(infos: Sequence[WorkerInfo], now: int) -> tuple[list[WorkerInfo], list[str]]:
+    """Split ``infos`` into the live ones (sorted by host, pid, id) and the ids of the
+    dead ones (for storage to delete)."""
+    live = sorted((i for i in infos if is_live(i, now)), key=lambda i: (i.host, i.pid, i.id))
+    return live, [i.id for i in infos if not is_live(i, now)]
+
+
+def refresh_interval(ttl_ms: int) -> float:
+    """Seconds between a worker's refreshes of its record: a third of its ``ttl_ms``, so
+    two refreshes may fail before it drops out."""
+    return ttl_ms / 3000.0
+
+
+@runtime_checkable
+class SupportsWorkerRegistry(Protocol):
+    """Workers register themselves in storage, so they can be listed from outside."""
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        """Store ``info`` under ``info.id``, replacing an earlier record (register and
+        refresh are the same call)."""
+        ...
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """Remove the record of ``worker_id`` (nothing happens when there is none)."""
+        ...
+
+    def list_workers(self, *, now: int | None = None) -> list[WorkerInfo]:
+        """The live workers at ``now`` (:func:`is_live`), sorted by host, pid, id.
+        Records no longer live are not returned, and may be deleted."""
+        ...
+
+
+@runtime_checkable
+class SupportsCancelPoll(Protocol):
+    """A cheap batched read of pending cancel requests, for prompt cancels."""
+
+    def cancel_requested(self, refs: Sequence[LeaseRef]) -> list[LeaseRef]:
+        """The refs among ``refs`` that are current attempts whose job has a pending
+        cancel request (in the order given). Only reads; refs no longer current are
+        left out (renewal reports them lost)."""
+        ...
