@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 from typing_extensions import Self
 
 from backends._memory_flows import FlowBook, MemoryFlows
+from backends._memory_schedules import MemorySchedules
 from backends._memory_records import (
     MemoryIndex,
     _Attempt,
@@ -65,7 +66,7 @@ from queue_core.storage import Storage
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemoryFlows, MemoryIndex, Storage):
+class MemoryStorage(MemorySchedules, MemoryFlows, MemoryIndex, Storage):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:

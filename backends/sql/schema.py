@@ -56,7 +56,7 @@ __all__ = [
     "read_version",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 """The schema version this code reads and writes."""
 
 MIGRATION_LOCK = (815_001, 1)
@@ -196,6 +196,13 @@ dead = Table(
 Index("ix_qc_dead_at", dead.c.dead_at, dead.c.seq)
 Index("ix_qc_dead_task", dead.c.task_name, dead.c.dead_at, dead.c.seq)
 
+schedule_ticks = Table(  # version 4: the last tick enqueued per periodic schedule
+    "qc_schedule_ticks",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("last_tick", BigInteger, nullable=False),
+)
+
 
 # --------------------------------------------------------------------------- migrations
 
@@ -218,8 +225,18 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN retry_lost_delay_ms BIGINT"))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
-"""Version -> step that upgrades a database from ``version - 1``."""
+def _v4(conn: Connection) -> None:
+    """Version 4: ``qc_schedule_ticks``, one row per periodic schedule (its last tick)."""
+    schedule_ticks.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 4: _v4}
+"""Version -> step that upgrades a database from ``version - 1`` (a version without a
+step only moves the stored number)."""
+
+
+def _no_step(conn: Connection) -> None:
+    """A version number with no schema change of its own."""
 
 
 def read_version(conn: Connection) -> int:
@@ -254,7 +271,7 @@ def migrate(conn: Connection, *, where: str) -> int:
     found = read_version(conn)
     check_version(found, where)
     for version in range(found + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[version](conn)
+        MIGRATIONS.get(version, _no_step)(conn)
         if version == 1 and found == 0:
             conn.execute(meta.insert().values(key="schema_version", value=str(version)))
         else:

@@ -31,6 +31,7 @@ from typing import Any
 
 from backends.sql import queries
 from backends.sql.base import Grave, Order, SQLBase, split_url
+from backends.sql.schedules import SQLSchedules
 from backends.sql.records import (
     EndRow,
     Row,
@@ -62,7 +63,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, reap_ver
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLBase):
+class SQLStorage(SQLSchedules, SQLBase):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements

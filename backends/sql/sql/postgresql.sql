@@ -324,3 +324,14 @@ FROM qc_jobs GROUP BY queue, kind
 SELECT * FROM qc_jobs WHERE (CAST(%(state)s AS text) IS NULL OR state = %(state)s)
     AND (CAST(%(queue)s AS text) IS NULL OR queue = %(queue)s)
 ORDER BY enqueued_at DESC, seq DESC LIMIT %(limit)s OFFSET %(offset)s
+
+-- ---------------------------------------------------------------- periodic schedules
+
+-- name: schedule_claim_tick
+-- Move a schedule's last tick to the tick when it is later (1 row changed) or new.
+INSERT INTO qc_schedule_ticks (name, last_tick) VALUES (%(name)s, %(tick)s)
+ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick
+WHERE qc_schedule_ticks.last_tick < excluded.last_tick
+
+-- name: schedule_ticks
+SELECT name, last_tick FROM qc_schedule_ticks ORDER BY name
