@@ -101,8 +101,10 @@ class ScheduleContract(ContractBase):
         """A periodic task with ``Concurrency(1, "skip")``: a tick whose job is skipped
         (the previous run still active) is still used up."""
         ticks = ticks_of(storage)
-        kw = {"concurrency_key": "k", "concurrency_limit": 1, "concurrency_skip": True}
-        first, second = new_job(**kw), new_job(**kw)
+        first, second = (
+            new_job(concurrency_key="k", concurrency_limit=1, concurrency_skip=True)
+            for _ in range(2)
+        )
         assert ticks.enqueue_tick("s", T0, first, now=T0) is True
         assert ticks.enqueue_tick("s", T0 + MIN, second, now=T0 + MIN) is True
         assert job_of(storage, second.id).state is JobState.SKIPPED
