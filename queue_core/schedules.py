@@ -188,12 +188,13 @@ def tick_to_enqueue(
         since_ms: when this scheduler started. A tick that fell due while it ran is
             enqueued however late the scheduler wakes; a tick that fell due before it
             started was missed while no scheduler ran it: skipped, unless
-            ``catch_up`` (then the latest missed tick runs, once).
+            ``catch_up`` and the schedule ran before (then the latest missed tick
+            runs, once; a schedule that never ran has missed nothing).
     """
     due = schedule.latest_tick(now_ms)
-    if last_tick is not None and due <= last_tick:
-        return None
-    if due >= since_ms or schedule.catch_up:
+    if due >= since_ms:
+        return due if last_tick is None or due > last_tick else None
+    if schedule.catch_up and last_tick is not None and due > last_tick:
         return due
     return None
 

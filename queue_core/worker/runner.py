@@ -41,6 +41,7 @@ from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
+from queue_core.worker.scheduler import Scheduler, scheduler_for
 from queue_core.worker.slots import SlotTable
 from queue_core.worker.threads import BodyThreads, StorageThread
 from queue_core.worker.timing import Timing
@@ -104,6 +105,8 @@ class Worker(Claiming):
         clock: the clock every reading and every service wait of the worker goes
             through (default: the queue's clock, a :class:`~queue_core.clock.SystemClock`
             unless the queue was given another).
+        scheduler: run the scheduler of the queue's periodic tasks
+            (:mod:`queue_core.worker.scheduler`; default on, never in a burst worker).
     """
 
     def __init__(
@@ -120,8 +123,11 @@ class Worker(Claiming):
         install_signal_handlers: bool = True,
         isolation: str | None = None,
         clock: Clock | None = None,
+        scheduler: bool = True,
     ) -> None:
         self.queue = queue
+        self.scheduler = scheduler and not burst
+        self._scheduler: Scheduler | None = None
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)
@@ -216,6 +222,10 @@ class Worker(Claiming):
                 self._timing,
                 self._replay_pass,
             )
+            if self.scheduler:
+                self._scheduler = scheduler_for(self.queue, self.storage, self._timing, self._io)
+                if self._scheduler is not None:
+                    await tg.start(self._scheduler.run)
             main = threading.current_thread() is threading.main_thread()
             if self.install_signal_handlers and main:
                 await tg.start(self._signal_watcher)
