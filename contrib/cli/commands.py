@@ -198,6 +198,7 @@ def _positive_float(
                    "(default: thread).")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
               case_sensitive=False), default="INFO", show_default=True)
+@click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic tasks' ticks.")
 def worker(
     app: str,
     queues: str | None,
@@ -208,6 +209,7 @@ def worker(
     shutdown_grace: str | None,
     isolation: str | None,
     log_level: str,
+    no_scheduler: bool,
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
 
@@ -233,6 +235,7 @@ def worker(
         options["isolation"] = isolation
     if grace is not None:
         options["shutdown_grace"] = grace
+    options["scheduler"] = not no_scheduler
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
 
 
@@ -797,3 +800,4 @@ def _register_flow() -> None:
 
 
 _register_flow()
+import contrib.cli.schedules  # noqa: E402, F401, I001 - queue-core schedules registers itself
