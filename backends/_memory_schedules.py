@@ -17,7 +17,6 @@ class MemorySchedules:
     job insertion (``_now``, ``_add_job``, ``_jobs``) it uses."""
 
     _cond: threading.Condition
-    _jobs: dict[str, Any]
 
     def enqueue_tick(
         self, schedule: str, tick_ms: int, job: NewJob, *, now: int | None = None
@@ -29,7 +28,7 @@ class MemorySchedules:
             last = ticks.get(schedule)
             if last is not None and tick_ms <= last:
                 return False
-            if job.id in self._jobs:
+            if job.id in me._jobs:
                 raise StorageError(f"job id {job.id!r} already exists")
             if me._add_job(job, me._now(now)).state is JobState.QUEUED:
                 self._cond.notify_all()

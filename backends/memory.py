@@ -30,7 +30,6 @@ from urllib.parse import parse_qs, urlsplit
 from typing_extensions import Self
 
 from backends._memory_flows import FlowBook, MemoryFlows
-from backends._memory_schedules import MemorySchedules
 from backends._memory_records import (
     MemoryIndex,
     _Attempt,
@@ -38,6 +37,7 @@ from backends._memory_records import (
     _ReadyEntry,
     _system_clock_ms,
 )
+from backends._memory_schedules import MemorySchedules
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     AttemptEnd,

@@ -25,8 +25,8 @@ from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import job_args, step_replay_refused
 from backends.redis.flows import RedisFlows
-from backends.redis.schedules import RedisSchedules
 from backends.redis.keys import Keys
+from backends.redis.schedules import RedisSchedules
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
     AttemptEnd,

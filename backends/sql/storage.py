@@ -31,7 +31,6 @@ from typing import Any
 
 from backends.sql import queries
 from backends.sql.base import Grave, Order, SQLBase, split_url
-from backends.sql.schedules import SQLSchedules
 from backends.sql.records import (
     EndRow,
     Row,
@@ -43,6 +42,7 @@ from backends.sql.records import (
     job_from_row,
     spec_of_dead,
 )
+from backends.sql.schedules import SQLSchedules
 from queue_core.errors import LeaseLost, NotFound
 from queue_core.model import (
     Action,
