@@ -20,8 +20,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
-
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
 from queue_core.model import NewJob
@@ -63,6 +61,8 @@ class Schedule:
         if self.every_ms is not None:
             return now_ms - now_ms % self.every_ms
         assert self.cron is not None
+        from cronsim import CronSim  # imported on use: `import queue_core` stays light
+
         # cronsim's reverse iteration yields times strictly before its start
         prev = next(CronSim(self.cron, self._at(now_ms) + _SEC, reverse=True))
         return int(prev.timestamp()) * 1000
@@ -72,6 +72,8 @@ class Schedule:
         if self.every_ms is not None:
             return now_ms - now_ms % self.every_ms + self.every_ms
         assert self.cron is not None
+        from cronsim import CronSim
+
         nxt = next(CronSim(self.cron, self._at(now_ms)))  # strictly after the second
         return int(nxt.timestamp()) * 1000
 
@@ -155,6 +157,8 @@ def _zone(tz: object) -> ZoneInfo:
 
 
 def _check_cron(cron: object, zone: ZoneInfo) -> str:
+    from cronsim import CronSim, CronSimError
+
     why = "not a string"
     if isinstance(cron, str):
         fields = cron.split()
