@@ -65,6 +65,10 @@ class Scheduler:
                 delay = backoff.next()
                 log.warning("scheduler: storage error (%s); retrying in %.2f s", exc, delay)
                 await self.timing.sleep(delay)
+            except Exception:  # noqa: BLE001 - a bug here must not stop the worker
+                delay = backoff.next()
+                log.exception("scheduler: pass failed; retrying in %.2f s", delay)
+                await self.timing.sleep(delay)
 
     async def run_once(self) -> int:
         """One pass: enqueue each due tick; return how many this pass stored."""

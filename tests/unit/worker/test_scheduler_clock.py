@@ -15,7 +15,7 @@ import anyio.lowlevel
 import pytest
 
 from backends.memory import MemoryStorage
-from queue_core import Queue
+from queue_core import Queue, StorageError
 from queue_core.model import JobRecord, JobState
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
@@ -199,3 +199,32 @@ async def test_periodic_jobs_run_with_their_arguments(
         )
     (job,) = tick_jobs(storage)
     assert queue.job(job.id).result() == 7
+
+
+class FlakyStorage(MemoryStorage):
+    """memory:// whose ``enqueue_tick`` fails ``failures`` times, as an outage would."""
+
+    failures = 0
+
+    def enqueue_tick(self, schedule: str, tick_ms: int, job: Any, *, now: Any = None) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise StorageError("storage unreachable (test)")
+        return super().enqueue_tick(schedule, tick_ms, job, now=now)
+
+
+async def test_a_storage_outage_delays_the_tick_but_does_not_lose_it(clock: ManualClock) -> None:
+    storage = FlakyStorage(clock=clock)
+    queue = periodic_queue(storage, clock)
+    worker = make_worker(queue)
+    async with running([worker]):
+        await until(partial(passed, [worker], 1), "the scheduler waits")
+        storage.failures = 2
+        clock.advance_ms(tick(1) - clock.now_ms())
+        await until(lambda: storage.failures == 1, "the first failure")
+        clock.advance(0.05)  # the scheduler's backoff, on the worker's clock
+        await until(lambda: storage.failures == 0, "the second failure")
+        assert tick_jobs(storage) == []
+        clock.advance(0.1)  # the backoff doubled
+        await until(lambda: len(tick_jobs(storage)) == 1, "the tick enqueued after the outage")
+    assert run_ats(storage) == [tick(1)]
