@@ -105,8 +105,9 @@ def tick():
 
 
 def test_two_worker_processes_enqueue_each_one_second_tick_once(tmp_path: Path) -> None:
-    """Real processes on one SQLite file: two schedule, a third runs --no-scheduler.
-    Their jobs stay queued (the workers serve another queue) so each can be counted."""
+    """Real processes on one SQLite file: two schedule (one is SIGKILLed mid-run), a
+    third runs --no-scheduler. The tick jobs stay queued (the workers serve another
+    queue) so each can be counted: one per second, none twice, none lost."""
     import os
     import signal
     import subprocess
@@ -132,25 +133,32 @@ def test_two_worker_processes_enqueue_each_one_second_tick_once(tmp_path: Path) 
     def tick_count() -> int:
         return len(storage.list_jobs(queue="ticks", limit=100))  # type: ignore[attr-defined]
 
-    try:
+    def wait_for(ticks: int) -> None:
         deadline = time.monotonic() + 90  # a loaded machine starts Python slowly
         while time.monotonic() < deadline and not (
-            all("starting" in log.read_text() for log in logs) and tick_count() >= 3
+            all("starting" in log.read_text() for log in logs) and tick_count() >= ticks
         ):
-            time.sleep(0.1)
-        time.sleep(0.5)  # the last one started has installed its signal handlers
+            time.sleep(0.05)
+
+    try:
+        wait_for(2)
+        time.sleep(0.3)  # the last one started has installed its signal handlers
+        procs[1].kill()  # a scheduler dies mid-run, without a goodbye
+        procs[1].wait(timeout=30)
+        wait_for(tick_count() + 3)
     finally:
         for p in procs:
-            p.send_signal(signal.SIGTERM)
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(timeout=60)
     errors = [log.read_text()[-2000:] for log in logs]
-    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert [p.returncode for p in procs] == [0, -signal.SIGKILL, 0], errors
     try:
         jobs = storage.list_jobs(queue="ticks", limit=100)  # type: ignore[attr-defined]
         ticks = sorted(j.run_at for j in jobs)
         # one job per second tick, none twice, none skipped between the first and last
-        assert len(ticks) >= 2, errors
+        assert len(ticks) >= 5, errors
         assert ticks == list(range(ticks[0], ticks[-1] + 1, 1000))
         assert storage.schedule_ticks() == {"app.tick": ticks[-1]}  # type: ignore[attr-defined]
     finally:
