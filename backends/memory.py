@@ -37,6 +37,7 @@ from backends._memory_records import (
     _ReadyEntry,
     _system_clock_ms,
 )
+from backends._memory_schedules import MemorySchedules
 from backends._memory_workers import MemoryWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
@@ -66,7 +67,7 @@ from queue_core.storage import Storage
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemoryWorkers, MemoryFlows, MemoryIndex, Storage):
+class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, Storage):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:

@@ -46,6 +46,7 @@ from queue_core.model import (
 )
 from queue_core.policy import RetryPolicy
 from queue_core.queue import Queue
+from queue_core.schedules import SupportsSchedules
 from queue_core.serializer import Serializer
 from queue_core.storage import (
     Storage,
@@ -94,6 +95,7 @@ __all__ = [
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsSchemaVersion",
+    "SupportsSchedules",
     "SupportsWakeup",
     "SystemClock",
     "Task",

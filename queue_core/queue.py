@@ -23,6 +23,7 @@ from queue_core.handle import JobHandle
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
 from queue_core.policy import RetryPolicy, policy_from_options
 from queue_core.registry import mask_url, open_storage, resolve_url
+from queue_core.schedules import Periodic, parse_schedule
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
@@ -139,6 +140,7 @@ class Queue:
         self.eager: bool = bool(cfg.value("eager", UNSET if eager is None else eager))
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: dict[str, Task[Any, Any]] = {}
+        self._periodic: dict[str, Periodic] = {}
         self._lock = threading.Lock()
         self._header_providers: list[HeaderProvider] = []
         self.worker_listeners: list[WorkerListener] = []
@@ -253,6 +255,55 @@ class Queue:
         if func is not None:
             return decorate(func)
         return decorate  # type: ignore[return-value]
+
+    def periodic(
+        self,
+        every: float | str | timedelta | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        catch_up: bool = False,
+        *,
+        name: str | None = None,
+        **options: Unpack[TaskOptions],
+    ) -> TaskDecorator:
+        """Register a task that workers enqueue on a schedule (SPEC §11).
+
+        Exactly one of ``every`` (a duration; ticks are multiples of it since the Unix
+        epoch) or ``cron`` (5 fields, or 6 with seconds first, read in ``tz``). Every
+        tick enqueues one job with ``args``/``kwargs`` and ``run_at`` = the tick, however
+        many workers run the scheduler. Ticks missed while no scheduler ran are skipped,
+        or with ``catch_up=True`` run once. The function is also an ordinary task
+        (``Task[P, R]``); ``name`` and ``**options`` are those of :meth:`task`.
+
+        Raises:
+            ConfigError: ``conflicting_options`` (``every`` with ``cron``),
+                ``invalid_duration`` (a bad ``every``), ``invalid_cron``,
+                ``invalid_option`` (an unknown ``tz``, no schedule), or a bad task option.
+            TypeError: ``args``/``kwargs`` do not fit the function's signature.
+        """
+        schedule = parse_schedule(every, cron, tz, catch_up)
+        call_args, call_kwargs = tuple(args), dict(kwargs or {})
+        register = self.task(name=name, **options)
+
+        def decorate(fn: Callable[..., Any]) -> Task[Any, Any]:
+            task: Task[Any, Any] = register(fn)
+            try:
+                task.check_arguments(call_args, call_kwargs, "periodic")
+                self.serializer.dumps_payload(call_args, call_kwargs)  # now, not per tick
+            except Exception:
+                del self._tasks[task.name]
+                raise
+            self._periodic[task.name] = Periodic(task.name, schedule, call_args, call_kwargs)
+            return task
+
+        return decorate  # type: ignore[return-value]
+
+    @property
+    def periodic_tasks(self) -> dict[str, Periodic]:
+        """Periodic tasks by task name (a copy)."""
+        return dict(self._periodic)
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:

@@ -25,6 +25,7 @@ from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import job_args, step_replay_refused
 from backends.redis.keys import Keys
+from backends.redis.schedules import RedisSchedules
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
@@ -180,7 +181,7 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
     )
 
 
-class RedisStorage(RedisWorkers, Storage):
+class RedisStorage(RedisSchedules, RedisWorkers, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
@@ -202,9 +203,8 @@ class RedisStorage(RedisWorkers, Storage):
             server with ``socket_timeout=None``.
 
     Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
-    token to a bounded per-queue list that idle workers ``BLPOP``) and
-    :class:`~queue_core.storage.SupportsJobScan` and
-    :class:`~queue_core.storage.SupportsFlows` (``backends/redis/flows.py``).
+    token to a bounded per-queue list that idle workers ``BLPOP``), ``SupportsJobScan``,
+    ``SupportsFlows`` (``redis/flows.py``) and ``SupportsSchedules`` (``redis/schedules.py``).
     """
 
     def __init__(

@@ -213,6 +213,14 @@ workers = Table(
 )
 
 
+schedule_ticks = Table(  # version 4: the last tick enqueued per periodic schedule
+    "qc_schedule_ticks",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("last_tick", BigInteger, nullable=False),
+)
+
+
 # --------------------------------------------------------------------------- migrations
 
 
@@ -240,8 +248,14 @@ def _v6(conn: Connection) -> None:
     workers.create(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 6: _v6}
-"""Version -> step that upgrades a database from ``version - 1``."""
+def _v4(conn: Connection) -> None:
+    """Version 4: ``qc_schedule_ticks``, one row per periodic schedule (its last tick)."""
+    schedule_ticks.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 4: _v4, 6: _v6}
+"""Version -> step that upgrades a database from ``version - 1`` (a version without a
+step only moves the stored number)."""
 
 
 def read_version(conn: Connection) -> int:

@@ -42,6 +42,7 @@ from backends.sql.records import (
     job_from_row,
     spec_of_dead,
 )
+from backends.sql.schedules import SQLSchedules
 from backends.sql.workers import SQLWorkers
 from queue_core.errors import LeaseLost, NotFound
 from queue_core.model import (
@@ -63,7 +64,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, reap_ver
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLWorkers):
+class SQLStorage(SQLSchedules, SQLWorkers):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements

@@ -38,6 +38,7 @@ from backends.sqs.codec import Keys
 from backends.sqs.delivery import MAX_DELAY_S, Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
+from backends.sqs.schedules import SQSSchedules
 from backends.sqs.tables import ensure_table
 from backends.sqs.workers import SQSWorkers
 from queue_core.durations import parse_duration, to_ms
@@ -88,7 +89,7 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(SQSWorkers, Claiming, Attempts, Admin, Storage):
+class SQSStorage(SQSSchedules, SQSWorkers, Claiming, Attempts, Admin, Storage):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:

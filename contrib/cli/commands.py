@@ -179,6 +179,7 @@ import contrib.cli.config  # noqa: E402, F401
 import contrib.cli.dlq  # noqa: E402, F401
 import contrib.cli.flows  # noqa: E402, F401
 import contrib.cli.jobs  # noqa: E402, F401
+import contrib.cli.schedules  # noqa: E402, F401
 import contrib.cli.worker  # noqa: E402, F401
 import contrib.cli.workers  # noqa: E402, F401
 from contrib.dashboard.cli import dashboard_command  # noqa: E402

@@ -54,6 +54,7 @@ def _positive_float(
                                 "pick-up latency, busy/stuck slots) at http://HOST:P/metrics.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
               help="Address --metrics-port binds to (0.0.0.0: every interface).")
+@click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic tasks' ticks.")
 def worker(
     app: str,
     queues: str | None,
@@ -67,6 +68,7 @@ def worker(
     log_format: str,
     metrics_port: int | None,
     metrics_host: str,
+    no_scheduler: bool,
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
 
@@ -91,6 +93,7 @@ def worker(
         options["shutdown_grace"] = grace
     if metrics_port is not None:
         options["listeners"] = [_serve_metrics(metrics_host, metrics_port)]
+    options["scheduler"] = not no_scheduler
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
 
 

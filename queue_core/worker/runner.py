@@ -45,6 +45,7 @@ from queue_core.worker.outage import Outage
 from queue_core.worker.presence import cancel_poll_loop, deregister, presence_loop
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
+from queue_core.worker.scheduler import Scheduler, scheduler_for
 from queue_core.worker.slots import SlotTable
 from queue_core.worker.threads import BodyThreads, StorageThread
 from queue_core.worker.timing import DueTimes, Timing
@@ -123,6 +124,8 @@ class Worker(Claiming):
         presence_ttl: how long the worker's record in storage (``queue-core workers``)
             stays live without a refresh; refreshed every third of it (default env
             ``QUEUE_CORE_WORKER_TTL``, else 15 s). A killed worker drops out after it.
+        scheduler: run the scheduler of the queue's periodic tasks
+            (:mod:`queue_core.worker.scheduler`; default on, never in a burst worker).
     """
 
     def __init__(
@@ -141,10 +144,13 @@ class Worker(Claiming):
         clock: Clock | None = None,
         listeners: Sequence[WorkerListener] = (),
         presence_ttl: float | str | None = None,
+        scheduler: bool = True,
     ) -> None:
         self.queue = queue
         self._listeners = (*queue.worker_listeners, *listeners)
         self.presence_ttl_ms = _presence_ttl_ms(presence_ttl)
+        self.scheduler = scheduler and not burst
+        self._scheduler: Scheduler | None = None
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.storage = queue.storage()
         slots = _check_slots(slots)
@@ -250,6 +256,10 @@ class Worker(Claiming):
                 self._timing,
                 self._replay_pass,
             )
+            if self.scheduler:
+                self._scheduler = scheduler_for(self.queue, self.storage, self._timing, self._io)
+                if self._scheduler is not None:
+                    await tg.start(self._scheduler.run)
             main = threading.current_thread() is threading.main_thread()
             if self.install_signal_handlers and main:
                 await tg.start(self._signal_watcher)

@@ -352,3 +352,13 @@ FROM qc_workers
 -- The cancel poll: running jobs among the ids with a cancel request.
 SELECT id, attempt, lease_token FROM qc_jobs
 WHERE id = ANY(CAST(%(ids)s AS text[])) AND state = 'running' AND cancel_requested
+-- ---------------------------------------------------------------- periodic schedules
+
+-- name: schedule_claim_tick
+-- Move a schedule's last tick to the tick when it is later (1 row changed) or new.
+INSERT INTO qc_schedule_ticks (name, last_tick) VALUES (%(name)s, %(tick)s)
+ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick
+WHERE qc_schedule_ticks.last_tick < excluded.last_tick
+
+-- name: schedule_ticks
+SELECT name, last_tick FROM qc_schedule_ticks ORDER BY name

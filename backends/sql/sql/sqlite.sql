@@ -283,3 +283,13 @@ FROM qc_workers
 SELECT id, attempt, lease_token FROM qc_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running'
     AND cancel_requested = 1
+-- ---------------------------------------------------------------- periodic schedules
+
+-- name: schedule_claim_tick
+-- Move a schedule's last tick to :tick when it is later (1 row changed) or new.
+INSERT INTO qc_schedule_ticks (name, last_tick) VALUES (:name, :tick)
+ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick
+WHERE qc_schedule_ticks.last_tick < excluded.last_tick
+
+-- name: schedule_ticks
+SELECT name, last_tick FROM qc_schedule_ticks ORDER BY name

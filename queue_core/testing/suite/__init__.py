@@ -20,6 +20,7 @@ from queue_core.testing.suite.prune import PruneContract
 from queue_core.testing.suite.races import RaceContract
 from queue_core.testing.suite.reap import ReapContract
 from queue_core.testing.suite.schedule import ScheduleToStartContract
+from queue_core.testing.suite.schedules import ScheduleContract
 from queue_core.testing.suite.stats import StatsContract
 from queue_core.testing.suite.workers import WorkerContract
 
@@ -38,6 +39,7 @@ __all__ = [
     "PruneContract",
     "RaceContract",
     "ReapContract",
+    "ScheduleContract",
     "ScheduleToStartContract",
     "StatsContract",
     "StorageContract",
@@ -63,6 +65,7 @@ class StorageContract(
     OptionalAbilitiesContract,
     FlowContract,
     WorkerContract,
+    ScheduleContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
     ``SupportsFlows`` on a storage without that ability). Subclass it as

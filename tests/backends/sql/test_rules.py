@@ -120,3 +120,23 @@ def test_a_version_1_sqlite_database_is_upgraded_and_keeps_its_jobs(tmp_path: Pa
         assert reaped.state is JobState.DEAD
     finally:
         second.close()
+
+
+def test_a_version_2_sqlite_database_gets_the_schedule_ticks_table(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    first = SQLStorage(f"sqlite:///{path}")
+    first.enqueue([new_job()], now=T0)
+    first.close()
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TABLE qc_schedule_ticks")
+    raw.execute("UPDATE qc_meta SET value = '2' WHERE key = 'schema_version'")
+    raw.commit()
+    raw.close()
+    second = SQLStorage(f"sqlite:///{path}")
+    try:
+        assert second.schema_version() == 2
+        assert second.enqueue_tick("s", T0, new_job(), now=T0) is True
+        assert second.schedule_ticks() == {"s": T0}
+        assert second.schema_version() == SCHEMA_VERSION
+    finally:
+        second.close()
