@@ -35,6 +35,7 @@ def test_skip_holds_per_key_value(queue: Queue) -> None:
         JobState.SKIPPED,
         JobState.QUEUED,
     ]
+
     # the key is namespaced by the task: another task's "acme" is its own slot
     @queue.task(name="bill", concurrency=Concurrency(1, behavior="skip", key=_customer))
     def bill(customer: str) -> None: ...

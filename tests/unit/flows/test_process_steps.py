@@ -65,9 +65,7 @@ def test_the_flow_deadline_sigterms_then_sigkills_a_process_step(
     (step,) = execution.steps()
     assert step.state is StepState.TIMED_OUT
     # one attempt only: a flow_timeout is never retried, though the flow allows 3
-    assert [(a.outcome, a.reason) for a in step.attempts] == [
-        (Outcome.TIMED_OUT, "flow_timeout")
-    ]
+    assert [(a.outcome, a.reason) for a in step.attempts] == [(Outcome.TIMED_OUT, "flow_timeout")]
     # recorded by the worker that stopped the child (the reaper's record has no mode)
     assert step.attempts[0].mode == "process"
     # SIGTERM came (the body noted it and went on), then SIGKILL after the grace
