@@ -369,3 +369,25 @@ def test_concurrency_1_skip_skips_the_2nd_and_3rd(env: Env) -> None:
     listed = env.queue.executions(flow=flow, state="skipped")
     assert sorted(e.id for e in listed) == sorted(e.id for e in skipped)
     assert [r.execution for r in env.runs()] == [kept.id]
+
+
+def test_keyed_concurrency_runs_one_execution_per_customer_at_a_time(env: Env) -> None:
+    flow = env.flows.per_customer
+    executions = [flow.start({"customer": c}) for c in ("acme", "acme", "bolt", "acme")]
+    assert [e.status() for e in executions] == [
+        ExecutionState.RUNNING,
+        ExecutionState.QUEUED,
+        ExecutionState.RUNNING,
+        ExecutionState.QUEUED,
+    ]
+    env.spawn(2, "--slots", "2")
+    for e in executions:
+        assert e.result(timeout=60) == {"work": "work"}
+    runs = {r.execution: r for r in env.runs()}
+    acme = [runs[e.id] for e in executions if e is not executions[2]]
+    assert [r.execution for r in sorted(acme, key=lambda r: r.started)] == [
+        e.id for e in executions if e is not executions[2]
+    ]  # oldest first within the key
+    assert most_at_once(acme) == 1, acme
+    # the other customer's execution ran beside acme's first one, not after it
+    assert most_at_once(list(runs.values())) == 2

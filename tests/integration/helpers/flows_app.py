@@ -148,6 +148,12 @@ class Flows:
     resume: Flow
     one_at_a_time: Flow
     skipper: Flow
+    per_customer: Flow
+
+
+def customer_of(input: dict[str, str]) -> str:
+    """The concurrency key of ``per-customer``: one running execution per customer."""
+    return input["customer"]
 
 
 def declare(q: Queue) -> Flows:
@@ -181,6 +187,8 @@ def declare(q: Queue) -> Flows:
     one_at_a_time.step(id="work")(sleeper)
     skipper = q.flow("skipper", concurrency=Concurrency(1, behavior="skip"))
     skipper.step(id="work")(sleeper)
+    per_customer = q.flow("per-customer", concurrency=Concurrency(1, key=customer_of))
+    per_customer.step(id="work")(sleeper)
     return Flows(
         diamond,
         parallel,
@@ -191,6 +199,7 @@ def declare(q: Queue) -> Flows:
         resume,
         one_at_a_time,
         skipper,
+        per_customer,
     )
 
 
