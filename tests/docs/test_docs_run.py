@@ -134,3 +134,13 @@ def test_readme_quick_start_followed_literally_runs_the_job(tmp_path: Path) -> N
         assert queue.dead_letters(task_name="tasks.send_welcome_email")[0].reason == "fatal"
     finally:
         queue.close()
+
+
+def test_a_yaml_block_headed_by_its_file_name_is_written_not_shown(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```yaml\n# flow.yaml\nid: x\n```\n\n```yaml\nid: shown-only\n```\n"
+    )
+    written, shown = blocks(page)
+    assert (written.file_name, written.runnable) == ("flow.yaml", True)
+    assert (shown.file_name, shown.runnable) == (None, False)
