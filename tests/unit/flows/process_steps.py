@@ -16,6 +16,11 @@ def probe(input: dict[str, Any], ctx: Any) -> list[object]:
     return [ctx.execution_id, ctx.step_id, ctx.job_id, ctx.attempt, os.getpid()]
 
 
+def warm() -> int:
+    """A quick step: it leaves a started child in the worker's pool for the next one."""
+    return os.getpid()
+
+
 def stubborn(input: dict[str, str], ctx: Any) -> None:
     """Write its pid, note SIGTERM in a file and keep going, writing the time it was
     last alive every 10 ms: only SIGKILL ends it."""

@@ -50,8 +50,12 @@ def test_a_process_step_ctx_carries_the_execution_and_step(queue: Queue) -> None
 def test_the_flow_deadline_sigterms_then_sigkills_a_process_step(
     queue: Queue, tmp_path: Path
 ) -> None:
-    flow = queue.flow("stubborn", timeout="2.5s", retry=RetryPolicy(max_attempts=3))
-    flow.step(id="hold", isolation="process", kill_grace="0.5s")(process_steps.stubborn)
+    # a child takes a second or two to start on a loaded box: a quick step first leaves
+    # a started one in the pool, so the deadline finds the stubborn body running
+    flow = queue.flow("stubborn", timeout="4s", retry=RetryPolicy(max_attempts=3))
+    warm = flow.step(id="warm", isolation="process")(process_steps.warm)
+    hold = flow.step(id="hold", depends_on=[warm], isolation="process", kill_grace="0.5s")
+    hold(process_steps.stubborn)
     execution = flow.start({"dir": str(tmp_path)})
     started = time.monotonic()
     drain(queue)
@@ -62,7 +66,8 @@ def test_the_flow_deadline_sigterms_then_sigkills_a_process_step(
         ExecutionState.TIMED_OUT,
         ExecutionReason.FLOW_TIMEOUT,
     )
-    (step,) = execution.steps()
+    warm_run, step = execution.steps()
+    assert warm_run.state is StepState.SUCCEEDED
     assert step.state is StepState.TIMED_OUT
     # one attempt only: a flow_timeout is never retried, though the flow allows 3
     assert [(a.outcome, a.reason) for a in step.attempts] == [(Outcome.TIMED_OUT, "flow_timeout")]
@@ -78,6 +83,6 @@ def test_the_flow_deadline_sigterms_then_sigkills_a_process_step(
     record = queue.execution(execution.id).info()
     assert record.started_at is not None
     # SIGTERM at the deadline (the worker acts a little early), SIGKILL a grace later
-    assert abs(term_at - (record.started_at.timestamp() + 2.5)) < 1.0
+    assert abs(term_at - (record.started_at.timestamp() + 4.0)) < 1.0
     assert 0.4 <= last_alive - term_at < 0.5 + 1.0
-    assert 2.5 <= took < 2.5 + 0.5 + 3.0  # deadline + kill_grace + slack (loaded box)
+    assert 4.0 <= took < 4.0 + 0.5 + 3.0  # deadline + kill_grace + slack (loaded box)
