@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal, TypedDict
@@ -68,20 +68,62 @@ class Concurrency:
         behavior: ``"queue"``: extra jobs stay queued until a slot frees (active =
             running); ``"skip"``: a new job ends ``skipped`` at enqueue when the limit
             is reached (active = queued + running).
-        key: jobs sharing a key share the limit; default the task name.
+        key: jobs sharing a key share the limit; default the task name (the flow's
+            name for a flow). A function of the call's arguments (a flow: of its
+            input) returning a string makes the limit hold per value of it, computed
+            at enqueue (``key=lambda customer_id: customer_id``: one running sync per
+            customer); a string shares one limit among every task naming it.
     """
 
     limit: int
     behavior: Literal["queue", "skip"] = "queue"
-    key: str | None = None
+    key: str | Callable[..., str] | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.limit) or not 1 <= int(self.limit) <= 1_000_000:
             raise _invalid("concurrency.limit", self.limit, "an integer from 1 to 1000000")
         if self.behavior not in ("queue", "skip"):
             raise _invalid("concurrency.behavior", self.behavior, "'queue' or 'skip'")
-        if self.key is not None and (not isinstance(self.key, str) or not self.key):
-            raise _invalid("concurrency.key", self.key, "a non-empty string or None")
+        if self.key is not None and not callable(self.key):
+            if not isinstance(self.key, str) or not self.key:
+                raise _invalid(
+                    "concurrency.key", self.key, "a non-empty string, a function or None"
+                )
+
+    def slot_key(self, owner: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The string storage counts this limit under for one call of ``owner`` (a
+        task's or a flow's name): see :func:`concurrency_slot_key`."""
+        return concurrency_slot_key(self.key, owner, args, kwargs)
+
+
+def concurrency_slot_key(
+    key: str | Callable[..., str] | None,
+    owner: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str:
+    """The string storage counts a concurrency limit under for one call of ``owner``
+    (a task's or a flow's name): ``owner`` without a key, the key string as given, or
+    ``"<owner>:<key(*args, **kwargs)>"`` for a key function (one limit per value).
+
+    Raises:
+        ConfigError: ``invalid_option`` when the key function returns anything but a
+            non-empty string (the caller enqueues nothing).
+    """
+    if key is None:
+        return owner
+    if isinstance(key, str):
+        return key
+    value = key(*args, **kwargs)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"invalid concurrency.key: the key function of {owner!r} returned "
+            f"{value!r} ({type(value).__name__}) — expected a non-empty string",
+            code="invalid_option",
+            field="concurrency.key",
+            value=value,
+        )
+    return f"{owner}:{value}"
 
 
 @dataclass(frozen=True, slots=True, init=False)

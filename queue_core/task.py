@@ -38,7 +38,13 @@ from queue_core.options import Concurrency as Concurrency
 from queue_core.options import Duration as Duration
 from queue_core.options import Replay as Replay
 from queue_core.options import TaskOptions as TaskOptions
-from queue_core.options import _check_delay, _check_run_at, _invalid, _reject_unknown
+from queue_core.options import (
+    _check_delay,
+    _check_run_at,
+    _invalid,
+    _reject_unknown,
+    concurrency_slot_key,
+)
 from queue_core.options import check_concurrency as check_concurrency
 from queue_core.options import check_isolation as check_isolation
 from queue_core.options import check_name as check_name
@@ -280,6 +286,7 @@ class Task(Generic[P, R]):
             "schedule_to_start_ms": _ms(
                 _pick(call.schedule_to_start, task.schedule_to_start, None)
             ),
+            # a key function is kept here and applied per call by _make
             "concurrency_key": None if conc is None else (conc.key or self.name),
             "concurrency_limit": None if conc is None else conc.limit,
             "concurrency_skip": conc is not None and conc.behavior == "skip",
@@ -325,6 +332,10 @@ class Task(Generic[P, R]):
         run_at: int | None = None,
     ) -> NewJob:
         payload = self._owner.serializer.dumps_payload(args, kwargs)
+        key = fields_["concurrency_key"]
+        if key is not None and key.__class__ is not str:
+            slot = concurrency_slot_key(key, self.name, args, kwargs)
+            fields_ = {**fields_, "concurrency_key": slot}
         if lost is None:
             lost = (
                 int(round(self._lost_base_s * (1.0 - self._lost_jitter * random.random()) * 1000.0))

@@ -35,6 +35,7 @@ from queue_core.flows.model import (
 from queue_core.flows.storage import ExecutionRecord, SupportsFlows
 from queue_core.handle import wait_finished
 from queue_core.model import JobState
+from queue_core.options import concurrency_slot_key
 from queue_core.policy import RetryPolicy
 from queue_core.task import (
     UNSET,
@@ -132,6 +133,8 @@ class Flow:
         self.name = check_name(name, "name")
         conc = check_concurrency(concurrency)
         self._conc_key = None if conc is None else (f"{name}:{conc.key}" if conc.key else name)
+        # a key function: the slot key is "<flow>:<key(input)>", computed by start()
+        self._conc_key_fn = None if conc is None or isinstance(conc.key, str) else conc.key
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise _invalid("retry", retry, "a RetryPolicy(...) or None")
         timeout_ms = None if timeout is None else to_ms(parse_duration(timeout, field="timeout"))
@@ -152,6 +155,7 @@ class Flow:
             self._fixed = False
         else:
             self._conc_key = None if spec.concurrency is None else spec.name
+            self._conc_key_fn = None
             self._fields = _spec_fields(spec)
             self._steps = spec.steps
             self._fixed = True
@@ -258,7 +262,8 @@ class Flow:
 
         Raises:
             ConfigError: ``unsupported`` when the storage lacks flows; ``invalid_flow``
-                for a flow without steps.
+                for a flow without steps; ``invalid_option`` when the concurrency key
+                function returns anything but a non-empty string (nothing is stored).
             SerializationError: ``input`` cannot be serialized (nothing is stored).
         """
         flows = flows_of(self._owner)
@@ -269,6 +274,9 @@ class Flow:
                 field="steps",
             )
         owner = self._owner
+        conc_key = self._conc_key
+        if self._conc_key_fn is not None:
+            conc_key = concurrency_slot_key(self._conc_key_fn, self.name, (input,), {})
         new = build_execution(
             self.spec,
             execution_id=new_job_id(),
@@ -279,7 +287,7 @@ class Flow:
             if owner.default_timeout is None
             else to_ms(owner.default_timeout),
             rng=random.random,
-            conc_key=self._conc_key,
+            conc_key=conc_key,
         )
         flows.start_execution(new)
         return ExecutionHandle(owner, new.id)

@@ -113,6 +113,8 @@ class ChildContext:
         job_id: the job's id.
         attempt: the attempt number, 1-based.
         deadline: when the attempt times out (aware UTC datetime), or ``None``.
+        execution_id: for a flow step, its execution's id (``None`` otherwise).
+        step_id: for a flow step, its step id (``None`` otherwise).
     """
 
     def __init__(
@@ -123,9 +125,13 @@ class ChildContext:
         attempt: int,
         deadline: float | None,
         heartbeat_every: float,
+        execution_id: str | None = None,
+        step_id: str | None = None,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
+        self.execution_id = execution_id
+        self.step_id = step_id
         self.deadline = (
             None if deadline is None else datetime.fromtimestamp(deadline, tz=timezone.utc)
         )
@@ -249,6 +255,8 @@ def _run(pipe: _Pipe, request: dict[str, Any]) -> None:
                 attempt=request["attempt"],
                 deadline=request["deadline"],
                 heartbeat_every=request["heartbeat_every"],
+                execution_id=request.get("execution_id"),
+                step_id=request.get("step_id"),
             )
             kwargs["ctx"] = ctx
         value = body(*request["args"], **kwargs)

@@ -341,6 +341,8 @@ class ProcessPool:
         heartbeat_every: float = 0.1,
         cancelled: Callable[[], bool] | None = None,
         wants_ctx: bool = False,
+        execution_id: str | None = None,
+        step_id: str | None = None,
     ) -> ProcessResult:
         """Run one attempt of a sync body in a child process.
 
@@ -366,6 +368,8 @@ class ProcessPool:
             cancelled: polled every 50 ms; once it returns True the attempt is stopped like
                 a timeout and the outcome is ``CANCELLED``.
             wants_ctx: pass a ``ctx`` keyword (:class:`~queue_core.worker._child.ChildContext`).
+            execution_id: a flow step's execution, for ``ctx.execution_id``.
+            step_id: a flow step's id, for ``ctx.step_id``.
 
         Returns:
             How the attempt ended. Every outcome but ``RETURNED`` and ``RAISED`` means the
@@ -396,6 +400,8 @@ class ProcessPool:
                 "deadline": deadline,
                 "heartbeat_every": heartbeat_every,
                 "wants_ctx": wants_ctx,
+                "execution_id": execution_id,
+                "step_id": step_id,
             }
             started = anyio.current_time()
             result: ProcessResult | None = None

@@ -318,6 +318,8 @@ class Running(Services):
             heartbeat_every=(job.heartbeat_ms or 3000) / 3000.0,
             cancelled=att.stop_requested,
             wants_ctx=task.takes_ctx,
+            execution_id=job.execution_id,
+            step_id=job.step_id,
         )
         if not att.ended:
             self._process_end(att, res)

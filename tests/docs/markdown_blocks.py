@@ -7,7 +7,7 @@ A block's info string is ``LANG [skip-test: REASON]``:
   file-name comment (``# tasks.py``) is the content of that file: it is written to the
   page's working directory instead, where later blocks and commands import or run it.
   A ``toml`` block whose first line is ``# queue-core.toml`` (or another file name) is
-  written the same way.
+  written the same way, and so is a ``yaml`` block whose first line is ``# flow.yaml``.
 * ``bash`` / ``sh`` -- every command line is run by bash in the page's working
   directory and must exit 0; ``console`` -- the same for the ``$ `` lines (the other
   lines are sample output).
@@ -53,7 +53,7 @@ class Block:
     def file_name(self) -> str | None:
         """``tasks.py`` for a python block that starts with ``# tasks.py`` (also
         ``queue-core.toml`` for a toml block that starts with ``# queue-core.toml``)."""
-        if self.lang not in ("python", "toml"):
+        if self.lang not in ("python", "toml", "yaml"):
             return None
         first = self.code.lstrip("\n").split("\n", 1)[0]
         m = _FILE_HEADER.match(first)

@@ -148,3 +148,13 @@ def test_readme_quick_start_type_checks_under_mypy_strict(tmp_path: Path) -> Non
          str(tmp_path / "tasks.py")]
     )
     assert (status, (out + err).strip()) == (0, "")
+
+
+def test_a_yaml_block_headed_by_its_file_name_is_written_not_shown(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```yaml\n# flow.yaml\nid: x\n```\n\n```yaml\nid: shown-only\n```\n"
+    )
+    written, shown = blocks(page)
+    assert (written.file_name, written.runnable) == ("flow.yaml", True)
+    assert (shown.file_name, shown.runnable) == (None, False)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queue_core.model import AttemptEnd, JobState, LeaseRef, Reason
+from queue_core.options import concurrency_slot_key
 from queue_core.storage import Storage
 from queue_core.testing.fixtures import (
     LEASE,
@@ -84,6 +85,49 @@ class ConcurrencyContract(ContractBase):
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC) == []
         assert [r.job_id for r in storage.reap(now=T0 + LEASE)] == [first]
         assert claim_one(storage, now=T0 + LEASE).id == second
+
+    def test_a_keyed_slot_of_a_lost_attempt_is_freed_by_reap(self, storage: Storage) -> None:
+        # Concurrency(1, key=lambda customer: customer) on task "sync": the core computes
+        # one slot key per customer; storage counts each one apart, and a worker killed
+        # while holding a keyed slot does not leak it
+        def key(customer: str) -> str:
+            return customer
+
+        def slot(customer: str) -> str:
+            return concurrency_slot_key(key, "sync", (customer,), {})
+
+        c1 = enqueue_one(storage, **limited(slot("c1"), max_attempts=2, lost_delay_ms=0))
+        c1_next = enqueue_one(storage, **limited(slot("c1")))
+        c2 = enqueue_one(storage, **limited(slot("c2")))
+        got = storage.claim("w", ["default"], 10, LEASE, now=T0)
+        assert [c.id for c in got] == [c1, c2]
+        assert storage.claim("w", ["default"], 10, LEASE, now=T0 + SEC) == []
+        storage.finish([complete_end(got[1].ref)], now=T0 + SEC)
+        # the worker holding c1's slot is gone: reap frees it, and the key's limit of
+        # one still holds for the lost job's retry and the job that waited behind it
+        assert [r.job_id for r in storage.reap(now=T0 + LEASE)] == [c1]
+        again = storage.claim("w", ["default"], 10, LEASE, now=T0 + LEASE + SEC)
+        assert len(again) == 1 and again[0].id in (c1, c1_next)
+        assert storage.claim("w", ["default"], 10, LEASE, now=T0 + LEASE + 2 * SEC) == []
+        storage.finish([complete_end(again[0].ref)], now=T0 + LEASE + 3 * SEC)
+        last = claim_one(storage, now=T0 + LEASE + 4 * SEC)
+        assert {again[0].id, last.id} == {c1, c1_next}
+
+    def test_a_keyed_skip_slot_is_freed_by_reap(self, storage: Storage) -> None:
+        slots = [concurrency_slot_key(str.upper, "sync", (c,), {}) for c in ("a", "a", "b")]
+        assert slots == ["sync:A", "sync:A", "sync:B"]
+        first = new_job(**skipping(slots[0], max_attempts=1))
+        extra, other = new_job(**skipping(slots[1])), new_job(**skipping(slots[2]))
+        storage.enqueue([first, extra, other], now=T0)
+        assert job_of(storage, extra.id).state is JobState.SKIPPED
+        assert job_of(storage, other.id).state is JobState.QUEUED
+        got = storage.claim("w", ["default"], 10, LEASE, now=T0)
+        assert first.id in {c.id for c in got}
+        assert first.id in {r.job_id for r in storage.reap(now=T0 + LEASE)}
+        assert job_of(storage, first.id).state is JobState.DEAD
+        late = new_job(**skipping(slots[0]))
+        storage.enqueue([late], now=T0 + LEASE + SEC)
+        assert job_of(storage, late.id).state is JobState.QUEUED
 
     def test_a_cancelled_waiting_job_does_not_hold_back_the_next(self, storage: Storage) -> None:
         ids = [enqueue_one(storage, **limited()) for _ in range(3)]
