@@ -42,7 +42,7 @@ from sqlalchemy import (
     text,
 )
 
-from queue_core.errors import SchemaMismatch
+from backends.sql.version import SCHEMA_VERSION, check_version
 
 __all__ = [
     "MIGRATIONS",
@@ -55,9 +55,6 @@ __all__ = [
     "migrate",
     "read_version",
 ]
-
-SCHEMA_VERSION = 2
-"""The schema version this code reads and writes."""
 
 MIGRATION_LOCK = (815_001, 1)
 """PostgreSQL advisory lock (classid, objid) held while migrating."""
@@ -230,15 +227,6 @@ def read_version(conn: Connection) -> int:
         select(meta.c.value).where(meta.c.key == "schema_version")
     ).scalar_one_or_none()
     return int(value) if value is not None else 0
-
-
-def check_version(version: int, where: str) -> None:
-    """Raise :class:`SchemaMismatch` when ``version`` is newer than this code."""
-    if version > SCHEMA_VERSION:
-        raise SchemaMismatch(
-            f"the queue-core schema in {where} is version {version}, newer than version "
-            f"{SCHEMA_VERSION} that this queue-core understands; upgrade queue-core"
-        )
 
 
 def migrate(conn: Connection, *, where: str) -> int:
