@@ -98,3 +98,40 @@ def test_an_older_schema_is_still_migrated(tmp_path: Path) -> None:
         assert storage.schema_version() == SCHEMA_VERSION
     finally:
         storage.close()
+
+
+def _indexes(path: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+    return {r[0] for r in rows}
+
+
+_UNREAD = {"ix_qc_jobs_state_seq", "ix_qc_jobs_queue_seq"}
+
+
+def test_version_7_drops_the_indexes_no_query_reads(tmp_path: Path) -> None:
+    from backends.sql import SQLStorage
+
+    fresh = SQLStorage(f"sqlite:///{tmp_path / 'new.db'}")
+    fresh.migrate()
+    fresh.close()
+    assert not _indexes(tmp_path / "new.db") & _UNREAD
+    assert "ix_qc_jobs_ready" in _indexes(tmp_path / "new.db")
+
+    import sqlite3
+
+    old = tmp_path / "old.db"
+    SQLStorage(f"sqlite:///{old}").migrate()
+    with sqlite3.connect(old) as conn:  # what a version 2 database has
+        conn.execute("CREATE INDEX ix_qc_jobs_state_seq ON qc_jobs (state, seq)")
+        conn.execute("CREATE INDEX ix_qc_jobs_queue_seq ON qc_jobs (queue, seq)")
+        conn.execute("UPDATE qc_meta SET value = '2' WHERE key = 'schema_version'")
+    storage = SQLStorage(f"sqlite:///{old}")
+    try:
+        storage.stats()
+        assert storage.schema_version() == SCHEMA_VERSION
+    finally:
+        storage.close()
+    assert not _indexes(old) & _UNREAD
