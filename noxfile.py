@@ -25,7 +25,12 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-SHARED_BENCH = ROOT.parent / "shared" / "bench"
+SHARED_BENCH = Path(os.environ.get("QC_SHARED_BENCH") or next(
+    (p / "shared" / "bench" for p in ROOT.parents if (p / "shared" / "bench").is_dir()),
+    ROOT.parent / "shared" / "bench",
+))
+"""The shared peer harness: QC_SHARED_BENCH, else the nearest ``shared/bench`` above the
+checkout (../shared/bench from /work/main, ../../shared/bench from a worktree)."""
 PY = sys.executable
 
 nox.options.sessions = ["tests"]
@@ -184,24 +189,56 @@ def _ratio_table(peers: list[dict[str, object]], ours: list[dict[str, object]]) 
     return "\n".join(lines)
 
 
+_BEST_PEERS = ("huey-redis", "huey-sqlite", "flexiq-sqlite", "flexiq-redis", "pgqueuer")
+"""The best peer of each row of BENCH.md's targets; run beside queue-core by default."""
+
+_LOCAL: dict[str, list[list[str]]] = {
+    "drain.py": [["sqlite"], ["redis"], ["postgres"]],
+    "isolation_overhead.py": [[]],
+    "latency.py": [[]],
+}
+"""In-repo benchmarks run by ``nox -s bench`` and their arguments (one run per list);
+the others need a server of yours or run for minutes (see each script's docstring)."""
+
+
+def _harness_copy() -> Path:
+    """A writable copy of ../shared/bench (the driver writes its results beside itself)."""
+    import shutil
+    import stat
+
+    dest = ROOT / ".bench" / "harness"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(SHARED_BENCH, dest, ignore=shutil.ignore_patterns("raw", "__pycache__"))
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return dest
+
+
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
-    """In-repo microbenchmarks (bench/*.py), then the peer harness when its venvs exist.
+    """In-repo benchmarks, then queue-core beside its peers in one run of the shared harness.
 
-    ``nox -s bench -- --quick`` passes ``--quick`` to ../shared/bench/run_all.py.
+    ``nox -s bench`` runs the scripts of ``_LOCAL``, then (when the peer venvs exist, see
+    ../shared/bench/setup.sh) the harness on a copy of ../shared/bench in ``.bench/``:
+    the three queue-core rows and the best peers (``_BEST_PEERS``) in the same run, so
+    the ratios compare figures measured minutes apart on the same machine. It prints the
+    ratio table and writes it to ``.bench/RATIOS.md``. Options after ``--``:
+    ``--all-peers`` (every system of the harness: a long run), ``--no-local``,
+    ``--no-peers``; anything else (e.g. ``--quick``) goes to run_all.py.
     """
-    local = sorted((ROOT / "bench").glob("*.py")) if (ROOT / "bench").is_dir() else []
-    for script in local:
-        if script.name.startswith("_"):
-            continue
-        session.run(PY, str(script), external=True)
-    if not local:
-        session.log("no in-repo microbenchmarks (bench/*.py) yet")
-
+    args = list(session.posargs)
+    flags = {a for a in args if a in ("--all-peers", "--no-local", "--no-peers")}
+    passthrough = [a for a in args if a not in flags]
+    if "--no-local" not in flags:
+        for name, runs in _LOCAL.items():
+            for extra in runs:
+                session.run(PY, str(ROOT / "bench" / name), *extra, external=True)
+    if "--no-peers" in flags:
+        return
     env_root = Path(os.environ.get("BENCH_ENV_ROOT", Path.home() / ".cache" / "qc-bench"))
-    run_all = SHARED_BENCH / "run_all.py"
-    if not run_all.exists():
-        session.log(f"peer harness not found at {run_all}; skipping the peer comparison")
+    if not (SHARED_BENCH / "run_all.py").exists():
+        session.log(f"peer harness not found at {SHARED_BENCH}; skipping the peer comparison")
         return
     if not (env_root / "venv-queue_core" / "bin" / "python").exists():
         session.log(
@@ -210,11 +247,19 @@ def bench(session: nox.Session) -> None:
             "then rerun `nox -s bench` (BENCH_ENV_ROOT overrides the location)."
         )
         return
-    session.run(
-        "python3", str(run_all), "--only", ",".join(_QC_ROWS), *session.posargs, external=True
+    harness = _harness_copy()
+    only = [] if "--all-peers" in flags else ["--only", ",".join(_QC_ROWS + _BEST_PEERS)]
+    session.run("python3", str(harness / "run_all.py"), *only, *passthrough, external=True)
+    partial = only or "--quick" in passthrough
+    result = harness / ("results.partial.json" if partial else "results.json")
+    doc = json.loads(result.read_text())
+    rows = [r for r in doc.get("systems", []) if "skipped" not in r]
+    ours = [r for r in rows if r.get("label") in _QC_ROWS]
+    peers = [r for r in rows if r.get("label") not in _QC_ROWS]
+    table = _ratio_table(peers, ours)
+    print(table)
+    started = doc.get("meta", {}).get("started", "?")
+    (ROOT / ".bench" / "RATIOS.md").write_text(
+        f"queue-core vs the best peer, one harness run started {started}\n\n```\n{table}\n```\n"
     )
-    peers_doc = json.loads((SHARED_BENCH / "results.json").read_text())
-    ours_doc = json.loads((SHARED_BENCH / "results.partial.json").read_text())
-    ours = [r for r in ours_doc.get("systems", []) if r.get("label") in _QC_ROWS]
-    peers = [r for r in peers_doc.get("systems", []) if r.get("label") not in _QC_ROWS]
-    print(_ratio_table(peers, ours))
+    session.log(f"wrote {ROOT / '.bench' / 'RATIOS.md'} and {harness}/RESULTS*.md")

@@ -14,12 +14,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 
-from sqlalchemy import Engine
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 from typing_extensions import Self
 
-from backends.sql import schema
 from backends.sql.connections import ThreadConnections
 from backends.sql.errors import _is_unavailable, translate_errors, translated
 from backends.sql.queries import Dialect
@@ -27,6 +23,8 @@ from backends.sql.records import (
     EndRow,
     Row,
 )
+from backends.sql.url import SQLURL, parse_sql_url
+from backends.sql.version import SCHEMA_VERSION, check_version
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import (
     ErrorInfo,
@@ -45,6 +43,12 @@ __all__ = ["Grave", "Order", "SQLBase", "local_ms", "split_url"]
 _PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 
+_META_EXISTS = {
+    "sqlite": "SELECT 1 AS v FROM sqlite_master WHERE type = 'table' AND name = 'qc_meta'",
+    "postgresql": "SELECT 1 AS v WHERE to_regclass('qc_meta') IS NOT NULL",
+}
+"""Whether the schema's ``qc_meta`` table exists (the version check reads it raw)."""
+
 Grave = tuple[str, str, str, ErrorInfo | None]
 """A dead-letter entry to write: (job id, dead id, reason, the ending attempt's error)."""
 Order = tuple[int, int, int]
@@ -56,34 +60,25 @@ def local_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def split_url(url: str) -> tuple[URL, int | None]:
+def split_url(url: str) -> tuple[SQLURL, int | None]:
     """Parse ``url``; strip and parse ``?retention=``; map PostgreSQL to psycopg."""
     try:
-        sa_url = make_url(url)
-    except ArgumentError as exc:
+        sa_url = parse_sql_url(url)
+    except ValueError as exc:
         raise ConfigError(
             f"invalid SQL storage URL {mask_url(url)!r}: {exc}",
             code="invalid_url",
             field="url",
             value=mask_url(url),
         ) from None
-    except ValueError:  # SQLAlchemy parses the port with int(): "host:port" is a ValueError
-        raise ConfigError(
-            f"invalid SQL storage URL {mask_url(url)!r}: its port is not a number (expected "
-            "postgresql+psycopg://user:password@host:5432/db; percent-encode '/', '#', '?' "
-            "and '@' in a password)",
-            code="invalid_url",
-            field="url",
-            value=mask_url(url),
-        ) from None
     retention: int | None = None
-    raw = sa_url.query.get("retention")
+    raw = sa_url.get("retention")
     if raw is not None:
-        retention = parse_retention(raw if isinstance(raw, str) else raw[-1])
-        sa_url = sa_url.difference_update_query(["retention"])
+        retention = parse_retention(raw)
+        sa_url = sa_url.without("retention")
     driver = sa_url.drivername.lower()
     if driver in _PG_DRIVERS:
-        sa_url = sa_url.set(drivername="postgresql+psycopg")
+        sa_url = sa_url.with_driver("postgresql+psycopg")
     elif driver in _SQLITE_DRIVERS:
         _check_sqlite_query(sa_url, url)
     else:
@@ -100,13 +95,13 @@ def split_url(url: str) -> tuple[URL, int | None]:
 _SQLITE_QUERY = ("retention", "timeout", "check_same_thread", "uri")
 
 
-def _check_sqlite_query(sa_url: URL, url: str) -> None:
+def _check_sqlite_query(sa_url: SQLURL, url: str) -> None:
     """Refuse a query option the SQLite driver would ignore (SQLAlchemy only warns): a
     typo such as ``?retension=1d`` must not pass silently. With ``uri=true`` the SQLite
     URI options (``mode``, ``cache``...) are the driver's to judge."""
-    if str(sa_url.query.get("uri", "")).lower() == "true":
+    if (sa_url.get("uri") or "").lower() == "true":
         return
-    unknown = sorted(k for k in sa_url.query if k not in _SQLITE_QUERY)
+    unknown = sorted({k for k, _ in sa_url.query if k not in _SQLITE_QUERY})
     if unknown:
         raise ConfigError(
             f"unknown sqlite:// option(s) {', '.join(map(repr, unknown))} in {mask_url(url)!r}; "
@@ -153,8 +148,8 @@ class SQLBase(Storage):
             retention if retention is not None else DEFAULT_RETENTION_MS
         )
         self._url = sa_url
-        self._masked = sa_url.render_as_string(hide_password=True)
-        self._secret = sa_url.password if isinstance(sa_url.password, str) else None
+        self._masked = sa_url.render(hide_password=True)
+        self._secret = sa_url.password
         self._q = self._queries
         self._busy_timeout_ms = busy_timeout_ms
         self._schema_ready = False
@@ -163,8 +158,9 @@ class SQLBase(Storage):
         self._waiter: Any = None
         self._closed = False
         self._conns = ThreadConnections(self._connect)
-        with translate_errors(self._masked, secret=self._secret):
-            self._engine = self._make_engine(pool_size, max_overflow, echo)
+        self._engine_options = (pool_size, max_overflow, echo)
+        self._engine_made: Any = None
+        self._prepare()
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -176,9 +172,20 @@ class SQLBase(Storage):
 
     # ------------------------------------------------------------------ dialect hooks
 
-    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Engine:
+    def _prepare(self) -> None:
+        """Set up the dialect's state (no I/O, no SQLAlchemy)."""
+
+    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         """The SQLAlchemy engine that creates and migrates the schema."""
         raise NotImplementedError
+
+    @property
+    def _engine(self) -> Any:
+        """The schema engine, made (and SQLAlchemy imported) on first use."""
+        if self._engine_made is None:
+            with translate_errors(self._masked, secret=self._secret):
+                self._engine_made = self._make_engine(*self._engine_options)
+        return self._engine_made
 
     def _connect(self) -> Any:
         """A new DBAPI connection for one thread."""
@@ -248,15 +255,35 @@ class SQLBase(Storage):
         with self._schema_lock:
             if self._schema_ready:
                 return
+            version = self._stored_version()
+            check_version(version, self._masked)
+            if version == SCHEMA_VERSION:  # the common case: no SQLAlchemy needed
+                self._schema_ready = True
+                return
+            from backends.sql import schema
+
             with translate_errors(self._masked, secret=self._secret):
                 with self._engine.connect() as conn:
                     with conn.begin():
                         version = schema.read_version(conn)
-                    schema.check_version(version, self._masked)
-                    if version < schema.SCHEMA_VERSION:
+                    check_version(version, self._masked)
+                    if version < SCHEMA_VERSION:
                         with conn.begin():
                             schema.migrate(conn, where=self._masked)
             self._schema_ready = True
+
+    def _stored_version(self) -> int:
+        """The stored schema version read on this thread's DBAPI connection (0 when
+        there is no schema yet)."""
+        with translate_errors(self._masked, secret=self._secret):
+            conn = self._conns.get()
+        with _Scope(self, conn, False) as cur:
+            cur.execute(_META_EXISTS[self.dialect])
+            if cur.fetchone() is None:
+                return 0
+            cur.execute("SELECT value AS v FROM qc_meta WHERE key = 'schema_version'")
+            row = cur.fetchone()
+        return int(row["v"]) if row is not None else 0
 
     def _conn(self) -> Any:
         if self._closed:
@@ -289,6 +316,8 @@ class SQLBase(Storage):
             SchemaMismatch: the stored schema is newer than this code.
             StorageUnavailable: the database cannot be reached.
         """
+        from backends.sql import schema
+
         with translate_errors(self._masked, secret=self._secret):
             with self._engine.connect() as conn:
                 with conn.begin():
@@ -297,6 +326,8 @@ class SQLBase(Storage):
 
     def schema_version(self) -> int:
         """The schema version stored in the database (0 when there is none yet)."""
+        from backends.sql import schema
+
         with translate_errors(self._masked, secret=self._secret):
             with self._engine.connect() as conn:
                 with conn.begin():
@@ -324,7 +355,8 @@ class SQLBase(Storage):
                 waiter.close()
             except Exception:  # noqa: BLE001 - closing a broken connection is best effort
                 pass
-        self._engine.dispose()
+        if self._engine_made is not None:
+            self._engine_made.dispose()
 
 
 class _Scope:

@@ -15,10 +15,10 @@ holds no statement parameters). queue-core's own exceptions pass through unchang
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from sqlalchemy import exc as sa_exc
+from typing import Any
 
 from queue_core.errors import QueueCoreError, StorageError, StorageUnavailable
 
@@ -65,18 +65,10 @@ def translated(
     """
     if isinstance(exc, QueueCoreError):
         return None
-    if isinstance(exc, sa_exc.DBAPIError):
-        orig = exc.orig if isinstance(exc.orig, BaseException) else exc
-        message = _scrub(f"{where}: {type(orig).__name__}: {_first_line(orig)}", secret)
-        if exc.connection_invalidated or _is_unavailable(orig):
-            return StorageUnavailable(message), orig
-        if isinstance(exc, sa_exc.IntegrityError):
-            return StorageError(f"{message} (duplicate id or constraint violation)"), orig
-        return StorageError(message), orig
-    if isinstance(exc, sa_exc.TimeoutError):  # connection pool exhausted
-        return StorageUnavailable(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
-    if isinstance(exc, sa_exc.SQLAlchemyError):
-        return StorageError(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
+    # SQLAlchemy is imported only to migrate the schema: no SQLAlchemy error exists before.
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(exc, sa_exc.SQLAlchemyError):
+        return _translated_sqlalchemy(exc, sa_exc, where, secret)
     driver = isinstance(exc, (sqlite3.Error, OSError)) or (
         isinstance(exc, Exception) and type(exc).__module__.startswith("psycopg")
     )
@@ -88,6 +80,23 @@ def translated(
     if isinstance(exc, sqlite3.IntegrityError) or type(exc).__name__ == "UniqueViolation":
         return StorageError(f"{message} (duplicate id or constraint violation)"), exc
     return StorageError(message), exc
+
+
+def _translated_sqlalchemy(
+    exc: BaseException, sa_exc: Any, where: str, secret: str | None
+) -> tuple[BaseException, BaseException]:
+    """:func:`translated` of an error raised by SQLAlchemy (schema engine only)."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        orig = exc.orig if isinstance(exc.orig, BaseException) else exc
+        message = _scrub(f"{where}: {type(orig).__name__}: {_first_line(orig)}", secret)
+        if exc.connection_invalidated or _is_unavailable(orig):
+            return StorageUnavailable(message), orig
+        if isinstance(exc, sa_exc.IntegrityError):
+            return StorageError(f"{message} (duplicate id or constraint violation)"), orig
+        return StorageError(message), orig
+    if isinstance(exc, sa_exc.TimeoutError):  # connection pool exhausted
+        return StorageUnavailable(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
+    return StorageError(_scrub(f"{where}: {_first_line(exc)}", secret)), exc
 
 
 @contextmanager

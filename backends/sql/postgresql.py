@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from sqlalchemy import Engine, create_engine
 
 from backends.sql import queries
 from backends.sql.errors import translate_errors
@@ -103,15 +102,20 @@ class PostgresStorage(SQLStorage):
     _queries = queries.POSTGRESQL
     _single_statement_batches = True
 
-    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Engine:
+    def _prepare(self) -> None:
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, str] = {}
+
+    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
+        from sqlalchemy import create_engine
+
         return create_engine(
-            self._url, pool_size=pool_size, max_overflow=max_overflow, echo=echo
+            self._url.render(hide_password=False), pool_size=pool_size,
+            max_overflow=max_overflow, echo=echo,
         )
 
     def _conninfo(self) -> str:
-        return self._url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return self._url.with_driver("postgresql").render(hide_password=False)
 
     def _connect(self) -> Any:
         conn = psycopg.connect(self._conninfo(), autocommit=True, row_factory=dict_row)

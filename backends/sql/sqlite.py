@@ -17,9 +17,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.pool import StaticPool
-
 from backends.sql import queries
 from backends.sql.base import local_ms
 from backends.sql.errors import translate_errors
@@ -53,7 +50,7 @@ class SQLiteStorage(SQLStorage):
     dialect = "sqlite"
     _queries = queries.SQLITE
 
-    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Engine:
+    def _prepare(self) -> None:
         self._write_lock = threading.RLock()
         self._memory = self._url.database in (None, "", ":memory:")
         self._conns.shared = self._memory
@@ -61,13 +58,19 @@ class SQLiteStorage(SQLStorage):
         self._last_change = time.monotonic()  # wait_for_jobs: last commit seen
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, tuple[str, str]] = {}
+
+    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
+        from sqlalchemy import Connection, create_engine, event
+        from sqlalchemy.pool import StaticPool
+
         if self._memory:
             engine = create_engine(
                 "sqlite://", poolclass=StaticPool, creator=self._connect, echo=echo
             )
         else:
             engine = create_engine(
-                self._url, pool_size=pool_size, max_overflow=max_overflow, echo=echo,
+                self._url.render(hide_password=False), pool_size=pool_size,
+                max_overflow=max_overflow, echo=echo,
                 connect_args={"check_same_thread": False,
                               "timeout": self._busy_timeout_ms / 1000.0},
             )

@@ -97,7 +97,7 @@ class SQLStorage(SQLSchedules, SQLWorkers):
         if cls is not SQLStorage:
             return super().__new__(cls)
         sa_url, _ = split_url(url)
-        if sa_url.get_backend_name() == "postgresql":
+        if sa_url.backend_name == "postgresql":
             from backends.sql.postgresql import PostgresStorage
 
             return super().__new__(PostgresStorage)

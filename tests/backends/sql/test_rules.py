@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from backends.sql.schema import SCHEMA_VERSION
+from backends.sql.version import SCHEMA_VERSION
 from queue_core.errors import ConfigError
 from queue_core.model import Action, AttemptEnd, Decision, JobState, Outcome
 from queue_core.testing import SEC, T0, new_job
