@@ -239,8 +239,7 @@ class SQLFlows(SQLBase):
         """Start the queued executions of ``row``'s key that now have a place (the key's
         lock is held: every transaction on a keyed execution takes it first)."""
         key = row["conc_key"]
-        behavior = "skip" if row["conc_skip"] else "queue"
-        conc = ConcurrencySpec(row["conc_limit"], behavior)
+        conc = ConcurrencySpec(row["conc_limit"], "skip" if row["conc_skip"] else "queue")
         slots = [
             ExecutionSlot(r["id"], _E(r["state"]), r["created_at"])
             for r in cur.execute(self._q["flow_active_of_key"], {"key": key}).fetchall()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
+from backends.sql.schema import SCHEMA_VERSION
 from queue_core.errors import ConfigError
 from queue_core.model import Action, AttemptEnd, Decision, JobState, Outcome
 from queue_core.testing import SEC, T0, new_job
@@ -114,7 +115,7 @@ def test_a_version_1_sqlite_database_is_upgraded_and_keeps_its_jobs(tmp_path: Pa
         assert second.schema_version() == 1
         (c,) = second.claim("w", ["default"], 1, SEC, now=T0)
         assert c.id == job.id
-        assert second.schema_version() == 2
+        assert second.schema_version() == SCHEMA_VERSION
         (reaped,) = second.reap(now=T0 + 2 * SEC)
         assert reaped.state is JobState.DEAD
     finally:
