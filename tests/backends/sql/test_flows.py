@@ -84,7 +84,7 @@ def test_a_version_2_database_is_upgraded_and_runs_flows(url: str) -> None:
 def test_a_plain_job_whose_id_has_a_dot_finishes_and_cancels_as_any_job(
     storage: SQLStorage,
 ) -> None:
-    done, queued = new_job(id="not.a.step"), new_job(id="also.0")
+    done, queued = new_job(id="not.a.step"), new_job(id="also.0", delay_ms=MIN)
     storage.enqueue([done], now=T0)
     (c,) = storage.claim("w", ["default"], 1, LEASE, now=T0)
     storage.enqueue([queued], now=T0 + 1)
