@@ -371,6 +371,13 @@ SELECT s.idx, s.step_id, s.state, s.reason, s.job_id, s.deps, j.state AS job_sta
 FROM qc_flow_steps s LEFT JOIN qc_jobs j ON j.id = s.job_id
 WHERE s.execution_id = %(e)s ORDER BY s.idx
 
+-- name: flow_step_states
+-- The steps in a flow transaction (their running jobs are known from flow_lock_jobs).
+SELECT idx, state, reason, job_id FROM qc_flow_steps WHERE execution_id = %(e)s ORDER BY idx
+
+-- name: flow_step_deps
+SELECT step_id, deps FROM qc_flow_steps WHERE execution_id = %(e)s ORDER BY idx
+
 -- name: flow_update_step
 UPDATE qc_flow_steps SET state = %(state)s, reason = %(reason)s,
     job_id = coalesce(CAST(%(job_id)s AS text), job_id),
