@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 from backends.sql.base import Grave, SQLBase
-from backends.sql.records import EndRow, Row, end_values, job_row
+from backends.sql.records import Row, end_values, job_row
 from queue_core.errors import NotFound
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
@@ -89,7 +89,8 @@ class _Step(NamedTuple):
 class _Exec:
     """One execution read (and locked) in a transaction."""
 
-    row: Row
+    row: dict[str, Any]
+    """The execution row, kept up to date by :meth:`SQLFlows._apply`."""
     steps: list[_Step]
     attempts: dict[str, int]
     """Attempt number of each active step job (locked)."""
@@ -109,6 +110,28 @@ class _Exec:
             reason=_reason(r["reason"]),
             failed_step=r["failed_step"],
         )
+
+    def changed(self, tr: Transition, rows: list[dict[str, Any]], t: int) -> None:
+        """Follow what :meth:`SQLFlows._apply` wrote (the next event of the same
+        transaction reads it from here)."""
+        r = self.row
+        r["state"], r["reason"] = tr.state.value, _value(tr.reason)
+        r["failed_step"], r["deadline_at"] = tr.failed_step, tr.deadline_at
+        if tr.started:
+            r["started_at"] = t
+        if tr.finished:
+            r["finished_at"] = t
+        cached = _deps_cache.get(self.id)
+        for u in rows:
+            old = self.steps[u["idx"]]
+            state = _STEP_STATES[u["state"]]
+            views = cached[old.idx][2] if cached is not None else {}
+            seen = views.get(state)
+            if seen is None:
+                seen = views[state] = StepView(old.id, state, old.deps)
+            self.steps[u["idx"]] = old._replace(
+                state=state, reason=u["reason"], job_id=u["job_id"] or old.job_id, seen=seen
+            )
 
     def step_of_job(self, job_id: str) -> _Step | None:
         return next((s for s in self.steps if s.job_id == job_id), None)
@@ -172,7 +195,8 @@ class SQLFlows(SQLBase):
             return None
         jobs = cur.execute(self._q["flow_lock_jobs"], {"e": eid}).fetchall()
         running = {r["id"] for r in jobs if r["state"] == "running"}
-        return _Exec(x, self._steps(cur, eid, running), {r["id"]: r["attempt"] for r in jobs})
+        row = {k: x[k] for k in x.keys()}
+        return _Exec(row, self._steps(cur, eid, running), {r["id"]: r["attempt"] for r in jobs})
 
     # ------------------------------------------------------------------ applying
 
@@ -218,6 +242,7 @@ class SQLFlows(SQLBase):
                 step(sid, _S.QUEUED, None, job_id=jobs[by_id[sid].idx])
         if rows:
             cur.executemany(self._q["flow_update_step"], rows)
+        x.changed(tr, rows, t)
         if tr.finished and x.row["conc_key"] is not None:
             reaped += self._promote(cur, x.row, t)
         return reaped
@@ -341,22 +366,33 @@ class SQLFlows(SQLBase):
             for i, ok in zip(plain, self._finish_plain([ends[i] for i in plain], now),
                              strict=True):
                 took[i] = ok
+        by_exec: dict[str, list[int]] = {}
         for i, e in enumerate(ends):
             if e.ref.job_id in steps:
-                took[i] = self._finish_step(e, end_values(e), steps[e.ref.job_id], now)
+                by_exec.setdefault(steps[e.ref.job_id], []).append(i)
+        for eid, idx in by_exec.items():
+            for i, ok in zip(idx, self._finish_of(eid, [ends[i] for i in idx], now),
+                             strict=True):
+                took[i] = ok
         return took
 
-    def _finish_step(self, e: AttemptEnd, v: EndRow, eid: str, now: int | None) -> bool:
+    def _finish_of(self, eid: str, ends: list[AttemptEnd], now: int | None) -> list[bool]:
+        """The step ends of one execution in one transaction: each end fenced, then
+        ``decide.step_ended`` on the view the previous end left (read once)."""
+        took: list[bool] = []
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
             x = self._lock(cur, eid)
-            if v.id not in self._finish_batch(cur, [v], t):
-                return False
-            if v.dead_id is not None:
-                self._bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
-            self._step_ended(cur, x, v.id, t)
-            self._notify(cur)
-            return True
+            for e in ends:
+                v = end_values(e)
+                took.append(v.id in self._finish_batch(cur, [v], t))
+                if took[-1]:
+                    if v.dead_id is not None:
+                        self._bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
+                    self._step_ended(cur, x, v.id, t)
+            if any(took):
+                self._notify(cur)
+        return took
 
     def _step_ended(self, cur: Any, x: _Exec | None, job_id: str, t: int) -> list[ReapedJob]:
         """After a step job's change in this transaction: ``decide.step_ended`` applied."""

@@ -133,3 +133,29 @@ def test_concurrent_finishes_claims_reaps_and_a_cancel_end_consistently(
     assert not decide.advance(view, T0 + 5 * SEC).changes(view)
     running = storage.list_jobs(state=JobState.RUNNING) + storage.list_jobs(state=JobState.QUEUED)
     assert running == []
+
+
+def test_a_batch_of_one_executions_ends_is_judged_end_by_end_like_memory(
+    storage: SQLStorage,
+) -> None:
+    """``finish`` applies the step ends of one execution in one transaction, each on the
+    view the previous one left: the outcome equals memory's, which judges them one by
+    one."""
+    from backends.memory import MemoryStorage
+    from queue_core.testing.fixtures import dead_end
+
+    spec = make_spec({"a": [], "b": [], "c": [], "d": ["a", "b"], "e": ["c"]}, max_parallel=2)
+    memory = MemoryStorage()
+    outcomes = []
+    for s in (memory, storage):
+        new = make_execution(spec)
+        s.start_execution(new, now=T0)
+        got = {c.step_id: c for c in s.claim("w", ["default"], 5, LEASE, now=T0 + 1)}
+        assert sorted(got) == ["a", "b"]
+        ends = [complete_end(got["a"].ref, b'"A"'), dead_end(got["b"].ref)]
+        assert s.finish(ends, now=T0 + 2) == [True, True]
+        record = s.get_execution(new.id)
+        assert record is not None
+        outcomes.append((record.state, record.failed_step, states(s, new.id)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][0] is ExecutionState.FAILED
