@@ -159,3 +159,27 @@ def test_a_batch_of_one_executions_ends_is_judged_end_by_end_like_memory(
         outcomes.append((record.state, record.failed_step, states(s, new.id)))
     assert outcomes[0] == outcomes[1]
     assert outcomes[1][0] is ExecutionState.FAILED
+
+
+def test_concurrent_queue_starts_hold_the_limit_and_all_run_in_turn(
+    storage: SQLStorage,
+) -> None:
+    """Eight executions of a ``queue`` flow (limit 2) started at once: two run, six wait;
+    finishing them promotes the rest, never more than two running at a time."""
+    from queue_core.flows.model import ConcurrencySpec
+
+    spec = make_spec({"a": []}, name="two-at-a-time", concurrency=ConcurrencySpec(2, "queue"))
+    news = [make_execution(spec) for _ in range(8)]
+    started = run_concurrently(len(news), lambda i: storage.start_execution(news[i], now=T0))
+    assert sorted(str(s) for s in started) == ["queued"] * 6 + ["running"] * 2
+    t = T0
+    while True:
+        running = storage.list_executions(state=ExecutionState.RUNNING, limit=50)
+        assert len(running) <= 2
+        t += SEC
+        got = storage.claim("w", ["default"], 8, LEASE, now=t)
+        if not got:
+            break
+        assert storage.finish([complete_end(c.ref) for c in got], now=t) == [True] * len(got)
+    done = storage.list_executions(state=ExecutionState.SUCCEEDED, limit=50)
+    assert sorted(e.id for e in done) == sorted(n.id for n in news)
