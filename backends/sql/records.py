@@ -8,10 +8,13 @@ carry are those the named query in ``backends/sql/sql/*.sql`` selects.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
 from queue_core.model import (
+    Action,
+    AttemptEnd,
     AttemptRecord,
     ClaimedJob,
     DeadJob,
@@ -22,6 +25,7 @@ from queue_core.model import (
     Outcome,
     dt_from_ms,
 )
+from queue_core.policy.outcomes import end_state
 
 __all__ = [
     "JOB_COLUMNS",
@@ -33,6 +37,7 @@ __all__ = [
     "claimed_from_row",
     "dead_entry",
     "dead_from_row",
+    "end_values",
     "job_from_row",
     "job_row",
     "spec_of_dead",
@@ -82,9 +87,12 @@ SPEC_FIELDS = (
     "concurrency_limit",
     "concurrency_skip",
     "options",
+    "execution_id",
+    "step_id",
 )
 """The enqueue options a dead-letter entry's ``spec`` JSON carries; the rest of the
-:class:`NewJob` (task, queue, payload) is in the entry's own columns."""
+:class:`NewJob` (task, queue, payload) is in the entry's own columns. A flow step's
+``execution_id`` makes its replay refused (:func:`~queue_core.policy.outcomes.replay_job`)."""
 
 _ATTEMPT_COLS = (
     "number",
@@ -131,7 +139,12 @@ def job_row(
 
 
 def claimed_from_row(r: Row) -> ClaimedJob:
-    """A started job from a claim row (``claim`` or ``select_ready`` + ``start_job``)."""
+    """A started job from a claim row (``claim`` or ``select_ready`` + ``start_job``).
+
+    A flow step's ``deadline`` is the earlier of its attempt's and its execution's."""
+    deadline, flow_end = r["deadline"], r["flow_deadline_at"]
+    if flow_end is not None:
+        deadline = flow_end if deadline is None else min(deadline, flow_end)
     return ClaimedJob(
         id=r["id"],
         task_name=r["task_name"],
@@ -140,7 +153,7 @@ def claimed_from_row(r: Row) -> ClaimedJob:
         attempt=r["attempt"],
         lease_token=r["lease_token"],
         lease_expires_at=r["lease_expires_at"],
-        deadline=r["deadline"],
+        deadline=deadline,
         max_attempts=r["max_attempts"],
         priority=r["priority"],
         timeout_ms=r["timeout_ms"],
@@ -150,6 +163,9 @@ def claimed_from_row(r: Row) -> ClaimedJob:
         replay_of=r["replay_of"],
         started_at=r["started_at"],
         run_at=r["run_at"],
+        execution_id=r["execution_id"],
+        step_id=r["step_id"],
+        flow_deadline_at=flow_end,
     )
 
 
@@ -183,6 +199,8 @@ def job_from_row(r: Row) -> JobRecord:
         replay_of=r["replay_of"],
         dead_id=r["dead_id"],
         cancel_requested=bool(r["cancel_requested"]),
+        execution_id=r["execution_id"],
+        step_id=r["step_id"],
     )
 
 
@@ -269,3 +287,20 @@ def spec_of_dead(r: Row) -> NewJob:
         replay_of=r["replay_of"],
         **{k: spec[k] for k in SPEC_FIELDS if k in spec},
     )
+
+
+def end_values(e: AttemptEnd) -> EndRow:
+    """One end of a finish batch as statement values (the job's state and reason from
+    :func:`~queue_core.policy.outcomes.end_state`)."""
+    d = e.decision
+    state, reason = end_state(d, e.reason)
+    requeue = state is JobState.QUEUED
+    err = e.error
+    return EndRow(
+        e.ref.job_id, e.ref.attempt, e.ref.lease_token, state.value, reason, requeue,
+        d.delay_ms if requeue else None, d.lost_delay_ms if requeue else None,
+        e.result if d.action is Action.COMPLETE else None, err is not None,
+        err.error_class if err else None, err.error_type if err else None,
+        err.message if err else None, err.traceback if err else None, e.outcome.value,
+        e.reason, e.mode, uuid.uuid4().hex if state is JobState.DEAD else None,
+    )  # fmt: skip

@@ -115,6 +115,10 @@ jobs = Table(
     Column("dead_id", String(64)),
     # version 2: the reap delay set by the last RETRY decision; NULL = lost_delay_ms
     Column("retry_lost_delay_ms", BigInteger),
+    # version 3 (flows): the execution and step of a step job; the execution's deadline
+    Column("execution_id", String(64)),
+    Column("step_id", Text),
+    Column("flow_deadline_at", BigInteger),
 )
 
 _QUEUED = text("state = 'queued'")
@@ -156,6 +160,12 @@ _partial("ix_qc_jobs_finished", _FINISHED, jobs.c.finished_at)
 # Created by version 1, dropped by version 7 (written on every claim and finish, read by
 # no query).
 Index("ix_qc_jobs_state_seq", jobs.c.state, jobs.c.seq)
+ix_jobs_execution = _partial(
+    "ix_qc_jobs_execution",
+    text("execution_id IS NOT NULL AND state IN ('queued', 'running')"),
+    jobs.c.execution_id,
+    jobs.c.id,
+)
 Index("ix_qc_jobs_queue_seq", jobs.c.queue, jobs.c.seq)
 
 attempts = Table(
@@ -241,6 +251,20 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN retry_lost_delay_ms BIGINT"))
 
 
+def _v3(conn: Connection) -> None:
+    """Version 3 (flows): ``qc_jobs.execution_id`` / ``step_id`` / ``flow_deadline_at``,
+    the tables of :mod:`backends.sql.flow_schema` (executions, steps, specs by hash)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(jobs.name)}
+    for name, kind in (("execution_id", "VARCHAR(64)"), ("step_id", "TEXT"),
+                       ("flow_deadline_at", "BIGINT")):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE qc_jobs ADD COLUMN {name} {kind}"))
+    ix_jobs_execution.create(conn, checkfirst=True)
+    from backends.sql import flow_schema
+
+    metadata.create_all(conn, tables=list(flow_schema.TABLES), checkfirst=True)
+
+
 def _v6(conn: Connection) -> None:
     """Version 6: ``qc_workers``, the worker registry (a database created at version 6
     already has it)."""
@@ -264,7 +288,9 @@ def _v7(conn: Connection) -> None:
     conn.execute(text("DROP INDEX IF EXISTS ix_qc_jobs_queue_seq"))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 4: _v4, 6: _v6, 7: _v7}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 6: _v6, 7: _v7
+}  # fmt: skip
 """Version -> step that upgrades a database from ``version - 1`` (a version without a
 step only moves the stored number)."""
 

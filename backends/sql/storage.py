@@ -31,14 +31,15 @@ from typing import Any
 
 from backends.sql import queries
 from backends.sql.base import Grave, Order, split_url
+from backends.sql.flows import SQLFlows
 from backends.sql.records import (
-    EndRow,
     Row,
     attempt_from_row,
     attempt_json,
     claimed_from_row,
     dead_entry,
     dead_from_row,
+    end_values,
     job_from_row,
     spec_of_dead,
 )
@@ -46,7 +47,6 @@ from backends.sql.schedules import SQLSchedules
 from backends.sql.workers import SQLWorkers
 from queue_core.errors import LeaseLost, NotFound
 from queue_core.model import (
-    Action,
     AttemptEnd,
     AttemptRecord,
     ClaimedJob,
@@ -59,12 +59,12 @@ from queue_core.model import (
     ReapedJob,
     Reason,
 )
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, reap_verdict, replay_job
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, reap_verdict, replay_job
 
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLSchedules, SQLWorkers):
+class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements
@@ -307,11 +307,17 @@ class SQLStorage(SQLSchedules, SQLWorkers):
         taken in job id order; a job named twice in one batch goes to a second round (its
         first end has cleared the lease, so the second is refused unless the first was).
         ``DEAD`` ends then get their dead-letter entries in the same transaction.
+        A flow step's end (job id ``<execution>.<idx>``) goes through :mod:`.flows`.
         """
         if not ends:
             return []
+        if any("." in e.ref.job_id for e in ends):
+            return self._finish_steps(ends, now)
+        return self._finish_plain(ends, now)
+
+    def _finish_plain(self, ends: Sequence[AttemptEnd], now: int | None) -> list[bool]:
         t = self._clock(now)
-        values = [_end_values(e) for e in ends]
+        values = [end_values(e) for e in ends]
         rounds = _rounds(ends)
         dead = any(v.dead_id is not None for v in values)
         atomic = dead or len(rounds) > 1 or not self._single_statement_batches
@@ -366,9 +372,11 @@ class SQLStorage(SQLSchedules, SQLWorkers):
         if limit <= 0:
             return []
         t = self._clock(now)
+        steps = self._reap_flows(now, limit)  # deadlines, then step jobs (not in select_stale)
         with self._tx() as cur:
             cur.execute(self._q["select_stale"], {"now": t, "limit": limit})
             reaped, wake = self._reap_stale(cur, cur.fetchall())
+            reaped[:0] = steps
             if len(reaped) < limit:
                 cur.execute(
                     self._q["select_sts_expired"], {"now": t, "limit": limit - len(reaped)}
@@ -445,6 +453,7 @@ class SQLStorage(SQLSchedules, SQLWorkers):
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
             cutoff = {"cutoff": t - self.retention_ms, "limit": limit}
+            self._prune_executions(cur, t - self.retention_ms, limit)
             rows = cur.execute(self._q["select_prunable"], cutoff).fetchall()
             if not rows:
                 return 0
@@ -456,6 +465,8 @@ class SQLStorage(SQLSchedules, SQLWorkers):
 
     def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
         """See :meth:`queue_core.storage.Storage.cancel`."""
+        if "." in job_id and (step := self._cancel_step(job_id, now)) is not None:
+            return step
         with self._tx() as cur:
             row = cur.execute(self._q["select_for_cancel"], {"id": job_id}).fetchone()
             if row is None:
@@ -551,23 +562,6 @@ class SQLStorage(SQLSchedules, SQLWorkers):
         with self._stmt() as cur:
             cur.execute(self._q["purge_dead"], {"task": task_name, "before": before})
             return int(cur.rowcount)
-
-
-def _end_values(e: AttemptEnd) -> EndRow:
-    """One end of a finish batch as statement values (the job's state and reason from
-    :func:`~queue_core.policy.outcomes.end_state`)."""
-    d = e.decision
-    state, reason = end_state(d, e.reason)
-    requeue = state is JobState.QUEUED
-    err = e.error
-    return EndRow(
-        e.ref.job_id, e.ref.attempt, e.ref.lease_token, state.value, reason, requeue,
-        d.delay_ms if requeue else None, d.lost_delay_ms if requeue else None,
-        e.result if d.action is Action.COMPLETE else None, err is not None,
-        err.error_class if err else None, err.error_type if err else None,
-        err.message if err else None, err.traceback if err else None, e.outcome.value,
-        e.reason, e.mode, uuid.uuid4().hex if state is JobState.DEAD else None,
-    )  # fmt: skip
 
 
 def _rounds(ends: Sequence[AttemptEnd]) -> list[list[int]]:

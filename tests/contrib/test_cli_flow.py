@@ -418,23 +418,27 @@ def test_a_storage_without_flows_is_refused_naming_the_ability(
     run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("QUEUE_CORE_URL", raising=False)
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "extract.py").write_text(EXTRACT)
     (tmp_path / "pipelines" / "load.py").write_text(LOAD)
     (tmp_path / "flow.yaml").write_text(SECTION_7)
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    ran = run("flow", "run", "flow.yaml", "--url", url)
-    assert ran.exit_code == 1, ran.stdout
-    assert "cannot run flows: it lacks the SupportsFlows ability" in ran.stderr
-    assert "storages that have it: memory://" in ran.stderr
-    assert not (tmp_path / "jobs.db").exists()  # nothing stored, not even an empty file
-
-    assert run("migrate", "--url", url).exit_code == 0
-    for command in (["executions"], ["show", "x"], ["cancel", "x"]):
-        refused = run("flow", *command, "--url", url)
-        assert refused.exit_code == 1, command
-        assert "SupportsFlows" in refused.stderr and "memory://" in refused.stderr
+    name = f"noflows_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from backends.memory import MemoryStorage\n"
+        "from queue_core import Queue\n"
+        "from tests.unit.flows.no_flows import NoFlows\n\n"
+        "queue = Queue(storage=NoFlows(MemoryStorage()))\n"
+    )
+    try:
+        for command in (["run", "flow.yaml"], ["executions"], ["show", "x"], ["cancel", "x"]):
+            refused = run("flow", *command, "--app", f"{name}:queue")
+            assert refused.exit_code == 1, (command, refused.stdout)
+            assert "cannot run flows: it lacks the SupportsFlows ability" in refused.stderr
+            assert "memory://" in refused.stderr and "sqlite://" in refused.stderr
+    finally:
+        sys.modules.pop(name, None)
     # read-only commands never create storage; memory:// of another process is empty
     missing = run("flow", "executions", "--url", f"sqlite:///{tmp_path / 'none.db'}")
     assert missing.exit_code == 1 and "does not exist" in missing.stderr

@@ -226,7 +226,13 @@ def postgres_url(postgres_server: PostgresServer, postgres_template: str) -> Ite
         postgres_server.drop_database(name)
 
 
-_QC_TABLES = "qc_jobs, qc_attempts, qc_dead, qc_workers, qc_schedule_ticks"
+def _qc_tables(conn: psycopg.Connection[Any]) -> str:
+    """Every queue-core table but ``qc_meta`` (the schema version), comma-separated."""
+    rows = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        " AND tablename LIKE 'qc\\_%' AND tablename <> 'qc_meta' ORDER BY tablename"
+    ).fetchall()
+    return ", ".join(r[0] for r in rows)
 
 
 @pytest.fixture(scope="session")
@@ -240,5 +246,5 @@ def _postgres_shared_db(postgres_server: PostgresServer, postgres_template: str)
 def postgres_clean_url(postgres_server: PostgresServer, _postgres_shared_db: str) -> str:
     """URL of the shared migrated database, emptied for this test."""
     with psycopg.connect(postgres_server.dsn(_postgres_shared_db), autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {_QC_TABLES} RESTART IDENTITY")
+        conn.execute(f"TRUNCATE {_qc_tables(conn)} RESTART IDENTITY")
     return postgres_server.url(_postgres_shared_db)

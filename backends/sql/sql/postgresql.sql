@@ -91,17 +91,18 @@ upd AS (
         qc_jobs.priority, qc_jobs.attempt, qc_jobs.max_attempts, qc_jobs.timeout_ms,
         qc_jobs.heartbeat_ms, qc_jobs.options, qc_jobs.enqueued_at, qc_jobs.replay_of,
         qc_jobs.lease_token, qc_jobs.lease_expires_at, qc_jobs.deadline, qc_jobs.started_at,
-        qc_jobs.run_at, qc_jobs.worker_id),
+        qc_jobs.run_at, qc_jobs.worker_id, qc_jobs.execution_id, qc_jobs.step_id,
+        qc_jobs.flow_deadline_at),
 ins AS (
     INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
     SELECT id, attempt, worker_id, started_at FROM upd)
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
-    started_at, run_at, false AS keyed
+    started_at, run_at, execution_id, step_id, flow_deadline_at, false AS keyed
 FROM upd
 UNION ALL
 SELECT seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, true
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
 FROM picked WHERE keyed
 
 -- name: select_ready
@@ -109,7 +110,7 @@ FROM picked WHERE keyed
 -- (:excluded, seq numbers).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
-    concurrency_skip, run_at, {now} AS now_ms
+    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, {now} AS now_ms
 FROM qc_jobs
 WHERE state = 'queued' AND {queues}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
@@ -201,7 +202,7 @@ SELECT id, concurrency_key FROM u
 -- name: select_for_dead
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options
+    concurrency_limit, concurrency_skip, options, execution_id, step_id
 FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
 
 -- name: select_attempts_of
@@ -242,14 +243,14 @@ SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
     {now} AS now_ms
 FROM qc_jobs
-WHERE state = 'running'
+WHERE state = 'running' AND execution_id IS NULL
     AND (lease_expires_at <= {now} OR deadline <= {now} OR heartbeat_expires_at <= {now})
 ORDER BY lease_expires_at, seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: select_sts_expired
 SELECT seq, id, concurrency_key, {now} AS now_ms FROM qc_jobs
-WHERE state = 'queued' AND expires_at <= {now}
+WHERE state = 'queued' AND expires_at <= {now} AND execution_id IS NULL
 ORDER BY expires_at, seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
@@ -362,3 +363,163 @@ WHERE qc_schedule_ticks.last_tick < excluded.last_tick
 
 -- name: schedule_ticks
 SELECT name, last_tick FROM qc_schedule_ticks ORDER BY name
+
+-- ---------------------------------------------------------------- flows (backends/sql/flows.py)
+-- Lock order in every flow transaction: the concurrency key (advisory), the execution row,
+-- its active step jobs (FOR UPDATE in id order), then the rows they change.
+
+-- name: flow_lock_key
+-- Serializes the executions of one concurrency key (admit, promote, their events).
+SELECT pg_advisory_xact_lock(815003, hashtext(%(k)s)) AS locked
+
+-- name: flow_insert_spec
+INSERT INTO qc_flow_specs (hash, body) VALUES (%(hash)s, %(body)s) ON CONFLICT (hash) DO NOTHING
+
+-- name: flow_insert_execution
+INSERT INTO qc_executions (id, flow, conc_key, conc_limit, conc_skip, spec_hash, input,
+    state, reason, max_parallel, timeout_ms, created_at, finished_at)
+VALUES (%(id)s, %(flow)s, %(conc_key)s, %(conc_limit)s, %(conc_skip)s, %(spec_hash)s, %(input)s, %(state)s,
+    %(reason)s, %(max_parallel)s, %(timeout_ms)s, %(now)s, %(finished_at)s)
+
+-- name: flow_insert_step
+INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload)
+VALUES (%(execution_id)s, %(idx)s, %(step_id)s, %(state)s, %(reason)s, %(deps)s, %(job)s, %(payload)s)
+
+-- name: flow_active_of_key
+SELECT id, state, created_at FROM qc_executions
+WHERE conc_key = %(key)s AND state IN ('queued', 'running', 'cancelling') ORDER BY seq
+
+-- name: flow_conc_key_of
+SELECT conc_key FROM qc_executions WHERE id = %(e)s
+
+-- name: flow_lock_execution
+SELECT id, flow, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
+    timeout_ms, deadline_at, created_at, started_at, finished_at
+FROM qc_executions WHERE id = %(e)s FOR UPDATE
+
+-- name: flow_lock_jobs
+-- The execution's active step jobs (PostgreSQL locks them in id order).
+SELECT id, state, attempt FROM qc_jobs
+WHERE execution_id = %(e)s AND state IN ('queued', 'running') ORDER BY id FOR UPDATE
+
+-- name: flow_steps
+-- Steps with their job's state: a released step stored `queued` is `running` while its
+-- job runs.
+SELECT s.idx, s.step_id, s.state, s.reason, s.job_id, s.deps, j.state AS job_state
+FROM qc_flow_steps s LEFT JOIN qc_jobs j ON j.id = s.job_id
+WHERE s.execution_id = %(e)s ORDER BY s.idx
+
+-- name: flow_step_states
+-- The steps in a flow transaction (their running jobs are known from flow_lock_jobs).
+SELECT idx, state, reason, job_id FROM qc_flow_steps WHERE execution_id = %(e)s ORDER BY idx
+
+-- name: flow_step_deps
+SELECT step_id, deps FROM qc_flow_steps WHERE execution_id = %(e)s ORDER BY idx
+
+-- name: flow_update_step
+UPDATE qc_flow_steps SET state = %(state)s, reason = %(reason)s,
+    job_id = coalesce(CAST(%(job_id)s AS text), job_id),
+    result = coalesce(CAST(%(result)s AS bytea), result)
+WHERE execution_id = %(e)s AND idx = %(idx)s
+
+-- name: flow_update_execution
+UPDATE qc_executions SET state = %(state)s, reason = %(reason)s, failed_step = %(failed_step)s,
+    deadline_at = %(deadline_at)s, started_at = coalesce(CAST(%(started_at)s AS bigint), started_at),
+    finished_at = coalesce(CAST(%(finished_at)s AS bigint), finished_at)
+WHERE id = %(e)s
+
+-- name: flow_step_jobs
+SELECT idx, job, payload FROM qc_flow_steps
+WHERE execution_id = %(e)s AND idx = ANY(CAST(%(idxs)s AS int[]))
+
+-- name: flow_insert_job
+-- A released step's job: records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at.
+INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,
+    run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms, heartbeat_ms,
+    schedule_to_start_ms, concurrency_key, concurrency_limit, concurrency_skip, options,
+    replay_of, attempt, finished_at, cancel_requested, execution_id, step_id,
+    flow_deadline_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+    %s, %s, %s, %s, %s, %s)
+
+-- name: flow_time_out_job
+UPDATE qc_jobs SET state = 'timed_out', reason = 'flow_timeout', finished_at = %(now)s,
+    lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
+    heartbeat_expires_at = NULL, expires_at = NULL
+WHERE id = %(id)s AND state = 'running'
+
+-- name: flow_not_run_job
+UPDATE qc_jobs SET state = 'cancelled', reason = 'not_run', finished_at = %(now)s,
+    expires_at = NULL
+WHERE id = %(id)s AND state = 'queued'
+
+-- name: flow_cancel_job
+UPDATE qc_jobs SET cancel_requested = true WHERE id = %(id)s AND state = 'running'
+
+-- name: flow_jobs_of
+SELECT id, execution_id, step_id FROM qc_jobs
+WHERE id = ANY(CAST(%(ids)s AS text[]))
+
+-- name: flow_deadlines_due
+SELECT id FROM qc_executions
+WHERE state = 'running' AND deadline_at IS NOT NULL AND deadline_at <= %(now)s
+ORDER BY deadline_at LIMIT %(limit)s
+
+-- name: flow_stale_steps
+SELECT id, execution_id FROM qc_jobs
+WHERE state = 'running' AND execution_id IS NOT NULL
+    AND (lease_expires_at <= %(now)s OR deadline <= %(now)s OR heartbeat_expires_at <= %(now)s)
+ORDER BY lease_expires_at, seq LIMIT %(limit)s
+
+-- name: flow_stale_one
+-- select_stale for one step job (under its execution's lock).
+SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
+    lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    CAST(%(now)s AS bigint) AS now_ms
+FROM qc_jobs
+WHERE id = %(id)s AND state = 'running'
+    AND (lease_expires_at <= %(now)s OR deadline <= %(now)s OR heartbeat_expires_at <= %(now)s)
+FOR UPDATE
+
+-- name: flow_sts_steps
+SELECT id, execution_id FROM qc_jobs
+WHERE state = 'queued' AND expires_at <= %(now)s AND execution_id IS NOT NULL
+ORDER BY expires_at, seq LIMIT %(limit)s
+
+-- name: flow_sts_one
+SELECT seq, id, concurrency_key, CAST(%(now)s AS bigint) AS now_ms FROM qc_jobs
+WHERE id = %(id)s AND state = 'queued' AND expires_at <= %(now)s
+FOR UPDATE
+
+-- name: flow_job_state
+SELECT seq, state, reason, result FROM qc_jobs WHERE id = %(id)s
+
+-- name: flow_get_execution
+SELECT * FROM qc_executions WHERE id = %(e)s
+
+-- name: flow_list_executions
+SELECT * FROM qc_executions WHERE (CAST(%(flow)s AS text) IS NULL OR flow = %(flow)s)
+    AND (CAST(%(state)s AS text) IS NULL OR state = %(state)s)
+ORDER BY seq DESC LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: flow_spec_bodies
+SELECT hash, body FROM qc_flow_specs WHERE hash = ANY(CAST(%(hashes)s AS text[]))
+
+-- name: flow_step_results
+SELECT step_id, deps, result FROM qc_flow_steps WHERE execution_id = %(e)s
+
+-- name: flow_prunable
+SELECT id, spec_hash FROM qc_executions
+WHERE state NOT IN ('queued', 'running', 'cancelling') AND finished_at <= %(cutoff)s
+ORDER BY finished_at LIMIT %(limit)s
+
+-- name: flow_delete_steps
+DELETE FROM qc_flow_steps WHERE execution_id = ANY(CAST(%(ids)s AS text[]))
+
+-- name: flow_delete_executions
+DELETE FROM qc_executions WHERE id = ANY(CAST(%(ids)s AS text[]))
+
+-- name: flow_delete_specs
+-- Specs no execution uses any more (of the pruned executions' hashes).
+DELETE FROM qc_flow_specs WHERE hash = ANY(CAST(%(hashes)s AS text[]))
+    AND NOT EXISTS (SELECT 1 FROM qc_executions e WHERE e.spec_hash = qc_flow_specs.hash)

@@ -40,7 +40,7 @@ WHERE seq IN (
              AND NOT concurrency_skip)
 RETURNING seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
-    started_at, run_at
+    started_at, run_at, execution_id, step_id, flow_deadline_at
 
 -- name: insert_attempt
 INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
@@ -58,7 +58,7 @@ LIMIT 1
 -- (:excluded, a JSON list of seq).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
-    concurrency_skip, run_at, :now AS now_ms
+    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, :now AS now_ms
 FROM qc_jobs
 WHERE state = 'queued' AND {queues}
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
@@ -135,7 +135,7 @@ RETURNING qc_jobs.id, qc_jobs.concurrency_key
 -- The rows (already ended dead) whose dead-letter entries are written now.
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options
+    concurrency_limit, concurrency_skip, options, execution_id, step_id
 FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: select_attempts_of
@@ -176,13 +176,13 @@ SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
     :now AS now_ms
 FROM qc_jobs
-WHERE state = 'running'
+WHERE state = 'running' AND execution_id IS NULL
     AND (lease_expires_at <= :now OR deadline <= :now OR heartbeat_expires_at <= :now)
 ORDER BY lease_expires_at, seq LIMIT :limit
 
 -- name: select_sts_expired
 SELECT seq, id, concurrency_key, :now AS now_ms FROM qc_jobs
-WHERE state = 'queued' AND expires_at <= :now
+WHERE state = 'queued' AND expires_at <= :now AND execution_id IS NULL
 ORDER BY expires_at, seq LIMIT :limit
 
 -- name: end_attempt
@@ -293,3 +293,159 @@ WHERE qc_schedule_ticks.last_tick < excluded.last_tick
 
 -- name: schedule_ticks
 SELECT name, last_tick FROM qc_schedule_ticks ORDER BY name
+
+-- ---------------------------------------------------------------- flows (backends/sql/flows.py)
+-- Lock order in every flow transaction: the concurrency key, the execution row, its
+-- active step jobs (by id), then the rows they change. SQLite's write lock serializes all.
+
+-- name: flow_lock_key
+-- PostgreSQL takes an advisory lock per concurrency key; SQLite's write lock does.
+SELECT 1 AS locked
+
+-- name: flow_insert_spec
+INSERT INTO qc_flow_specs (hash, body) VALUES (:hash, :body) ON CONFLICT (hash) DO NOTHING
+
+-- name: flow_insert_execution
+INSERT INTO qc_executions (id, flow, conc_key, conc_limit, conc_skip, spec_hash, input,
+    state, reason, max_parallel, timeout_ms, created_at, finished_at)
+VALUES (:id, :flow, :conc_key, :conc_limit, :conc_skip, :spec_hash, :input, :state,
+    :reason, :max_parallel, :timeout_ms, :now, :finished_at)
+
+-- name: flow_insert_step
+INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload)
+VALUES (:execution_id, :idx, :step_id, :state, :reason, :deps, :job, :payload)
+
+-- name: flow_active_of_key
+SELECT id, state, created_at FROM qc_executions
+WHERE conc_key = :key AND state IN ('queued', 'running', 'cancelling') ORDER BY seq
+
+-- name: flow_conc_key_of
+SELECT conc_key FROM qc_executions WHERE id = :e
+
+-- name: flow_lock_execution
+SELECT id, flow, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
+    timeout_ms, deadline_at, created_at, started_at, finished_at
+FROM qc_executions WHERE id = :e
+
+-- name: flow_lock_jobs
+-- The execution's active step jobs (PostgreSQL locks them in id order).
+SELECT id, state, attempt FROM qc_jobs
+WHERE execution_id = :e AND state IN ('queued', 'running') ORDER BY id
+
+-- name: flow_steps
+-- Steps with their job's state: a released step stored `queued` is `running` while its
+-- job runs.
+SELECT s.idx, s.step_id, s.state, s.reason, s.job_id, s.deps, j.state AS job_state
+FROM qc_flow_steps s LEFT JOIN qc_jobs j ON j.id = s.job_id
+WHERE s.execution_id = :e ORDER BY s.idx
+
+-- name: flow_step_states
+-- The steps in a flow transaction (their running jobs are known from flow_lock_jobs).
+SELECT idx, state, reason, job_id FROM qc_flow_steps WHERE execution_id = :e ORDER BY idx
+
+-- name: flow_step_deps
+SELECT step_id, deps FROM qc_flow_steps WHERE execution_id = :e ORDER BY idx
+
+-- name: flow_update_step
+UPDATE qc_flow_steps SET state = :state, reason = :reason,
+    job_id = coalesce(:job_id, job_id), result = coalesce(:result, result)
+WHERE execution_id = :e AND idx = :idx
+
+-- name: flow_update_execution
+UPDATE qc_executions SET state = :state, reason = :reason, failed_step = :failed_step,
+    deadline_at = :deadline_at, started_at = coalesce(:started_at, started_at),
+    finished_at = coalesce(:finished_at, finished_at)
+WHERE id = :e
+
+-- name: flow_step_jobs
+SELECT idx, job, payload FROM qc_flow_steps
+WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
+
+-- name: flow_insert_job
+-- A released step's job: records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at.
+INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,
+    run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms, heartbeat_ms,
+    schedule_to_start_ms, concurrency_key, concurrency_limit, concurrency_skip, options,
+    replay_of, attempt, finished_at, cancel_requested, execution_id, step_id,
+    flow_deadline_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: flow_time_out_job
+UPDATE qc_jobs SET state = 'timed_out', reason = 'flow_timeout', finished_at = :now,
+    lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
+    heartbeat_expires_at = NULL, expires_at = NULL
+WHERE id = :id AND state = 'running'
+
+-- name: flow_not_run_job
+UPDATE qc_jobs SET state = 'cancelled', reason = 'not_run', finished_at = :now,
+    expires_at = NULL
+WHERE id = :id AND state = 'queued'
+
+-- name: flow_cancel_job
+UPDATE qc_jobs SET cancel_requested = 1 WHERE id = :id AND state = 'running'
+
+-- name: flow_jobs_of
+SELECT id, execution_id, step_id FROM qc_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: flow_deadlines_due
+SELECT id FROM qc_executions
+WHERE state = 'running' AND deadline_at IS NOT NULL AND deadline_at <= :now
+ORDER BY deadline_at LIMIT :limit
+
+-- name: flow_stale_steps
+SELECT id, execution_id FROM qc_jobs
+WHERE state = 'running' AND execution_id IS NOT NULL
+    AND (lease_expires_at <= :now OR deadline <= :now OR heartbeat_expires_at <= :now)
+ORDER BY lease_expires_at, seq LIMIT :limit
+
+-- name: flow_stale_one
+-- select_stale for one step job (under its execution's lock).
+SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
+    lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    :now AS now_ms
+FROM qc_jobs
+WHERE id = :id AND state = 'running'
+    AND (lease_expires_at <= :now OR deadline <= :now OR heartbeat_expires_at <= :now)
+
+-- name: flow_sts_steps
+SELECT id, execution_id FROM qc_jobs
+WHERE state = 'queued' AND expires_at <= :now AND execution_id IS NOT NULL
+ORDER BY expires_at, seq LIMIT :limit
+
+-- name: flow_sts_one
+SELECT seq, id, concurrency_key, :now AS now_ms FROM qc_jobs
+WHERE id = :id AND state = 'queued' AND expires_at <= :now
+
+-- name: flow_job_state
+SELECT seq, state, reason, result FROM qc_jobs WHERE id = :id
+
+-- name: flow_get_execution
+SELECT * FROM qc_executions WHERE id = :e
+
+-- name: flow_list_executions
+SELECT * FROM qc_executions WHERE (:flow IS NULL OR flow = :flow)
+    AND (:state IS NULL OR state = :state)
+ORDER BY seq DESC LIMIT :limit OFFSET :offset
+
+-- name: flow_spec_bodies
+SELECT hash, body FROM qc_flow_specs WHERE hash IN (SELECT value FROM json_each(:hashes))
+
+-- name: flow_step_results
+SELECT step_id, deps, result FROM qc_flow_steps WHERE execution_id = :e
+
+-- name: flow_prunable
+SELECT id, spec_hash FROM qc_executions
+WHERE state NOT IN ('queued', 'running', 'cancelling') AND finished_at <= :cutoff
+ORDER BY finished_at LIMIT :limit
+
+-- name: flow_delete_steps
+DELETE FROM qc_flow_steps WHERE execution_id IN (SELECT value FROM json_each(:ids))
+
+-- name: flow_delete_executions
+DELETE FROM qc_executions WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: flow_delete_specs
+-- Specs no execution uses any more (of the pruned executions' hashes).
+DELETE FROM qc_flow_specs WHERE hash IN (SELECT value FROM json_each(:hashes))
+    AND NOT EXISTS (SELECT 1 FROM qc_executions e WHERE e.spec_hash = qc_flow_specs.hash)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.memory import MemoryStorage
 from queue_core import (
     Concurrency,
     ConfigError,
@@ -19,6 +20,8 @@ from queue_core import (
     RetryPolicy,
 )
 from queue_core.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.storage import SupportsFlows
+from tests.unit.flows.no_flows import NoFlows
 
 FAST = {"retry_backoff": "10ms", "retry_jitter": 0}
 
@@ -197,8 +200,9 @@ def test_declaring_refuses_bad_steps_and_unsupported_storage(queue: Queue, tmp_p
     assert state.value.code == "invalid_option" and "running" in str(state.value)
     with pytest.raises(NotFound):
         queue.execution("nope")
-    sql = Queue(f"sqlite:///{tmp_path / 'q.db'}")
+    sql = Queue(storage=NoFlows(MemoryStorage()))  # type: ignore[arg-type]
     try:
+        assert not isinstance(sql.storage(), SupportsFlows)
         flow2 = sql.flow("nowhere")
         flow2.step(id="one")(lambda: 1)
         with pytest.raises(ConfigError) as unsupported:
