@@ -38,7 +38,7 @@ from queue_core.options import Concurrency as Concurrency
 from queue_core.options import Duration as Duration
 from queue_core.options import Replay as Replay
 from queue_core.options import TaskOptions as TaskOptions
-from queue_core.options import _check_delay, _check_run_at, _invalid, _reject_unknown
+from queue_core.options import _check_delay, _check_run_at, _invalid, _reject_unknown, unique_key_of
 from queue_core.options import check_concurrency as check_concurrency
 from queue_core.options import check_isolation as check_isolation
 from queue_core.options import check_name as check_name
@@ -53,6 +53,7 @@ from queue_core.spec import build_spec as build_spec
 from queue_core.spec import call_options_json as call_options_json
 
 if TYPE_CHECKING:
+    from queue_core.policy.limits import RateLimit
     from queue_core.queue import Queue
 
 __all__ = [
@@ -283,6 +284,18 @@ class Task(Generic[P, R]):
             "concurrency_key": None if conc is None else (conc.key or self.name),
             "concurrency_limit": None if conc is None else conc.limit,
             "concurrency_skip": conc is not None and conc.behavior == "skip",
+            **self._limit_fields(task, call),
+        }
+
+    def _limit_fields(self, task: TaskSpec, call: TaskSpec) -> dict[str, Any]:
+        """Unique-job and rate-limit fields (``unique_key`` may still be a function)."""
+        rate: RateLimit | None = _pick(call.rate_limit, task.rate_limit, None)
+        return {
+            "unique_key": _pick(call.unique_key, task.unique_key, None),
+            "unique_for_ms": _ms(_pick(call.unique_for, task.unique_for, None)),
+            "rate_key": None if rate is None else self.name,
+            "rate_limit": None if rate is None else rate.limit,
+            "rate_window_ms": None if rate is None else rate.window_ms,
         }
 
     # ------------------------------------------------------------------ calling
@@ -331,6 +344,10 @@ class Task(Generic[P, R]):
                 if policy is self.policy
                 else lost_delay_ms(policy, 1, random.random)
             )
+        key = fields_["unique_key"]
+        if key is not None:  # scoped to the task: two tasks may use the same key text
+            key = f"{self.name}:{unique_key_of(key, args, kwargs)}"
+            fields_ = {**fields_, "unique_key": key}
         return NewJob(
             id=new_job_id(),
             payload=payload,

@@ -14,6 +14,7 @@ from queue_core.testing.suite.enqueue import EnqueueContract
 from queue_core.testing.suite.finish import FinishContract
 from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
+from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
 from queue_core.testing.suite.optional import OptionalAbilitiesContract
 from queue_core.testing.suite.payload import PayloadContract
 from queue_core.testing.suite.prune import PruneContract
@@ -36,11 +37,13 @@ __all__ = [
     "PayloadContract",
     "PruneContract",
     "RaceContract",
+    "RateLimitContract",
     "ReapContract",
     "ScheduleToStartContract",
     "StatsContract",
     "StorageContract",
     "StorageWithRetention",
+    "UniqueContract",
 ]
 
 
@@ -60,6 +63,8 @@ class StorageContract(
     PayloadContract,
     OptionalAbilitiesContract,
     FlowContract,
+    UniqueContract,
+    RateLimitContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
     ``SupportsFlows`` on a storage without that ability). Subclass it as
