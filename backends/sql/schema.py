@@ -53,10 +53,12 @@ __all__ = [
     "meta",
     "metadata",
     "migrate",
+    "rates",
     "read_version",
+    "unique_keys",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 5
 """The schema version this code reads and writes."""
 
 MIGRATION_LOCK = (815_001, 1)
@@ -117,6 +119,8 @@ jobs = Table(
     Column("dead_id", String(64)),
     # version 2: the reap delay set by the last RETRY decision; NULL = lost_delay_ms
     Column("retry_lost_delay_ms", BigInteger),
+    # version 5: the rate key of a rate-limited job (its rate is in qc_rates); NULL = none
+    Column("rate_key", Text),
 )
 
 _QUEUED = text("state = 'queued'")
@@ -155,6 +159,9 @@ _partial(
     jobs.c.state,
 )
 _partial("ix_qc_jobs_finished", _FINISHED, jobs.c.finished_at)
+_RATED = _partial(
+    "ix_qc_jobs_rated", text("rate_key IS NOT NULL AND state = 'queued'"), jobs.c.run_at
+)
 Index("ix_qc_jobs_state_seq", jobs.c.state, jobs.c.seq)
 Index("ix_qc_jobs_queue_seq", jobs.c.queue, jobs.c.seq)
 
@@ -218,8 +225,42 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN retry_lost_delay_ms BIGINT"))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2}
+unique_keys = Table(
+    "qc_unique",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("job_id", String(64), nullable=False),
+    Column("enqueued_at", BigInteger, nullable=False),
+    Column("unique_for_ms", BigInteger),
+)
+"""Version 5: the last job stored with each unique key (SPEC §11)."""
+
+rates = Table(
+    "qc_rates",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("rate_limit", Integer, nullable=False),
+    Column("window_ms", BigInteger, nullable=False),
+    Column("stamps", Text, nullable=False),
+)
+"""Version 5: per rate key, its rate and its kept claim times (a JSON list of epoch ms)."""
+
+
+def _v5(conn: Connection) -> None:
+    """Version 5: unique jobs and rate limits: ``qc_unique``, ``qc_rates``,
+    ``qc_jobs.rate_key`` and its index (``create_all`` of a new database has them)."""
+    if "rate_key" not in {c["name"] for c in inspect(conn).get_columns(jobs.name)}:
+        conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN rate_key TEXT"))
+    metadata.create_all(conn, checkfirst=True)
+    _RATED.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1, 2: _v2, 5: _v5}
 """Version -> step that upgrades a database from ``version - 1``."""
+
+
+def _no_step(conn: Connection) -> None:
+    """A version number with no step of its own."""
 
 
 def read_version(conn: Connection) -> int:
@@ -254,7 +295,7 @@ def migrate(conn: Connection, *, where: str) -> int:
     found = read_version(conn)
     check_version(found, where)
     for version in range(found + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[version](conn)
+        MIGRATIONS.get(version, _no_step)(conn)  # steps of other branches may be missing
         if version == 1 and found == 0:
             conn.execute(meta.insert().values(key="schema_version", value=str(version)))
         else:

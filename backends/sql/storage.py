@@ -31,6 +31,7 @@ from typing import Any
 
 from backends.sql import queries
 from backends.sql.base import Grave, Order, SQLBase, split_url
+from backends.sql.limits import RateClaims, SQLLimits, _limited
 from backends.sql.records import (
     EndRow,
     Row,
@@ -62,7 +63,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state, reap_ver
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLBase):
+class SQLStorage(SQLLimits, SQLBase):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements
@@ -109,52 +110,52 @@ class SQLStorage(SQLBase):
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
         if not jobs:
             return []
-        skip_keys = sorted(
-            {
-                j.concurrency_key
-                for j in jobs
-                if j.concurrency_skip
-                and j.concurrency_key is not None
-                and j.concurrency_limit is not None
-            }
-        )
-        if skip_keys:
-            return self._enqueue_skipping(jobs, skip_keys, now)
+        if _limited(jobs):  # unique or rate-limited jobs (backends/sql/limits.py)
+            return [e.state for e in self.enqueue_unique(jobs, now=now)]
+        if any(j.concurrency_skip and j.concurrency_key is not None for j in jobs):
+            return self._enqueue_skipping(jobs, now)
         one = len(jobs) == 1 or self._single_statement_batches
         with self._stmt() if one else self._tx() as cur:
             self._insert(cur, jobs, None, None, self._clock(now))
         return [JobState.QUEUED] * len(jobs)
 
-    def _enqueue_skipping(
-        self, jobs: Sequence[NewJob], keys: list[str], now: int | None
-    ) -> list[JobState]:
-        """A batch holding concurrency ``skip`` jobs: count the active jobs per key under
-        the keys' locks; a job over its limit is stored ``skipped``."""
+    def _enqueue_skipping(self, jobs: Sequence[NewJob], now: int | None) -> list[JobState]:
+        """A batch holding concurrency ``skip`` jobs, stored by :meth:`_skip_states`."""
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
-            for k in keys:  # sorted: no lock-order deadlocks
-                self._try_lock_key(cur, k, wait=True)
-            cur.execute(self._q["count_active"], {"keys": self._list(keys)})
-            active = {r["key"]: int(r["n"]) for r in cur.fetchall()}
-            states: list[JobState] = []
-            reasons: list[str | None] = []
-            for j in jobs:
-                state: JobState = JobState.QUEUED
-                reason: str | None = None
-                key = j.concurrency_key
-                if key is not None:
-                    if (
-                        j.concurrency_skip
-                        and j.concurrency_limit is not None
-                        and active.get(key, 0) >= j.concurrency_limit
-                    ):
-                        state, reason = JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value
-                    else:
-                        active[key] = active.get(key, 0) + 1
-                states.append(state)
-                reasons.append(reason)
+            states, reasons = self._skip_states(cur, jobs)
             self._insert(cur, jobs, states, reasons, t)
         return states
+
+    def _skip_states(
+        self, cur: Any, jobs: Sequence[NewJob]
+    ) -> tuple[list[JobState], list[str | None]]:
+        """The state of each job of a batch: count the active jobs per ``skip`` key under
+        the keys' locks; a job over its limit is stored ``skipped``."""
+        keys = sorted(
+            {j.concurrency_key for j in jobs if j.concurrency_skip
+             and j.concurrency_key is not None and j.concurrency_limit is not None}
+        )
+        states: list[JobState] = [JobState.QUEUED] * len(jobs)
+        reasons: list[str | None] = [None] * len(jobs)
+        if not keys:
+            return states, reasons
+        for k in keys:  # sorted: no lock-order deadlocks
+            self._try_lock_key(cur, k, wait=True)
+        cur.execute(self._q["count_active"], {"keys": self._list(keys)})
+        active = {r["key"]: int(r["n"]) for r in cur.fetchall()}
+        for i, j in enumerate(jobs):
+            key = j.concurrency_key
+            if key is not None:
+                if (
+                    j.concurrency_skip
+                    and j.concurrency_limit is not None
+                    and active.get(key, 0) >= j.concurrency_limit
+                ):
+                    states[i], reasons[i] = JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value
+                else:
+                    active[key] = active.get(key, 0) + 1
+        return states, reasons
 
     # ------------------------------------------------------------------ claim
 
@@ -234,6 +235,7 @@ class SQLStorage(SQLBase):
         chosen: list[Row] = []
         excluded: list[int] = []
         running: dict[str, int] = {}
+        rates = RateClaims(self, cur)
         for _ in range(16):
             params["excluded"] = self._list(excluded)
             cur.execute(sql, params)
@@ -246,15 +248,18 @@ class SQLStorage(SQLBase):
             for r in rows:
                 key, cap = r["concurrency_key"], r["concurrency_limit"]
                 excluded.append(r["seq"])  # our own row locks do not hide it next round
-                if key is not None and cap is not None and not r["concurrency_skip"]:
-                    if running[key] >= cap:
-                        blocked = True
-                        continue
+                capped = key is not None and cap is not None and not r["concurrency_skip"]
+                now_ms = int(r["now_ms"])
+                if (capped and running[key] >= cap) or not rates.take(r["rate_key"], now_ms):
+                    blocked = True
+                    continue
+                if capped:
                     running[key] += 1
                 chosen.append(r)
             if not blocked or len(chosen) >= limit:
                 break
             params["limit"] = limit - len(chosen)
+        rates.save()
         return chosen
 
     def _count_running(self, cur: Any, rows: list[Row], running: dict[str, int]) -> None:

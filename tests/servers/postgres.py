@@ -226,7 +226,7 @@ def postgres_url(postgres_server: PostgresServer, postgres_template: str) -> Ite
         postgres_server.drop_database(name)
 
 
-_QC_TABLES = "qc_jobs, qc_attempts, qc_dead"
+_QC_TABLES = "qc_jobs, qc_attempts, qc_dead, qc_unique, qc_rates"
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,7 @@ WHERE seq IN (
         ORDER BY priority DESC, run_at, seq LIMIT :limit)
     AND NOT (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
              AND NOT concurrency_skip)
+    AND rate_key IS NULL
 RETURNING seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
     started_at, run_at
@@ -47,10 +48,13 @@ INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
 VALUES (:job_id, :number, :worker, :now)
 
 -- name: keyed_ready
--- Whether a keyed job is ready (then the claim goes on with claim_keyed).
+-- Whether a keyed or rate-limited job is ready (then the claim goes on with claim_keyed).
 SELECT 1 AS one FROM qc_jobs WHERE concurrency_key IS NOT NULL
     AND state IN ('queued', 'running') AND state = 'queued'
     AND concurrency_limit IS NOT NULL AND NOT concurrency_skip AND run_at <= :now
+UNION ALL
+SELECT 1 AS one FROM qc_jobs WHERE rate_key IS NOT NULL AND state = 'queued'
+    AND run_at <= :now
 LIMIT 1
 
 -- name: select_ready
@@ -58,7 +62,7 @@ LIMIT 1
 -- (:excluded, a JSON list of seq).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
-    concurrency_skip, run_at, :now AS now_ms
+    concurrency_skip, run_at, rate_key, :now AS now_ms
 FROM qc_jobs
 WHERE state = 'queued' AND {queues}
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
@@ -255,3 +259,32 @@ SELECT 1 AS one FROM qc_jobs WHERE state = 'queued'
     AND queue IN (SELECT value FROM json_each(:queues))
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
 LIMIT 1
+
+-- ---------------------------------------------------------------- unique jobs, rate limits
+
+-- name: unique_holder
+-- The last job stored with a unique key, its state (NULL once pruned) and window.
+SELECT u.job_id, u.enqueued_at, u.unique_for_ms, j.state FROM qc_unique u
+LEFT JOIN qc_jobs j ON j.id = u.job_id WHERE u.key = :key
+
+-- name: unique_set
+INSERT INTO qc_unique (key, job_id, enqueued_at, unique_for_ms)
+VALUES (:key, :job_id, :now, :unique_for_ms)
+ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id,
+    enqueued_at = excluded.enqueued_at, unique_for_ms = excluded.unique_for_ms
+
+-- name: rate_define
+-- A rate-limited enqueue: the key's rate (the latest enqueue's), claim times kept.
+INSERT INTO qc_rates (key, rate_limit, window_ms, stamps)
+VALUES (:key, :rate_limit, :window_ms, '[]')
+ON CONFLICT (key) DO UPDATE SET rate_limit = excluded.rate_limit,
+    window_ms = excluded.window_ms
+
+-- name: rate_mark
+UPDATE qc_jobs SET rate_key = :key WHERE id = :id
+
+-- name: rate_get
+SELECT rate_limit, window_ms, stamps FROM qc_rates WHERE key = :key
+
+-- name: rate_put
+UPDATE qc_rates SET stamps = :stamps WHERE key = :key
