@@ -19,7 +19,7 @@ __all__ = ["enqueue_limited"]
 def _unsupported(storage: Storage, option: str, ability: str) -> ConfigError:
     return ConfigError(
         f"{option} is not supported by {type(storage).__name__}: it lacks the {ability} "
-        f"ability — use a storage that has it (memory://, sqlite://, postgresql://, redis://) or drop "
+        f"ability — use a storage that has it (every in-repo backend does) or drop "
         f"{option}",
         code="invalid_option",
         field=option,

@@ -33,12 +33,12 @@ from typing_extensions import Self
 
 from backends.sqs.admin import Admin
 from backends.sqs.attempts import Attempts
-from backends.sqs.claiming import Claiming
 from backends.sqs.codec import Keys
 from backends.sqs.delivery import MAX_DELAY_S, Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
 from backends.sqs.tables import ensure_table
+from backends.sqs.uniques import UniqueJobs
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, StorageError
 from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, parse_retention
@@ -87,7 +87,7 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(Claiming, Attempts, Admin, Storage):
+class SQSStorage(UniqueJobs, Attempts, Admin, Storage):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:
