@@ -76,6 +76,12 @@ class MemoryLimits:
             return job
         return None
 
+    def _forget_unique(self, spec: NewJob) -> None:
+        """A pruned job's unique key no longer names a stored job: drop it."""
+        key = spec.unique_key
+        if key is not None and self._unique_holders.get(key) == spec.id:
+            del self._unique_holders[key]
+
     def _rate_take(self, spec: NewJob, t: int) -> bool:
         """Take one claim of ``spec``'s rate key at ``t`` if the rate allows it."""
         assert spec.rate_key is not None and spec.rate_limit and spec.rate_window_ms

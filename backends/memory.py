@@ -390,6 +390,7 @@ class MemoryStorage(MemoryLimits, MemoryFlows, MemoryIndex, Storage):
                     continue  # stale entry: the job is already gone
                 del self._jobs[job_id]
                 self._counts[job.spec.queue][job.state] -= 1
+                self._forget_unique(job.spec)
                 deleted += 1
             self._flows.prune(cutoff, limit)
             return deleted

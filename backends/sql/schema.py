@@ -234,6 +234,7 @@ unique_keys = Table(
     Column("unique_for_ms", BigInteger),
 )
 """Version 5: the last job stored with each unique key (SPEC §11)."""
+Index("ix_qc_unique_job", unique_keys.c.job_id)
 
 rates = Table(
     "qc_rates",

@@ -451,7 +451,9 @@ class SQLStorage(SQLLimits, SQLBase):
             rows = cur.execute(self._q["select_prunable"], cutoff).fetchall()
             if not rows:
                 return 0
-            cur.execute(self._q["delete_attempts_of"], {"ids": self._list([r["id"] for r in rows])})
+            ids = {"ids": self._list([r["id"] for r in rows])}
+            cur.execute(self._q["delete_attempts_of"], ids)
+            cur.execute(self._q["unique_forget"], ids)  # keys naming a pruned job
             cur.execute(self._q["delete_jobs"], {"seqs": self._list([r["seq"] for r in rows])})
             return len(rows)
 

@@ -169,3 +169,19 @@ def test_a_storage_without_the_ability_refuses_clearly_and_writes_nothing() -> N
     with pytest.raises(ConfigError, match="SupportsRateLimits"):
         rated.delay()
     assert inner.stats() == []
+
+
+def test_pruning_a_holder_drops_its_key_from_the_memory_storage() -> None:
+    storage = MemoryStorage(retention_ms=0)
+    queue = Queue(storage=storage)
+
+    @queue.task(unique_key=lambda n: f"k{n}")
+    def body(n: int) -> None:
+        return None
+
+    handles = body.map(range(3))
+    queue.run_worker(burst=True)
+    assert len(storage._unique_holders) == 3
+    assert storage.prune() == 3
+    assert storage._unique_holders == {}
+    assert body.delay(1).id not in {h.id for h in handles}

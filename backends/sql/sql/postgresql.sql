@@ -353,3 +353,7 @@ SELECT rate_limit, window_ms, stamps FROM qc_rates WHERE key = %(key)s
 
 -- name: rate_put
 UPDATE qc_rates SET stamps = %(stamps)s WHERE key = %(key)s
+
+-- name: unique_forget
+-- Prune: the unique keys whose last job is being deleted.
+DELETE FROM qc_unique WHERE job_id = ANY(CAST(%(ids)s AS text[]))

@@ -288,3 +288,7 @@ SELECT rate_limit, window_ms, stamps FROM qc_rates WHERE key = :key
 
 -- name: rate_put
 UPDATE qc_rates SET stamps = :stamps WHERE key = :key
+
+-- name: unique_forget
+-- Prune: the unique keys whose last job is being deleted.
+DELETE FROM qc_unique WHERE job_id IN (SELECT value FROM json_each(:ids))
