@@ -1,8 +1,9 @@
 """Rate limits of the SQS + DynamoDB backend: an optimistic window item per rate key.
 
 A rate-limited job item carries its rate as ``rtk`` (key), ``rtl`` (limit) and ``rtw``
-(window ms). ``R#<key>`` items hold the key's kept claim times (``tj``, a JSON list of epoch ms) and
-the item version ``v``. A claim that meets a rate-limited job reads the key's item, asks
+(window ms). ``R#<key>`` items hold the key's kept claim times (``tj``, a JSON list of
+epoch ms) and the item version ``v``; an item expires (DynamoDB TTL) an hour after its
+window. A claim that meets a rate-limited job reads the key's item, asks
 :func:`queue_core.policy.limits.rate_grant` whether one more claim may start at the
 claim's ``now`` and, when it may, adds to the claim's ``TransactWriteItems`` an update of
 the item conditional on the version it read. Two claimers racing for one key: one
@@ -35,11 +36,10 @@ def rate_update(db: Table, keys: Keys, job: Item, now: int) -> dict[str, Any] | 
     granted, kept = rate_grant(stamps, now, int(job["rtl"]), int(job["rtw"]), 1)
     if not granted:
         return None
+    sets = {"tj": json.dumps(kept), "ttl": (now + int(job["rtw"])) // 1000 + 3600}
     if current is None:
-        return db.update(key, {"tj": json.dumps(kept)}, cond="attribute_not_exists(pk)")
-    return db.update(
-        key, {"tj": json.dumps(kept)}, cond="#v = :ver", cond_values={"ver": current["v"]}
-    )
+        return db.update(key, sets, cond="attribute_not_exists(pk)")
+    return db.update(key, sets, cond="#v = :ver", cond_values={"ver": current["v"]})
 
 
 def rate_usage(db: Table, keys: Keys, rate_key: str, window_ms: int, now: int) -> int:

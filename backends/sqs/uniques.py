@@ -11,6 +11,8 @@ other reads again and finds the winner.
 A key's item that names a job not stored (yet) counts as held for
 :data:`PENDING_MS` after its enqueue time: the winner stores its job right after
 taking the key. Older, it is a pruned job (or an enqueue that crashed in between).
+A key's item expires (DynamoDB TTL) one retention period after its enqueue time plus
+``unique_for``: a job still queued that long loses its key.
 Rate limits are applied by the claim (:mod:`backends.sqs.rates`); :meth:`rate_usage`
 reads them.
 """
@@ -104,7 +106,7 @@ class UniqueJobs(Claiming):
     def _take(self, key: dict[str, Any], current: Item | None, job: NewJob, t: int) -> bool:
         """Make ``job`` the key's holder if the item still is ``current``."""
         item = {"pk": key["pk"]["S"], "sk": "U", "jid": job.id, "enq": t,
-                "uf": job.unique_for_ms}
+                "uf": job.unique_for_ms, "ttl": self._ttl(t + (job.unique_for_ms or 0))}
         op: dict[str, Any] = {"TableName": self.db.name, "Item": encode_item(item)}
         if current is None:
             op["ConditionExpression"] = "attribute_not_exists(pk)"
