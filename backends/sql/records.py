@@ -82,6 +82,7 @@ SPEC_FIELDS = (
     "concurrency_limit",
     "concurrency_skip",
     "options",
+    "rate_key",
 )
 """The enqueue options a dead-letter entry's ``spec`` JSON carries; the rest of the
 :class:`NewJob` (task, queue, payload) is in the entry's own columns."""

@@ -549,6 +549,8 @@ class SQLStorage(SQLLimits, SQLBase):
                 spec_of_dead(row), dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t
             )
             self._insert(cur, [job], None, None, t)
+            if job.rate_key is not None:  # its rate stays in qc_rates
+                cur.execute(self._q["rate_mark"], {"key": job.rate_key, "id": job.id})
             return job.id
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:

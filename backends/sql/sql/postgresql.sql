@@ -201,7 +201,7 @@ SELECT id, concurrency_key FROM u
 -- name: select_for_dead
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options
+    concurrency_limit, concurrency_skip, options, rate_key
 FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
 
 -- name: select_attempts_of

@@ -139,7 +139,7 @@ RETURNING qc_jobs.id, qc_jobs.concurrency_key
 -- The rows (already ended dead) whose dead-letter entries are written now.
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options
+    concurrency_limit, concurrency_skip, options, rate_key
 FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: select_attempts_of

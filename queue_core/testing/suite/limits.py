@@ -215,3 +215,16 @@ class RateLimitContract(ContractBase):
         assert rated.rate_usage(self.rate_key, MIN, now=T0 + 71 * SEC) == len(
             [s for s in stamps if s > T0 + 11 * SEC]
         )
+
+    def test_a_replayed_dead_job_keeps_its_rate_limit(self, storage: Storage) -> None:
+        _rated(storage)
+        first = self._rate_job(limit=1, window_ms=MIN)
+        storage.enqueue([first], now=T0)
+        claimed = claim_one(storage, now=T0)
+        assert storage.finish([dead_end(claimed.ref)], now=T0 + SEC) == [True]
+        (entry,) = storage.list_dead(task_name=first.task_name)
+        replay = storage.retry_dead(entry.id, now=T0 + SEC)
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
+        assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + MIN)] == [
+            replay
+        ]
