@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 from typing_extensions import Self
 
 from backends._memory_flows import FlowBook, MemoryFlows
+from backends._memory_limits import MemoryLimits
 from backends._memory_records import (
     MemoryIndex,
     _Attempt,
@@ -39,7 +40,7 @@ from backends._memory_records import (
 )
 from backends._memory_schedules import MemorySchedules
 from backends._memory_workers import MemoryWorkers
-from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
+from queue_core.errors import ConfigError, LeaseLost, NotFound
 from queue_core.model import (
     AttemptEnd,
     AttemptRecord,
@@ -67,7 +68,9 @@ from queue_core.storage import Storage
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, Storage):
+class MemoryStorage(
+    MemoryLimits, MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, Storage
+):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 
     Args:
@@ -97,6 +100,7 @@ class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, St
             )
         self.retention_ms = retention_ms
         MemoryIndex.__init__(self, clock or _system_clock_ms)
+        MemoryLimits.__init__(self)
         self._closed = False
         self._flows = FlowBook(self)
         self._workers = {}
@@ -136,16 +140,7 @@ class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, St
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing here."""
-        with self._cond:
-            t = self._now(now)
-            ids = [j.id for j in jobs]
-            if len(set(ids)) != len(ids) or any(i in self._jobs for i in ids):
-                dup = next(i for k, i in enumerate(ids) if i in self._jobs or i in ids[:k])
-                raise StorageError(f"job id {dup!r} already exists")
-            states = [self._add_job(spec, t).state for spec in jobs]
-            if JobState.QUEUED in states:
-                self._cond.notify_all()
-            return states
+        return [e.state for e in self.enqueue_unique(jobs, now=now)]
 
     def _add_job(self, spec: NewJob, t: int) -> _Job:
         """Store one new job, ``queued`` or (a full ``skip`` key) ``skipped``."""
@@ -208,6 +203,9 @@ class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, St
                     key = job.spec.concurrency_key
                     assert key is not None
                     heapq.heappush(self._parked.setdefault(key, []), (entry, best))
+                    continue
+                if job.spec.rate_key is not None and not self._rate_take(job.spec, t):
+                    aside.append((best, entry))  # over its rate: stays queued
                     continue
                 claimed.append(self._start(job, worker_id, lease_ms, t))
             for q, entry in aside:
@@ -398,6 +396,7 @@ class MemoryStorage(MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, St
                     continue  # stale entry: the job is already gone
                 del self._jobs[job_id]
                 self._counts[job.spec.queue][job.state] -= 1
+                self._forget_unique(job.spec)
                 deleted += 1
             self._flows.prune(cutoff, limit)
             return deleted

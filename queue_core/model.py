@@ -23,6 +23,7 @@ __all__ = [
     "ClaimedJob",
     "DeadJob",
     "Decision",
+    "Enqueued",
     "ErrorInfo",
     "JobInfo",
     "JobRecord",
@@ -193,6 +194,32 @@ class NewJob:
     flow_deadline_at: int | None = None
     """Flows: epoch ms of the execution's deadline, set by storage when it releases the
     step (copied from the execution's ``deadline_at``)."""
+    unique_key: str | None = None
+    """Unique jobs: while a job with this key holds it (see
+    :func:`queue_core.policy.limits.unique_holds`), enqueueing another stores nothing and
+    yields the holder's id (:meth:`~queue_core.storage.SupportsUniqueJobs.enqueue_unique`)."""
+    unique_for_ms: int | None = None
+    """Unique jobs: the key stays held this long after the job's enqueue, whatever its
+    state; ``None`` = only while ``queued`` or ``running``."""
+    rate_key: str | None = None
+    """Rate limits: jobs sharing a key share ``rate_limit`` claims per ``rate_window_ms``
+    across all workers (:mod:`queue_core.policy.limits`); ``None`` = not rate limited."""
+    rate_limit: int | None = None
+    rate_window_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What one job of :meth:`~queue_core.storage.SupportsUniqueJobs.enqueue_unique` became.
+
+    ``existing=False``: the job was stored (``state`` is ``queued`` or ``skipped``).
+    ``existing=True``: its unique key was held; nothing was stored and ``job_id`` is the
+    holder's id, ``state`` the holder's state.
+    """
+
+    job_id: str
+    state: JobState
+    existing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

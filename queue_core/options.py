@@ -184,6 +184,13 @@ class TaskOptions(TypedDict, total=False):
     * ``kill_grace`` -- SIGTERM -> SIGKILL grace for process isolation (10 s).
     * ``dead_letter_replay`` -- a :class:`Replay` setting (off).
     * ``priority`` -- higher runs first within a queue (0).
+    * ``unique_key`` -- a string, or a function called with the call's arguments that
+      returns one: while a job of this task with that key is queued or running (or
+      within ``unique_for``), an enqueue returns that job's handle instead (off).
+    * ``unique_for`` -- keep the key taken this long after the enqueue, whatever the
+      job's state (default: only while queued or running).
+    * ``rate_limit`` -- ``"N/s"``, ``"N/m"`` or ``"N/h"``: claims of this task across
+      all workers never exceed N in any window of that length (off).
     """
 
     queue: str
@@ -206,6 +213,9 @@ class TaskOptions(TypedDict, total=False):
     kill_grace: Duration
     dead_letter_replay: Replay | None
     priority: int
+    unique_key: str | Callable[..., str] | None
+    unique_for: Duration | None
+    rate_limit: str | None
 
 
 class CallOptions(TaskOptions, total=False):
@@ -306,6 +316,32 @@ def _check_run_at(value: object) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return int(round(float(value) * 1000))
     raise _invalid("run_at", value, "a datetime or epoch seconds, or None")
+
+
+def check_unique_key(value: object) -> str | Callable[..., str] | None:
+    if value is None or callable(value) or (isinstance(value, str) and value):
+        return value
+    raise _invalid(
+        "unique_key", value, "a non-empty string, a function of the call's arguments, or None"
+    )
+
+
+def check_unique_for(value: object) -> float | None:
+    if value is None:
+        return None
+    return parse_duration(value, field="unique_for")  # type: ignore[arg-type]
+
+
+def unique_key_of(
+    key: str | Callable[..., str] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str | None:
+    """The unique key of one call: ``key`` itself, or ``key(*args, **kwargs)``."""
+    if key is None or isinstance(key, str):
+        return key
+    value = key(*args, **kwargs)
+    if not isinstance(value, str) or not value:
+        raise _invalid("unique_key", value, "the key function to return a non-empty string")
+    return value
 
 
 def fq_name(cls: type) -> str:

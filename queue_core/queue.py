@@ -20,6 +20,7 @@ from queue_core.flows import api as _flows
 from queue_core.flows.api import ExecutionHandle, Flow
 from queue_core.flows.model import ExecutionInfo, ExecutionState
 from queue_core.handle import JobHandle
+from queue_core.limits import enqueue_limited
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
 from queue_core.policy import RetryPolicy, policy_from_options
 from queue_core.registry import mask_url, open_storage, resolve_url
@@ -317,6 +318,8 @@ class Queue:
     # ------------------------------------------------------------------ enqueue
 
     def _submit_one(self, job: NewJob) -> JobHandle[Any]:
+        if job.unique_key is not None or job.rate_key is not None:
+            return self._submit_many([job])[0]
         if self._header_providers:
             job = with_headers([job], self._header_providers)[0]
         self._storage.enqueue([job])
@@ -325,14 +328,21 @@ class Queue:
         return JobHandle(self, job.id)
 
     def _submit_many(self, jobs: Sequence[NewJob]) -> list[JobHandle[Any]]:
-        if jobs:
-            if self._header_providers:
-                jobs = with_headers(jobs, self._header_providers)
+        if not jobs:
+            return []
+        if self._header_providers:
+            jobs = with_headers(jobs, self._header_providers)
+        ids = [j.id for j in jobs]
+        new = set(ids)
+        if any(j.unique_key is not None or j.rate_key is not None for j in jobs):
+            ids = enqueue_limited(self._storage, jobs)
+        else:
             self._storage.enqueue(jobs)
-            if self.eager or EAGER_EVERYWHERE:
-                for j in jobs:
-                    self._run_eagerly(j.id)
-        return [JobHandle(self, j.id) for j in jobs]
+        if self.eager or EAGER_EVERYWHERE:
+            for job_id in dict.fromkeys(ids):
+                if job_id in new:  # a duplicate's holder is not run again
+                    self._run_eagerly(job_id)
+        return [JobHandle(self, job_id) for job_id in ids]
 
     def _run_eagerly(self, job_id: str) -> None:
         """Eager mode: run the job to its end now, on the worker's recording path."""

@@ -24,9 +24,12 @@ from queue_core.options import (
     check_priority,
     check_replay,
     check_timeout,
+    check_unique_for,
+    check_unique_key,
     fq_name,
 )
 from queue_core.policy import RetryPolicy, policy_from_options, validate_exception_classes
+from queue_core.policy.limits import parse_rate_limit
 
 __all__ = ["TaskSpec", "build_spec", "call_options_json"]
 
@@ -47,6 +50,9 @@ class TaskSpec:
     kill_grace: Any = UNSET
     dead_letter_replay: Any = UNSET
     priority: Any = UNSET
+    unique_key: Any = UNSET
+    unique_for: Any = UNSET
+    rate_limit: Any = UNSET
 
 
 def build_spec(*, is_async: bool, options: TaskOptions | None = None) -> TaskSpec:
@@ -88,7 +94,18 @@ def build_spec(*, is_async: bool, options: TaskOptions | None = None) -> TaskSpe
             UNSET if dead_letter_replay is UNSET else check_replay(dead_letter_replay)
         ),
         priority=UNSET if priority is UNSET else check_priority(priority),
+        **_limits(get),
     )
+
+
+def _limits(get: Callable[[str], Any]) -> dict[str, Any]:
+    """``unique_key``, ``unique_for`` and ``rate_limit`` validated (``UNSET`` when not given)."""
+    key, unique_for, rate = get("unique_key"), get("unique_for"), get("rate_limit")
+    return {
+        "unique_key": UNSET if key is UNSET else check_unique_key(key),
+        "unique_for": UNSET if unique_for is UNSET else check_unique_for(unique_for),
+        "rate_limit": rate if rate is UNSET or rate is None else parse_rate_limit(rate),
+    }
 
 
 def _given(v: Any) -> Any:

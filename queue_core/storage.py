@@ -55,6 +55,7 @@ from queue_core.model import (
     AttemptRecord,
     ClaimedJob,
     DeadJob,
+    Enqueued,
     JobRecord,
     JobState,
     LeaseRef,
@@ -71,6 +72,8 @@ __all__ = [
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsSchemaVersion",
+    "SupportsRateLimits",
+    "SupportsUniqueJobs",
     "SupportsWakeup",
 ]
 
@@ -341,4 +344,44 @@ class SupportsJobScan(Protocol):
         offset: int = 0,
     ) -> list[JobRecord]:
         """A page of jobs, newest first, optionally filtered."""
+        ...
+
+
+@runtime_checkable
+class SupportsUniqueJobs(Protocol):
+    """Unique jobs (SPEC §11): enqueue that reports which job each new job became.
+
+    :meth:`Storage.enqueue` of a storage with this ability honours
+    :attr:`~queue_core.model.NewJob.unique_key` the same way (it only cannot say which
+    job holds the key); the core calls :meth:`enqueue_unique` for jobs with a key.
+    """
+
+    def enqueue_unique(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[Enqueued]:
+        """:meth:`Storage.enqueue`, plus unique keys, returning one :class:`Enqueued` per job.
+
+        A job with ``unique_key`` whose key is held at ``now`` by another job (decided by
+        :func:`queue_core.policy.limits.unique_holds` from that job's state, enqueue time
+        and ``unique_for_ms``) stores nothing and yields ``Enqueued(holder_id,
+        holder_state, existing=True)``; otherwise it is stored and becomes the key's
+        holder. Within one batch an earlier job holds its key against later ones.
+
+        Atomicity: the holder lookup and the store are one atomic step, so any number of
+        concurrent enqueues with one key store exactly one job while it holds the key.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsRateLimits(Protocol):
+    """Per-task rate limits (SPEC §11): :meth:`Storage.claim` honours ``rate_key``.
+
+    A job with :attr:`~queue_core.model.NewJob.rate_key` is claimed only when
+    :func:`queue_core.policy.limits.rate_grant` allows it at the claim's ``now`` given the
+    key's recent claim times, which the storage keeps and updates in the same atomic step
+    as the claim (so the limit holds across all workers); a job not allowed stays
+    ``queued``. Jobs without a key are claimed exactly as before.
+    """
+
+    def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
+        """How many claims of ``rate_key`` started in the window ``(now - window_ms, now]``."""
         ...

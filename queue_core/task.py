@@ -44,6 +44,7 @@ from queue_core.options import (
     _invalid,
     _reject_unknown,
     concurrency_slot_key,
+    unique_key_of,
 )
 from queue_core.options import check_concurrency as check_concurrency
 from queue_core.options import check_isolation as check_isolation
@@ -59,6 +60,7 @@ from queue_core.spec import build_spec as build_spec
 from queue_core.spec import call_options_json as call_options_json
 
 if TYPE_CHECKING:
+    from queue_core.policy.limits import RateLimit
     from queue_core.queue import Queue
 
 __all__ = [
@@ -290,6 +292,18 @@ class Task(Generic[P, R]):
             "concurrency_key": None if conc is None else (conc.key or self.name),
             "concurrency_limit": None if conc is None else conc.limit,
             "concurrency_skip": conc is not None and conc.behavior == "skip",
+            **self._limit_fields(task, call),
+        }
+
+    def _limit_fields(self, task: TaskSpec, call: TaskSpec) -> dict[str, Any]:
+        """Unique-job and rate-limit fields (``unique_key`` may still be a function)."""
+        rate: RateLimit | None = _pick(call.rate_limit, task.rate_limit, None)
+        return {
+            "unique_key": _pick(call.unique_key, task.unique_key, None),
+            "unique_for_ms": _ms(_pick(call.unique_for, task.unique_for, None)),
+            "rate_key": None if rate is None else self.name,
+            "rate_limit": None if rate is None else rate.limit,
+            "rate_window_ms": None if rate is None else rate.window_ms,
         }
 
     # ------------------------------------------------------------------ calling
@@ -342,6 +356,10 @@ class Task(Generic[P, R]):
                 if policy is self.policy
                 else lost_delay_ms(policy, 1, random.random)
             )
+        key = fields_["unique_key"]
+        if key is not None:  # scoped to the task: two tasks may use the same key text
+            key = f"{self.name}:{unique_key_of(key, args, kwargs)}"
+            fields_ = {**fields_, "unique_key": key}
         return NewJob(
             id=new_job_id(),
             payload=payload,

@@ -23,8 +23,9 @@ from typing_extensions import Self
 
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
-from backends.redis.flow_records import job_args, step_replay_refused
+from backends.redis.flow_records import step_replay_refused
 from backends.redis.keys import Keys
+from backends.redis.limits import RedisLimits
 from backends.redis.schedules import RedisSchedules
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
@@ -181,7 +182,7 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
     )
 
 
-class RedisStorage(RedisSchedules, RedisWorkers, Storage):
+class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
@@ -367,16 +368,7 @@ class RedisStorage(RedisSchedules, RedisWorkers, Storage):
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
-        if not jobs:
-            return []
-        args = self._args(now)
-        for j in jobs:
-            args += (*job_args(j), _opt(j.replay_of))
-        with translate_errors("enqueue"):
-            res = self._run(self._enqueue, args)
-        if res and res[0] == b"dup":
-            raise StorageError(f"job id {res[1].decode()!r} already exists")
-        return [JobState.QUEUED if x else JobState.SKIPPED for x in res]
+        return [e.state for e in self.enqueue_unique(jobs, now=now)]  # backends/redis/limits
 
     # ------------------------------------------------------------------ claim / lease
 

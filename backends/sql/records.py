@@ -89,6 +89,7 @@ SPEC_FIELDS = (
     "options",
     "execution_id",
     "step_id",
+    "rate_key",
 )
 """The enqueue options a dead-letter entry's ``spec`` JSON carries; the rest of the
 :class:`NewJob` (task, queue, payload) is in the entry's own columns. A flow step's

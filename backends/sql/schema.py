@@ -53,7 +53,9 @@ __all__ = [
     "meta",
     "metadata",
     "migrate",
+    "rates",
     "read_version",
+    "unique_keys",
     "workers",
 ]
 
@@ -119,6 +121,8 @@ jobs = Table(
     Column("execution_id", String(64)),
     Column("step_id", Text),
     Column("flow_deadline_at", BigInteger),
+    # version 5: the rate key of a rate-limited job (its rate is in qc_rates); NULL = none
+    Column("rate_key", Text),
 )
 
 _QUEUED = text("state = 'queued'")
@@ -157,6 +161,9 @@ _partial(
     jobs.c.state,
 )
 _partial("ix_qc_jobs_finished", _FINISHED, jobs.c.finished_at)
+_RATED = _partial(
+    "ix_qc_jobs_rated", text("rate_key IS NOT NULL AND state = 'queued'"), jobs.c.run_at
+)
 # Created by version 1, dropped by version 7 (written on every claim and finish, read by
 # no query).
 Index("ix_qc_jobs_state_seq", jobs.c.state, jobs.c.seq)
@@ -288,11 +295,42 @@ def _v7(conn: Connection) -> None:
     conn.execute(text("DROP INDEX IF EXISTS ix_qc_jobs_queue_seq"))
 
 
+unique_keys = Table(
+    "qc_unique",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("job_id", String(64), nullable=False),
+    Column("enqueued_at", BigInteger, nullable=False),
+    Column("unique_for_ms", BigInteger),
+)
+"""Version 5: the last job stored with each unique key (SPEC §11)."""
+Index("ix_qc_unique_job", unique_keys.c.job_id)
+
+rates = Table(
+    "qc_rates",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("rate_limit", Integer, nullable=False),
+    Column("window_ms", BigInteger, nullable=False),
+    Column("stamps", Text, nullable=False),
+)
+"""Version 5: per rate key, its rate and its kept claim times (a JSON list of epoch ms)."""
+
+
+def _v5(conn: Connection) -> None:
+    """Version 5: unique jobs and rate limits: ``qc_unique``, ``qc_rates``,
+    ``qc_jobs.rate_key`` and its index (``create_all`` of a new database has them)."""
+    if "rate_key" not in {c["name"] for c in inspect(conn).get_columns(jobs.name)}:
+        conn.execute(text("ALTER TABLE qc_jobs ADD COLUMN rate_key TEXT"))
+    unique_keys.create(conn, checkfirst=True)
+    rates.create(conn, checkfirst=True)
+    _RATED.create(conn, checkfirst=True)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 6: _v6, 7: _v7
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7
 }  # fmt: skip
-"""Version -> step that upgrades a database from ``version - 1`` (a version without a
-step only moves the stored number)."""
+"""Version -> step that upgrades a database from ``version - 1``."""
 
 
 def read_version(conn: Connection) -> int:

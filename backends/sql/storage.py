@@ -32,6 +32,7 @@ from typing import Any
 from backends.sql import queries
 from backends.sql.base import Grave, Order, split_url
 from backends.sql.flows import SQLFlows
+from backends.sql.limits import RateClaims, SQLLimits, _limited
 from backends.sql.records import (
     Row,
     attempt_from_row,
@@ -64,7 +65,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, reap_verdict, repla
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
+class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLFlows):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements
@@ -111,52 +112,52 @@ class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
         if not jobs:
             return []
-        skip_keys = sorted(
-            {
-                j.concurrency_key
-                for j in jobs
-                if j.concurrency_skip
-                and j.concurrency_key is not None
-                and j.concurrency_limit is not None
-            }
-        )
-        if skip_keys:
-            return self._enqueue_skipping(jobs, skip_keys, now)
+        if _limited(jobs):  # unique or rate-limited jobs (backends/sql/limits.py)
+            return [e.state for e in self.enqueue_unique(jobs, now=now)]
+        if any(j.concurrency_skip and j.concurrency_key is not None for j in jobs):
+            return self._enqueue_skipping(jobs, now)
         one = len(jobs) == 1 or self._single_statement_batches
         with self._stmt() if one else self._tx() as cur:
             self._insert(cur, jobs, None, None, self._clock(now))
         return [JobState.QUEUED] * len(jobs)
 
-    def _enqueue_skipping(
-        self, jobs: Sequence[NewJob], keys: list[str], now: int | None
-    ) -> list[JobState]:
-        """A batch holding concurrency ``skip`` jobs: count the active jobs per key under
-        the keys' locks; a job over its limit is stored ``skipped``."""
+    def _enqueue_skipping(self, jobs: Sequence[NewJob], now: int | None) -> list[JobState]:
+        """A batch holding concurrency ``skip`` jobs, stored by :meth:`_skip_states`."""
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
-            for k in keys:  # sorted: no lock-order deadlocks
-                self._try_lock_key(cur, k, wait=True)
-            cur.execute(self._q["count_active"], {"keys": self._list(keys)})
-            active = {r["key"]: int(r["n"]) for r in cur.fetchall()}
-            states: list[JobState] = []
-            reasons: list[str | None] = []
-            for j in jobs:
-                state: JobState = JobState.QUEUED
-                reason: str | None = None
-                key = j.concurrency_key
-                if key is not None:
-                    if (
-                        j.concurrency_skip
-                        and j.concurrency_limit is not None
-                        and active.get(key, 0) >= j.concurrency_limit
-                    ):
-                        state, reason = JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value
-                    else:
-                        active[key] = active.get(key, 0) + 1
-                states.append(state)
-                reasons.append(reason)
+            states, reasons = self._skip_states(cur, jobs)
             self._insert(cur, jobs, states, reasons, t)
         return states
+
+    def _skip_states(
+        self, cur: Any, jobs: Sequence[NewJob]
+    ) -> tuple[list[JobState], list[str | None]]:
+        """The state of each job of a batch: count the active jobs per ``skip`` key under
+        the keys' locks; a job over its limit is stored ``skipped``."""
+        keys = sorted(
+            {j.concurrency_key for j in jobs if j.concurrency_skip
+             and j.concurrency_key is not None and j.concurrency_limit is not None}
+        )
+        states: list[JobState] = [JobState.QUEUED] * len(jobs)
+        reasons: list[str | None] = [None] * len(jobs)
+        if not keys:
+            return states, reasons
+        for k in keys:  # sorted: no lock-order deadlocks
+            self._try_lock_key(cur, k, wait=True)
+        cur.execute(self._q["count_active"], {"keys": self._list(keys)})
+        active = {r["key"]: int(r["n"]) for r in cur.fetchall()}
+        for i, j in enumerate(jobs):
+            key = j.concurrency_key
+            if key is not None:
+                if (
+                    j.concurrency_skip
+                    and j.concurrency_limit is not None
+                    and active.get(key, 0) >= j.concurrency_limit
+                ):
+                    states[i], reasons[i] = JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value
+                else:
+                    active[key] = active.get(key, 0) + 1
+        return states, reasons
 
     # ------------------------------------------------------------------ claim
 
@@ -236,6 +237,7 @@ class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
         chosen: list[Row] = []
         excluded: list[int] = []
         running: dict[str, int] = {}
+        rates = RateClaims(self, cur)
         for _ in range(16):
             params["excluded"] = self._list(excluded)
             cur.execute(sql, params)
@@ -248,15 +250,18 @@ class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
             for r in rows:
                 key, cap = r["concurrency_key"], r["concurrency_limit"]
                 excluded.append(r["seq"])  # our own row locks do not hide it next round
-                if key is not None and cap is not None and not r["concurrency_skip"]:
-                    if running[key] >= cap:
-                        blocked = True
-                        continue
+                capped = key is not None and cap is not None and not r["concurrency_skip"]
+                now_ms = int(r["now_ms"])
+                if (capped and running[key] >= cap) or not rates.take(r["rate_key"], now_ms):
+                    blocked = True
+                    continue
+                if capped:
                     running[key] += 1
                 chosen.append(r)
             if not blocked or len(chosen) >= limit:
                 break
             params["limit"] = limit - len(chosen)
+        rates.save()
         return chosen
 
     def _count_running(self, cur: Any, rows: list[Row], running: dict[str, int]) -> None:
@@ -457,7 +462,9 @@ class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
             rows = cur.execute(self._q["select_prunable"], cutoff).fetchall()
             if not rows:
                 return 0
-            cur.execute(self._q["delete_attempts_of"], {"ids": self._list([r["id"] for r in rows])})
+            ids = {"ids": self._list([r["id"] for r in rows])}
+            cur.execute(self._q["delete_attempts_of"], ids)
+            cur.execute(self._q["unique_forget"], ids)  # keys naming a pruned job
             cur.execute(self._q["delete_jobs"], {"seqs": self._list([r["seq"] for r in rows])})
             return len(rows)
 
@@ -555,6 +562,8 @@ class SQLStorage(SQLSchedules, SQLWorkers, SQLFlows):
                 spec_of_dead(row), dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t
             )
             self._insert(cur, [job], None, None, t)
+            if job.rate_key is not None:  # its rate stays in qc_rates
+                cur.execute(self._q["rate_mark"], {"key": job.rate_key, "id": job.id})
             return job.id
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:

@@ -12,6 +12,7 @@ from backends.sqs.base import SEQ, StorageBase
 from backends.sqs.codec import Item, claimed_job, decode_item, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.rates import rate_update
 from queue_core.errors import StorageError
 from queue_core.model import ClaimedJob, JobState, NewJob, Reason
 
@@ -35,6 +36,8 @@ class _ClaimRun:
     tried: set[str] = field(default_factory=set)
     """Job ids already attempted (taken, lost or skipped)."""
     conflicts: int = 0
+    rate_full: set[str] = field(default_factory=set)
+    """Rate keys found at their rate."""
 
     @property
     def room(self) -> int:
@@ -195,7 +198,11 @@ class Claiming(StorageBase):
             batch, rest = _pick(run, cands)
             if not batch:
                 break
-            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t)
+            batch, rates = self._rated(run, batch, t)
+            if not batch:
+                cands = rest
+                continue
+            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
             try:
                 self.db.transact(actions)
             except TxCancelled as exc:
@@ -215,8 +222,31 @@ class Claiming(StorageBase):
             cands = rest
         return raced
 
+    def _rated(
+        self, run: _ClaimRun, batch: list[Item], t: int
+    ) -> tuple[list[Item], list[dict[str, Any] | None]]:
+        """``batch`` without the rate-limited jobs over their rate, and per job the
+        update taking its rate claim (``None``: not rate limited)."""
+        kept: list[Item] = []
+        updates: list[dict[str, Any] | None] = []
+        for it in batch:
+            update = None
+            if it.get("rtk") is not None:
+                update = rate_update(self.db, self.keys, it, t)
+                if update is None:
+                    run.rate_full.add(it["rtk"])
+                    continue
+            kept.append(it)
+            updates.append(update)
+        return kept, updates
+
     def _start_actions(
-        self, batch: list[Item], worker_id: str, lease_ms: int, t: int
+        self,
+        batch: list[Item],
+        worker_id: str,
+        lease_ms: int,
+        t: int,
+        rates: list[dict[str, Any] | None],
     ) -> tuple[list[dict[str, Any]], list[int], list[tuple[str, Item]]]:
         """The transaction starting every job of ``batch``: its actions, the batch index
         owning each action, and (lease token, job item after the start) per job."""
@@ -258,6 +288,8 @@ class Claiming(StorageBase):
                         )
                     }
                 )
+            if rates[bi] is not None:
+                mine.append({"Update": rates[bi]})
             actions += mine
             owners += [bi] * len(mine)
             new = {**it, **{k: v for k, v in sets.items() if v is not None}, "v": it["v"] + 1}
@@ -273,13 +305,15 @@ def _pick(run: _ClaimRun, cands: list[Item]) -> tuple[list[Item], list[Item]]:
     keys_in_batch: set[str] = set()
     room = min(run.room, TX_MAX // 3)
     for it in cands:
-        key = it.get("ck")
+        key, rate = it.get("ck"), it.get("rtk")
         if key is not None and key in run.full and not it.get("cs"):
             continue
-        if len(batch) < room and (key is None or key not in keys_in_batch):
+        if rate is not None and rate in run.rate_full:
+            continue
+        free = (key is None or key not in keys_in_batch) and rate not in keys_in_batch
+        if len(batch) < room and free:
             batch.append(it)
-            if key is not None:
-                keys_in_batch.add(key)
+            keys_in_batch.update(k for k in (key, rate) if k is not None)
         else:
             rest.append(it)
     return batch, rest

@@ -311,6 +311,9 @@ def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> N
         concurrency_skip=bool(attrs.get("cs", False)),
         options=attrs.get("opt"),
         replay_of=names.get("rof"),
+        rate_key=attrs.get("rtk"),
+        rate_limit=attrs.get("rtl"),
+        rate_window_ms=attrs.get("rtw"),
     )
 
 
@@ -340,6 +343,9 @@ def _spec_attrs(spec: NewJob) -> Item:
         "cs": spec.concurrency_skip,
         "opt": spec.options,
         "rof": spec.replay_of,
+        "rtk": spec.rate_key,  # rate limits (backends/sqs/rates.py)
+        "rtl": spec.rate_limit,
+        "rtw": spec.rate_window_ms,
     }
     return {k: v for k, v in attrs.items() if v is not None}
 

@@ -33,13 +33,13 @@ from typing_extensions import Self
 
 from backends.sqs.admin import Admin
 from backends.sqs.attempts import Attempts
-from backends.sqs.claiming import Claiming
 from backends.sqs.codec import Keys
 from backends.sqs.delivery import MAX_DELAY_S, Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
 from backends.sqs.schedules import SQSSchedules
 from backends.sqs.tables import ensure_table
+from backends.sqs.uniques import UniqueJobs
 from backends.sqs.workers import SQSWorkers
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, StorageError
@@ -89,7 +89,7 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(SQSSchedules, SQSWorkers, Claiming, Attempts, Admin, Storage):
+class SQSStorage(SQSSchedules, SQSWorkers, UniqueJobs, Attempts, Admin, Storage):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:

@@ -212,6 +212,7 @@ def test_every_spec_option_is_declared_once() -> None:
         "retry_coefficient", "retry_max_delay", "retry_jitter", "retry", "retry_on",
         "dont_retry_on", "non_retryable", "timeout", "heartbeat", "schedule_to_start",
         "concurrency", "isolation", "kill_grace", "dead_letter_replay", "priority",
+        "unique_key", "unique_for", "rate_limit",  # SPEC §11
     }
     assert set(queue_core.task.TaskOptions.__annotations__) == spec_options
     assert set(queue_core.task.CallOptions.__annotations__) == spec_options | {"delay", "run_at"}

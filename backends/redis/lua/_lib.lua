@@ -193,7 +193,8 @@ end
 -- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS: the spec as
 -- enqueued ('ld' is the attempt-1 lost delay; a retry's update lives in 'lc'), which
 -- retry_dead.lua replays (mirrors queue_core.policy.outcomes.replay_job)
-local DEAD_FIELDS = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro'}
+local DEAD_FIELDS = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro',
+                     'rk', 'rl', 'rw'}
 local function dead_letter(id, reason, em, ec)
   local f = redis.call('HMGET', jk(id), unpack(DEAD_FIELDS))
   local did = string.format('%016x', redis.call('INCR', P .. ':dseq'))

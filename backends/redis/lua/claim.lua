@@ -5,6 +5,9 @@
 -- member of a ready zset is a 16-hex-digit sequence number + the job id, so equal
 -- scores sort by sequence). Jobs past schedule-to-start stay for reap; `queue`
 -- concurrency jobs whose key is at its limit are parked in P:cw:<key> until a slot frees.
+-- Rate-limited jobs (fields rk, rl, rw) are claimed only while their key's sliding window
+-- P:rt:<key> (a zset of claim times) holds fewer than rl claims in (NOW - rw, NOW]
+-- (queue_core.policy.limits.rate_grant, mirrored here); others stay in place, queued.
 -- Returns: flat list, 19 per job: id, task_name, queue, payload, attempt, token,
 --   lease_expires_at, deadline|nil, max_attempts, priority, timeout_ms|nil,
 --   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at,
@@ -34,12 +37,24 @@ local function unready_later(r, m)
   t[#t + 1] = m
 end
 
+local rate_seq = 0
+local function rate_take(rkey, rl, rw)
+  local z = P .. ':rt:' .. rkey
+  redis.call('ZREMRANGEBYSCORE', z, '-inf', NOW - rw)
+  if redis.call('ZCARD', z) >= rl then return false end
+  rate_seq = rate_seq + 1
+  redis.call('ZADD', z, NOW, nonce .. 'r' .. rate_seq)
+  redis.call('PEXPIRE', z, rw)
+  return true
+end
+
 local function try(q, p, r, m, score)
   -- returns 'claimed', 'kept' (left in place) or 'gone' (left the zset)
   local id = string.sub(m, 17)
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'ss', 'ra', 'ck', 'cl', 'csk', 'tn', 'pl', 'ma',
-                       'to', 'hb', 'op', 'eq', 'ro', 'att', 'x', 'xi', 'xn', 'fd')
+                       'to', 'hb', 'op', 'eq', 'ro', 'att', 'x', 'xi', 'xn', 'fd',
+                       'rk', 'rl', 'rw')
   if f[1] ~= 'queued' then
     unready_later(r, m)
     return 'gone'
@@ -54,6 +69,7 @@ local function try(q, p, r, m, score)
       return 'gone'
     end
   end
+  if f[20] and not rate_take(f[20], tonumber(f[21]), tonumber(f[22])) then return 'kept' end
   unready_later(r, m)
   if f[2] then redis.call('ZREM', STS, id) end
   if ck then redis.call('INCR', P .. ':cr:' .. ck) end

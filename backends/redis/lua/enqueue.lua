@@ -3,14 +3,19 @@
 -- ARGV: prefix, now, retention, then 17 per job: id, task_name, queue, payload,
 --       priority, run_at ('' = now), delay_ms, max_attempts, lost_delay_ms,
 --       timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
---       concurrency_limit, concurrency_skip ('1'/'0'), options, replay_of
+--       concurrency_limit, concurrency_skip ('1'/'0'), options, replay_of, unique_key,
+--       unique_for_ms, rate_key, rate_limit, rate_window_ms
 --       ('' = None for every optional field)
--- Returns: a table of 1 (queued) / 0 (skipped) per job, in order; or
---          {'dup', id} when a job id already exists (then nothing is stored)
+-- Returns: a table of 1 (queued) / 0 (skipped) / {holder id, holder state} (a unique key
+--          held: nothing stored) per job, in order; or {'dup', id} when a job id already
+--          exists (then nothing is stored)
+-- Unique keys: P:u:<key> is a hash {id, eq, uf} naming the last job stored with the key;
+-- it holds the key while queued/running or until eq + uf (queue_core.policy.limits.
+-- unique_holds, mirrored here so the check and the store are one atomic step).
 -- Cost per queued job: one HSET with every field, one INCR of the sequence (shared by
 -- the job index and the ready-set member), the ZADDs of its indexes; the queue's count,
 -- priority index entry and wake-up token are written once per batch.
-local S = 17
+local S = 22
 local n = (#ARGV - 3) / S
 local seen = {}
 for i = 0, n - 1 do
@@ -22,10 +27,29 @@ local SEQ = P .. ':seq'
 local OPT = {'to', 'hb', 'ss', 'ck', 'cl'}
 local out = {}
 local queued, prios, woken = {}, {}, {}
+local function unique_holder(uk)
+  local id, eq, uf = unpack(redis.call('HMGET', P .. ':u:' .. uk, 'id', 'eq', 'uf'))
+  if not id then return nil end
+  local st = redis.call('HGET', jk(id), 'st') or 'succeeded'  -- pruned: it had finished
+  if st == 'queued' or st == 'running' then return {id, st} end
+  if uf and NOW < tonumber(eq) + tonumber(uf) then return {id, st} end
+  return nil
+end
 for i = 0, n - 1 do
   local b = 3 + i * S
   local id, tn, q, pl, pr = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local k = jk(id)
+  local uk, held = nz(ARGV[b + 18]), nil
+  if uk then held = unique_holder(uk) end
+  if held then
+    out[#out + 1] = held
+  else
+  if uk then
+    local u = {'id', id, 'eq', NOW}
+    if ARGV[b + 19] ~= '' then u[5] = 'uf'; u[6] = ARGV[b + 19] end
+    redis.call('DEL', P .. ':u:' .. uk)
+    redis.call('HSET', P .. ':u:' .. uk, unpack(u))
+  end
   local ra = NOW
   if ARGV[b + 6] ~= '' then ra = tonumber(ARGV[b + 6]) end
   ra = ra + tonumber(ARGV[b + 7])
@@ -39,6 +63,12 @@ for i = 0, n - 1 do
   end
   if ARGV[b + 16] ~= '' then h[#h + 1] = 'op'; h[#h + 1] = ARGV[b + 16] end
   if ARGV[b + 17] ~= '' then h[#h + 1] = 'ro'; h[#h + 1] = ARGV[b + 17] end
+  if uk then h[#h + 1] = 'uk'; h[#h + 1] = uk end
+  if ARGV[b + 20] ~= '' then
+    h[#h + 1] = 'rk'; h[#h + 1] = ARGV[b + 20]
+    h[#h + 1] = 'rl'; h[#h + 1] = ARGV[b + 21]
+    h[#h + 1] = 'rw'; h[#h + 1] = ARGV[b + 22]
+  end
   local active_key = ck and (P .. ':ca:' .. ck)
   if skip and ck and cl and tonumber(redis.call('GET', active_key) or '0') >= tonumber(cl) then
     index_job(id)
@@ -63,6 +93,7 @@ for i = 0, n - 1 do
     qp[pr] = true
     if ra <= NOW then woken[q] = true end
     out[#out + 1] = 1
+  end
   end
 end
 for q, c in pairs(queued) do count(q, 'queued', c) end

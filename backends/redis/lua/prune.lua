@@ -7,6 +7,10 @@
 local ms = redis.call('ZRANGEBYSCORE', FIN, '-inf', NOW - RET, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, m in ipairs(ms) do
   local state, id, q = string.match(m, '^([^|]*)|([^|]*)|(.*)$')
+  local uk = redis.call('HGET', jk(id), 'uk')
+  if uk and redis.call('HGET', P .. ':u:' .. uk, 'id') == id then
+    redis.call('DEL', P .. ':u:' .. uk)  -- its unique key names no live job any more
+  end
   redis.call('DEL', jk(id), ak(id))
   redis.call('ZREM', FIN, m)
   redis.call('ZREM', ALL, id)

@@ -1,7 +1,7 @@
 -- retry_dead: remove a dead-letter entry and enqueue its job again, fresh budget.
 -- Mirrors queue_core.policy.outcomes.replay_job: the entry's spec as enqueued (task,
 -- payload, priority, max attempts, attempt-1 lost delay 'ld', timeouts, concurrency,
--- options) under a new id, in the given queue or the entry's, ready now, attempts 0,
+-- options, rate limit) under a new id, in the given queue or the entry's, ready now, attempts 0,
 -- replay_of = the entry, and one more replay counted in the options (count_replay below
 -- mirrors queue_core.policy.outcomes._count_replay / replay_count; the contract suite
 -- pins the text it writes).
@@ -36,7 +36,8 @@ local function count_replay(op, ro)
 end
 
 local dk = P .. ':d:' .. did
-local names = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro'}
+local names = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro',
+               'rk', 'rl', 'rw'}
 local f = redis.call('HMGET', dk, unpack(names))
 if not f[1] then return 0 end
 if redis.call('HEXISTS', dk, 'x') == 1 then return -1 end

@@ -71,8 +71,8 @@ GROUP BY concurrency_key
 -- One statement: lock the top :limit ready jobs, start the unkeyed ones, write their
 -- attempt records; keyed ones come back with keyed = true for claim_keyed.
 WITH picked AS (
-    SELECT seq, (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
-                 AND NOT concurrency_skip) AS keyed
+    SELECT seq, ((concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
+                 AND NOT concurrency_skip) OR rate_key IS NOT NULL) AS keyed
     FROM qc_jobs
     WHERE state = 'queued' AND {queues} AND run_at <= {now}
         AND (expires_at IS NULL OR expires_at > {now})
@@ -110,7 +110,7 @@ FROM picked WHERE keyed
 -- (:excluded, seq numbers).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
-    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, {now} AS now_ms
+    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, rate_key, {now} AS now_ms
 FROM qc_jobs
 WHERE state = 'queued' AND {queues}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
@@ -202,7 +202,7 @@ SELECT id, concurrency_key FROM u
 -- name: select_for_dead
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options, execution_id, step_id
+    concurrency_limit, concurrency_skip, options, execution_id, step_id, rate_key
 FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
 
 -- name: select_attempts_of
@@ -523,3 +523,36 @@ DELETE FROM qc_executions WHERE id = ANY(CAST(%(ids)s AS text[]))
 -- Specs no execution uses any more (of the pruned executions' hashes).
 DELETE FROM qc_flow_specs WHERE hash = ANY(CAST(%(hashes)s AS text[]))
     AND NOT EXISTS (SELECT 1 FROM qc_executions e WHERE e.spec_hash = qc_flow_specs.hash)
+
+-- ---------------------------------------------------------------- unique jobs, rate limits
+
+-- name: unique_holder
+-- The last job stored with a unique key, its state (NULL once pruned) and window.
+SELECT u.job_id, u.enqueued_at, u.unique_for_ms, j.state FROM qc_unique u
+LEFT JOIN qc_jobs j ON j.id = u.job_id WHERE u.key = %(key)s
+
+-- name: unique_set
+INSERT INTO qc_unique (key, job_id, enqueued_at, unique_for_ms)
+VALUES (%(key)s, %(job_id)s, %(now)s, %(unique_for_ms)s)
+ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id,
+    enqueued_at = excluded.enqueued_at, unique_for_ms = excluded.unique_for_ms
+
+-- name: rate_define
+-- A rate-limited enqueue: the key's rate (the latest enqueue's), claim times kept.
+INSERT INTO qc_rates (key, rate_limit, window_ms, stamps)
+VALUES (%(key)s, %(rate_limit)s, %(window_ms)s, '[]')
+ON CONFLICT (key) DO UPDATE SET rate_limit = excluded.rate_limit,
+    window_ms = excluded.window_ms
+
+-- name: rate_mark
+UPDATE qc_jobs SET rate_key = %(key)s WHERE id = %(id)s
+
+-- name: rate_get
+SELECT rate_limit, window_ms, stamps FROM qc_rates WHERE key = %(key)s
+
+-- name: rate_put
+UPDATE qc_rates SET stamps = %(stamps)s WHERE key = %(key)s
+
+-- name: unique_forget
+-- Prune: the unique keys whose last job is being deleted.
+DELETE FROM qc_unique WHERE job_id = ANY(CAST(%(ids)s AS text[]))

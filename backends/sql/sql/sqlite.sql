@@ -38,6 +38,7 @@ WHERE seq IN (
         ORDER BY priority DESC, run_at, seq LIMIT :limit)
     AND NOT (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
              AND NOT concurrency_skip)
+    AND rate_key IS NULL
 RETURNING seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
     started_at, run_at, execution_id, step_id, flow_deadline_at
@@ -47,10 +48,13 @@ INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
 VALUES (:job_id, :number, :worker, :now)
 
 -- name: keyed_ready
--- Whether a keyed job is ready (then the claim goes on with claim_keyed).
+-- Whether a keyed or rate-limited job is ready (then the claim goes on with claim_keyed).
 SELECT 1 AS one FROM qc_jobs WHERE concurrency_key IS NOT NULL
     AND state IN ('queued', 'running') AND state = 'queued'
     AND concurrency_limit IS NOT NULL AND NOT concurrency_skip AND run_at <= :now
+UNION ALL
+SELECT 1 AS one FROM qc_jobs WHERE rate_key IS NOT NULL AND state = 'queued'
+    AND run_at <= :now
 LIMIT 1
 
 -- name: select_ready
@@ -58,7 +62,7 @@ LIMIT 1
 -- (:excluded, a JSON list of seq).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
-    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, :now AS now_ms
+    concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, rate_key, :now AS now_ms
 FROM qc_jobs
 WHERE state = 'queued' AND {queues}
     AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
@@ -135,7 +139,7 @@ RETURNING qc_jobs.id, qc_jobs.concurrency_key
 -- The rows (already ended dead) whose dead-letter entries are written now.
 SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_attempts,
     lost_delay_ms, timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
-    concurrency_limit, concurrency_skip, options, execution_id, step_id
+    concurrency_limit, concurrency_skip, options, execution_id, step_id, rate_key
 FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: select_attempts_of
@@ -449,3 +453,36 @@ DELETE FROM qc_executions WHERE id IN (SELECT value FROM json_each(:ids))
 -- Specs no execution uses any more (of the pruned executions' hashes).
 DELETE FROM qc_flow_specs WHERE hash IN (SELECT value FROM json_each(:hashes))
     AND NOT EXISTS (SELECT 1 FROM qc_executions e WHERE e.spec_hash = qc_flow_specs.hash)
+
+-- ---------------------------------------------------------------- unique jobs, rate limits
+
+-- name: unique_holder
+-- The last job stored with a unique key, its state (NULL once pruned) and window.
+SELECT u.job_id, u.enqueued_at, u.unique_for_ms, j.state FROM qc_unique u
+LEFT JOIN qc_jobs j ON j.id = u.job_id WHERE u.key = :key
+
+-- name: unique_set
+INSERT INTO qc_unique (key, job_id, enqueued_at, unique_for_ms)
+VALUES (:key, :job_id, :now, :unique_for_ms)
+ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id,
+    enqueued_at = excluded.enqueued_at, unique_for_ms = excluded.unique_for_ms
+
+-- name: rate_define
+-- A rate-limited enqueue: the key's rate (the latest enqueue's), claim times kept.
+INSERT INTO qc_rates (key, rate_limit, window_ms, stamps)
+VALUES (:key, :rate_limit, :window_ms, '[]')
+ON CONFLICT (key) DO UPDATE SET rate_limit = excluded.rate_limit,
+    window_ms = excluded.window_ms
+
+-- name: rate_mark
+UPDATE qc_jobs SET rate_key = :key WHERE id = :id
+
+-- name: rate_get
+SELECT rate_limit, window_ms, stamps FROM qc_rates WHERE key = :key
+
+-- name: rate_put
+UPDATE qc_rates SET stamps = :stamps WHERE key = :key
+
+-- name: unique_forget
+-- Prune: the unique keys whose last job is being deleted.
+DELETE FROM qc_unique WHERE job_id IN (SELECT value FROM json_each(:ids))

@@ -14,6 +14,7 @@ from queue_core.testing.suite.enqueue import EnqueueContract
 from queue_core.testing.suite.finish import FinishContract
 from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
+from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
 from queue_core.testing.suite.optional import OptionalAbilitiesContract
 from queue_core.testing.suite.payload import PayloadContract
 from queue_core.testing.suite.prune import PruneContract
@@ -38,6 +39,7 @@ __all__ = [
     "PayloadContract",
     "PruneContract",
     "RaceContract",
+    "RateLimitContract",
     "ReapContract",
     "ScheduleContract",
     "ScheduleToStartContract",
@@ -45,6 +47,7 @@ __all__ = [
     "StorageContract",
     "StorageWithRetention",
     "WorkerContract",
+    "UniqueContract",
 ]
 
 
@@ -66,6 +69,8 @@ class StorageContract(
     FlowContract,
     WorkerContract,
     ScheduleContract,
+    UniqueContract,
+    RateLimitContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
     ``SupportsFlows`` on a storage without that ability). Subclass it as

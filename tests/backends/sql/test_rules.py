@@ -107,6 +107,10 @@ def test_a_version_1_sqlite_database_is_upgraded_and_keeps_its_jobs(tmp_path: Pa
     first.close()
     raw = sqlite3.connect(path)
     raw.execute("ALTER TABLE qc_jobs DROP COLUMN retry_lost_delay_ms")
+    raw.execute("DROP INDEX ix_qc_jobs_rated")  # version 5's parts
+    raw.execute("ALTER TABLE qc_jobs DROP COLUMN rate_key")
+    raw.execute("DROP TABLE qc_unique")
+    raw.execute("DROP TABLE qc_rates")
     raw.execute("UPDATE qc_meta SET value = '1' WHERE key = 'schema_version'")
     raw.commit()
     raw.close()
@@ -118,6 +122,10 @@ def test_a_version_1_sqlite_database_is_upgraded_and_keeps_its_jobs(tmp_path: Pa
         assert second.schema_version() == SCHEMA_VERSION
         (reaped,) = second.reap(now=T0 + 2 * SEC)
         assert reaped.state is JobState.DEAD
+        rated = [new_job(rate_key="r", rate_limit=1, rate_window_ms=SEC, unique_key=f"u{i}")
+                 for i in range(2)]
+        second.enqueue(rated, now=T0)  # the version 5 tables and column exist now
+        assert len(second.claim("w", ["default"], 5, SEC, now=T0)) == 1
     finally:
         second.close()
 

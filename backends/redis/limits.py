@@ -1,0 +1,89 @@
+"""Unique jobs and rate limits of the Redis backend (standalone and Cluster).
+
+Both are applied inside the Lua scripts of the operations they guard, so each check and
+its write are one atomic step on the server, judged by the scripts' clock (Redis
+``TIME`` unless the caller passes ``now``):
+
+* ``enqueue.lua`` looks up ``P:u:<key>`` (the last job stored with a unique key) and the
+  holder's state, and stores a job only when its key is free
+  (:func:`queue_core.policy.limits.unique_holds`, mirrored in Lua); ``prune.lua``
+  deletes the key with the last job it names.
+* ``claim.lua`` claims a rate-limited job only while ``P:rt:<key>``, a zset of the
+  key's claim times trimmed to the window and expiring with it, holds fewer than the
+  limit (:func:`queue_core.policy.limits.rate_grant`, mirrored in Lua); a job over
+  the rate stays in its ready set. Jobs without a rate key skip the check.
+
+On a cluster every key carries the storage's hash tag, so the scripts stay in one slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.commands.core import Script
+
+from backends.redis.errors import translate_errors
+from backends.redis.flow_records import _opt, job_args
+from queue_core.errors import StorageError
+from queue_core.model import Enqueued, JobState, NewJob
+
+__all__ = ["RedisLimits", "enqueue_args"]
+
+
+def enqueue_args(j: NewJob) -> tuple[Any, ...]:
+    """The 22 arguments of one job for ``enqueue.lua``."""
+    return (
+        *job_args(j),
+        _opt(j.replay_of),
+        _opt(j.unique_key),
+        _opt(j.unique_for_ms),
+        _opt(j.rate_key),
+        _opt(j.rate_limit),
+        _opt(j.rate_window_ms),
+    )
+
+
+class RedisLimits:
+    """:class:`~queue_core.storage.SupportsUniqueJobs` and
+    :class:`~queue_core.storage.SupportsRateLimits` for
+    :class:`~backends.redis.storage.RedisStorage`."""
+
+    _r: Any
+    _enqueue: Script
+    key_prefix: str
+
+    def _args(self, now: int | None) -> list[Any]:  # pragma: no cover - RedisStorage's
+        raise NotImplementedError
+
+    def _run(self, script: Script, args: list[Any]) -> Any:  # pragma: no cover - idem
+        raise NotImplementedError
+
+    def enqueue_unique(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[Enqueued]:
+        """See :meth:`queue_core.storage.SupportsUniqueJobs.enqueue_unique`. A batch is
+        all-or-nothing."""
+        if not jobs:
+            return []
+        args = self._args(now)
+        for j in jobs:
+            args += enqueue_args(j)
+        with translate_errors("enqueue"):
+            res = self._run(self._enqueue, args)
+        if res and res[0] == b"dup":
+            raise StorageError(f"job id {res[1].decode()!r} already exists")
+        out: list[Enqueued] = []
+        for j, x in zip(jobs, res, strict=True):
+            if isinstance(x, list):
+                out.append(Enqueued(x[0].decode(), JobState(x[1].decode()), existing=True))
+            else:
+                out.append(Enqueued(j.id, JobState.QUEUED if x else JobState.SKIPPED))
+        return out
+
+    def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
+        """See :meth:`queue_core.storage.SupportsRateLimits.rate_usage`."""
+        with translate_errors("rate usage"):
+            if now is None:
+                sec, usec = self._r.time()
+                now = int(sec) * 1000 + int(usec) // 1000
+            key = f"{self.key_prefix}:rt:{rate_key}"
+            return int(self._r.zcount(key, f"({now - window_ms}", now))
