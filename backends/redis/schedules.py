@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from backends.redis.errors import translate_errors
-from backends.redis.flow_records import job_args
+from backends.redis.limits import enqueue_args
 from queue_core.errors import StorageError
 from queue_core.model import NewJob
 
@@ -46,7 +46,7 @@ class RedisSchedules:
         if script is None:
             script = me._schedule_tick = me._r.register_script(_source())
         args = me._args(now)
-        args += (schedule, tick_ms, *job_args(job), "" if job.replay_of is None else job.replay_of)
+        args += (schedule, tick_ms, *enqueue_args(job))
         with translate_errors("enqueue_tick"):
             res = me._run(script, args)
         if res and res[0] == b"tick":

@@ -2,8 +2,9 @@
 -- the schedule's last tick (hash P:schedules, field = schedule name, value = last tick).
 -- Prepended to enqueue.lua (after _lib.lua) at load time: the check, the new last tick
 -- and the enqueue are one script, so racing schedulers store exactly one job per tick.
--- ARGV: prefix, now, retention, schedule name, tick ms, then enqueue.lua's 17 per job
--- (one job). Returns: {'tick'} when the tick was taken before; otherwise as enqueue.lua.
+-- ARGV: prefix, now, retention, schedule name, tick ms, then enqueue.lua's arguments of
+-- one job (backends.redis.limits.enqueue_args). Returns: {'tick'} when the tick was
+-- taken before; otherwise as enqueue.lua.
 local SCHED_NAME, SCHED_TICK = ARGV[4], tonumber(ARGV[5])
 table.remove(ARGV, 4)
 table.remove(ARGV, 4)
