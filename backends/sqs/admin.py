@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sqs.base import SEQ, StorageBase
+from backends.sqs.base import SEQ
 from backends.sqs.codec import (
     Item,
     attempt_record,
@@ -18,6 +18,8 @@ from backends.sqs.codec import (
 )
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_apply import FlowApply
+from backends.sqs.flow_items import PENDING
 from queue_core.errors import NotFound, StorageError
 from queue_core.model import AttemptRecord, DeadJob, JobRecord, JobState, QueueStats, Reason
 from queue_core.policy.outcomes import replay_job
@@ -25,7 +27,7 @@ from queue_core.policy.outcomes import replay_job
 __all__ = ["Admin"]
 
 
-class Admin(StorageBase):
+class Admin(FlowApply):
     """``cancel``, ``prune``, the reads and the dead-letter operations."""
 
     def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
@@ -47,6 +49,7 @@ class Admin(StorageBase):
                 keys += [self.keys.attempt(it["id"], n) for n in range(1, it.get("att", 0) + 1)]
                 keys += self.keys.chunks(it["pk"], it.get("plc"))
             self.db.batch_delete(keys)
+            self._prune_flows(cutoff, limit)
         return len(done)
 
     def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
@@ -55,12 +58,14 @@ class Admin(StorageBase):
         with translate("cancel"):
             while True:
                 job = self.db.get(self.keys.job(job_id))
-                if job is None:
+                if job is None or job["st"] == PENDING:
                     raise NotFound(f"no job with id {job_id!r}")
                 state = JobState(job["st"])
                 try:
                     if state is JobState.QUEUED:
                         self.db.transact(self._cancel_queued(job, t))
+                        if job.get("xid") is not None:
+                            self._after_ends([job["xid"]], t)
                         return JobState.CANCELLED
                     if state is JobState.RUNNING:
                         self.db.transact(
@@ -95,6 +100,8 @@ class Admin(StorageBase):
         ]
         if job.get("ck") is not None:
             actions.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=-1)})
+        if job.get("xid") is not None:
+            actions += self._step_event(job, JobState.CANCELLED, sets["rsn"], None, t, queued=True)
         return actions
 
     # ------------------------------------------------------------------ reads
@@ -103,7 +110,9 @@ class Admin(StorageBase):
         """See :meth:`queue_core.storage.Storage.get_job` (one consistent GetItem)."""
         with translate("get_job"):
             item = self.db.get(self.keys.job(job_id))
-            return job_record(item, self.db.payload(item)) if item else None
+            if item is None or item["st"] == PENDING:  # a flow step not released yet
+                return None
+            return job_record(item, self.db.payload(item))
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
         """See :meth:`queue_core.storage.Storage.list_attempts` (one consistent Query)."""

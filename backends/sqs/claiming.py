@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.sqs.base import SEQ, StorageBase
+from backends.sqs.base import SEQ
 from backends.sqs.codec import Item, claimed_job, decode_item, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_apply import FlowApply
 from queue_core.errors import StorageError
 from queue_core.model import ClaimedJob, JobState, NewJob, Reason
 
@@ -41,7 +42,7 @@ class _ClaimRun:
         return self.limit - len(self.claimed)
 
 
-class Claiming(StorageBase):
+class Claiming(FlowApply):
     """``enqueue`` and ``claim`` of :class:`~backends.sqs.storage.SQSStorage`."""
 
     # ------------------------------------------------------------------ enqueue
@@ -223,6 +224,7 @@ class Claiming(StorageBase):
         actions: list[dict[str, Any]] = []
         owners: list[int] = []
         starts: list[tuple[str, Item]] = []
+        steps: dict[str, tuple[int, dict[int, int]]] = {}  # flow claims by execution
         for bi, it in enumerate(batch):
             tok = uuid.uuid4().hex
             sets = self.keys.running_fields(it, worker_id, tok, t, lease_ms)
@@ -262,6 +264,11 @@ class Claiming(StorageBase):
             owners += [bi] * len(mine)
             new = {**it, **{k: v for k, v in sets.items() if v is not None}, "v": it["v"] + 1}
             starts.append((tok, new))
+            if it.get("xid") is not None:
+                steps.setdefault(it["xid"], (bi, {}))[1][int(it["id"].rsplit(".", 1)[1])] = n
+        for eid, (bi, claims) in steps.items():
+            actions.append(self._claim_exec_update(eid, claims, t))
+            owners.append(bi)
         return actions, owners, starts
 
 
@@ -272,14 +279,17 @@ def _pick(run: _ClaimRun, cands: list[Item]) -> tuple[list[Item], list[Item]]:
     rest: list[Item] = []
     keys_in_batch: set[str] = set()
     room = min(run.room, TX_MAX // 3)
+    size = 0  # items of the transaction (a flow step adds its execution's, once)
     for it in cands:
-        key = it.get("ck")
+        key, xid = it.get("ck"), it.get("xid")
         if key is not None and key in run.full and not it.get("cs"):
             continue
-        if len(batch) < room and (key is None or key not in keys_in_batch):
+        cost = 2 + (key is not None) + (xid is not None and f"X#{xid}" not in keys_in_batch)
+        fits = len(batch) < room and size + cost <= TX_MAX
+        if fits and (key is None or key not in keys_in_batch):
             batch.append(it)
-            if key is not None:
-                keys_in_batch.add(key)
+            size += cost
+            keys_in_batch.update(k for k in (key, xid and f"X#{xid}") if k)
         else:
             rest.append(it)
     return batch, rest
@@ -300,7 +310,10 @@ def _losers(
         if code in ("None", ""):
             continue
         drop.add(owner)
-        if "Update" in action and action["Update"]["Key"]["sk"]["S"] == "C":
+        if "Update" in action and action["Update"]["Key"]["sk"]["S"] == "X":
+            xid = batch[owner].get("xid")  # the execution may start no step now
+            drop.update(bi for bi, it in enumerate(batch) if it.get("xid") == xid)
+        elif "Update" in action and action["Update"]["Key"]["sk"]["S"] == "C":
             if code == _FAILED:
                 run.full.add(batch[owner].get("ck") or "")
         else:

@@ -38,6 +38,7 @@ from backends.sqs.codec import Keys
 from backends.sqs.delivery import MAX_DELAY_S, Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
+from backends.sqs.flows import SQSFlows
 from backends.sqs.tables import ensure_table
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, StorageError
@@ -87,7 +88,7 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(Claiming, Attempts, Admin, Storage):
+class SQSStorage(SQSFlows, Claiming, Attempts, Admin, Storage):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:
