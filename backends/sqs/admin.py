@@ -19,7 +19,6 @@ from backends.sqs.codec import (
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.flow_apply import FlowApply
-from backends.sqs.flow_items import PENDING
 from queue_core.errors import NotFound, StorageError
 from queue_core.model import AttemptRecord, DeadJob, JobRecord, JobState, QueueStats, Reason
 from queue_core.policy.outcomes import replay_job
@@ -58,7 +57,7 @@ class Admin(FlowApply):
         with translate("cancel"):
             while True:
                 job = self.db.get(self.keys.job(job_id))
-                if job is None or job["st"] == PENDING:
+                if job is None:
                     raise NotFound(f"no job with id {job_id!r}")
                 state = JobState(job["st"])
                 try:
@@ -110,9 +109,7 @@ class Admin(FlowApply):
         """See :meth:`queue_core.storage.Storage.get_job` (one consistent GetItem)."""
         with translate("get_job"):
             item = self.db.get(self.keys.job(job_id))
-            if item is None or item["st"] == PENDING:  # a flow step not released yet
-                return None
-            return job_record(item, self.db.payload(item))
+            return job_record(item, self.db.payload(item)) if item else None
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
         """See :meth:`queue_core.storage.Storage.list_attempts` (one consistent Query)."""

@@ -32,9 +32,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from backends.sqs.base import StorageBase
-from backends.sqs.codec import Item, encode_item, vals
+from backends.sqs.codec import Item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
-from backends.sqs.flow_items import PENDING, Exec, Fold, cells_text, fold
+from backends.sqs.flow_items import PART, Exec, Fold, blob_jobs, cells_text, fold
 from queue_core.errors import StorageError
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionSlot, ExecutionView, Transition
@@ -47,6 +47,7 @@ __all__ = ["FlowApply"]
 log = logging.getLogger("backends.sqs")
 _E = ExecutionState
 _TRIES = 100
+_HINTS = 10
 _EVENTS = 60
 """Events folded by one advance transaction (the rest by the next round)."""
 
@@ -169,36 +170,65 @@ class FlowApply(StorageBase):
         self, x: Exec, ops: list[list[Any]], deadline: int | None, now: int
     ) -> tuple[list[list[dict[str, Any]]], list[ReapedJob | None], list[Item | None]]:
         """Per operation: its writes, the reaped job it reports, the job it enqueues."""
-        jobs = self._read_jobs([step_job_id(x.id, int(i)) for _, i in ops]) if ops else {}
+        stops = [step_job_id(x.id, int(i)) for op, i in ops if op != "rel"]
+        jobs = self._read_jobs(stops) if stops else {}
+        parts: dict[int, list[Item]] = {}
         groups: list[list[dict[str, Any]]] = []
         reaps: list[ReapedJob | None] = []
         hints: list[Item | None] = []
         for op, i in ops:
             jid = step_job_id(x.id, int(i))
-            acts, reap, hint = self._op_actions(op, jid, jobs.get(jid), deadline, now)
+            hint: Item | None
+            if op == "rel":
+                part = int(i) // PART
+                if part not in parts:
+                    parts[part] = self._job_part(x.id, part)
+                acts, hint = self._release(parts[part][int(i) % PART], deadline, now)
+                reap = None
+            else:
+                acts, reap, hint = self._op_actions(op, jid, jobs.get(jid), now)
             groups.append(acts)
             reaps.append(reap)
             hints.append(hint)
         return groups, reaps, hints
 
+    def _hint_released(self, items: list[Item], now: int) -> None:
+        """Wake-up hints for released steps: at most :data:`_HINTS` per queue per write.
+        Claims read the ready index, so a hint only wakes a waiting worker; a 500-wide
+        release sends 10 messages, not 500 (a worker that claims in batches takes
+        the rest)."""
+        per_queue: dict[str, list[Item]] = {}
+        for it in items:
+            per_queue.setdefault(it["q"], []).append(it)
+        self._hint([it for its in per_queue.values() for it in its[:_HINTS]], now)
+
+    def _job_part(self, eid: str, part: int) -> list[Item]:
+        key = {"pk": {"S": f"{self.keys.p}X#{eid}"}, "sk": {"S": f"JB#{part:04d}"}}
+        item = self.db.get(key)
+        if item is None:
+            raise StorageError(f"sqs backend: flow {eid}: step jobs part {part} missing")
+        return blob_jobs(item["d"])
+
+    def _release(
+        self, stored: Item, deadline: int | None, now: int
+    ) -> tuple[list[dict[str, Any]], Item]:
+        """Put the step's job item, queued now with the flow deadline (once: the Put is
+        conditional on its absence, the caller's transaction on the execution's version)."""
+        sets, removes = self.keys.queued_fields(stored, now, now)
+        item = {k: v for k, v in stored.items() if k not in removes}
+        item.update(sets, enq=now, fdl=deadline)
+        if item.get("plc"):  # the parts keep the payload; large ones live in chunks
+            item["pl"] = None
+        acts: list[dict[str, Any]] = [self.db.put(item)]
+        if item.get("plc"):
+            acts += self.db.chunk_puts(item["pk"], stored["pl"])
+        if item.get("ck") is not None:
+            acts.append({"Update": self.db.counter(self.keys.counter(item["ck"]), act=1)})
+        return acts, item
+
     def _op_actions(
-        self, op: str, jid: str, job: Item | None, deadline: int | None, now: int
+        self, op: str, jid: str, job: Item | None, now: int
     ) -> tuple[list[dict[str, Any]], ReapedJob | None, Item | None]:
-        if op == "rel" and job is not None and job["st"] == PENDING:
-            # a Put of the whole item (cheaper than an UpdateItem everywhere)
-            sets, removes = self.keys.queued_fields(job, now, now)
-            item = {k: v for k, v in job.items() if k not in removes}
-            item.update(sets, enq=now, fdl=deadline, ap=self.keys.p, v=job["v"] + 1)
-            put = {
-                "TableName": self.db.name,
-                "Item": encode_item(item),
-                "ConditionExpression": "st = :p AND v = :jv",
-                "ExpressionAttributeValues": vals(p=PENDING, jv=job["v"]),
-            }
-            acts: list[dict[str, Any]] = [{"Put": put}]
-            if job.get("ck") is not None:
-                acts.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=1)})
-            return acts, None, item
         if job is None:
             return [], None, None
         cond, fv = "st = :s AND v = :jv", {"s": job["st"], "jv": job["v"]}
@@ -269,7 +299,7 @@ class FlowApply(StorageBase):
         )
         actions = [{"Update": upd}, *fixed, *(a for gi in chosen for a in groups[gi])]
         self.db.transact(actions)
-        self._hint([h for gi in chosen if (h := hints[gi]) is not None], now)
+        self._hint_released([h for gi in chosen if (h := hints[gi]) is not None], now)
         return [r for gi in chosen if (r := reaps[gi]) is not None]
 
     def _drain(self, eid: str, now: int) -> list[ReapedJob]:

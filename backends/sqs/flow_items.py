@@ -21,13 +21,16 @@ Pure: no requests, no clock. The layout (also in :mod:`backends.sqs.codec`'s leg
 * concurrency key ``pk = P XK#<conc_key>``, ``sk = XK``: ``a`` active executions (map id
   -> ``state|created_at``), ``cl``, ``cb``, ``v``; ``dp``/``dx`` = ``P XP``/time while a
   promotion may be due.
-* a step's job ``P J#<execution>.<idx>`` exists from the start in state ``pending``
-  (in no index; ``get_job`` does not show it) until it is released.
+* step jobs not released yet ``pk = P X#<id>``, ``sk = JB#<part>``: ``d`` the job items
+  of :data:`PART` steps each (zlib-compressed JSON), written at the start; releasing a
+  step puts its job item ``P J#<execution>.<idx>`` from there (no job item before).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,12 +41,39 @@ from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
 from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord, step_job_id
 from queue_core.model import Reason
 
-__all__ = ["Exec", "Fold", "cells_text", "event_sk", "exec_item", "fold", "step_cell"]
+__all__ = [
+    "PART",
+    "Exec",
+    "Fold",
+    "blob_jobs",
+    "cells_text",
+    "event_sk",
+    "exec_item",
+    "fold",
+    "jobs_blob",
+    "step_cell",
+]
 
 _S = StepState
 _E = ExecutionState
-PENDING = "pending"
-"""Job state of a step job not released yet (no index, hidden from ``get_job``)."""
+PART = 200
+"""Steps per ``JB#`` item of step jobs."""
+
+
+def jobs_blob(items: list[Item]) -> bytes:
+    """Job items as one compressed blob (bytes values base64 under ``{"$b": …}``)."""
+
+    def enc(v: Any) -> Any:
+        return {"$b": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
+
+    return zlib.compress(json.dumps([{k: enc(v) for k, v in it.items()} for it in items]).encode())
+
+
+def blob_jobs(blob: bytes) -> list[Item]:
+    def dec(v: Any) -> Any:
+        return base64.b64decode(v["$b"]) if isinstance(v, dict) and "$b" in v else v
+
+    return [{k: dec(v) for k, v in it.items()} for it in json.loads(zlib.decompress(blob))]
 
 
 def step_cell(state: StepState, released: bool, reason: str | None) -> str:

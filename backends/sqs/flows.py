@@ -12,11 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 from backends.sqs.base import SEQ
-from backends.sqs.codec import Item, decode_item, encode_item, new_item, vals
+from backends.sqs.codec import Item, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.flow_apply import FlowApply, _slots
-from backends.sqs.flow_items import PENDING, Exec, cells_text, exec_item, fold
+from backends.sqs.flow_items import PART, Exec, cells_text, exec_item, fold, jobs_blob
 from queue_core.errors import NotFound, StorageError
 from queue_core.flows import decide
 from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
@@ -44,20 +44,33 @@ class SQSFlows(FlowApply):
         item = {"pk": f"{self.keys.p}FS#{new.spec_hash}", "sk": "FS", "body": body}
         self.db.client.put_item(TableName=self.db.name, Item=encode_item(item))
 
-    def _job_items(
+    def _job_writes(
         self, new: NewExecution, seqs: list[int], released: set[int], deadline: int | None,
         now: int,
-    ) -> list[dict[str, Any]]:
-        """Puts of every step's job: released ones queued, the others ``pending``."""
-        puts: list[dict[str, Any]] = []
-        for i, (job, seq) in enumerate(zip(new.jobs, seqs, strict=True)):
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Item]]:
+        """The ``JB#`` parts holding every step's job item, the Puts of the released
+        ones (queued now) and those items."""
+        items = []
+        for job, seq in zip(new.jobs, seqs, strict=True):
             item = new_item(self.keys, replace(job, flow_deadline_at=deadline), now, seq)
-            if i not in released:
-                item = _pending(item)
-            puts.append(self.db.put(item))
-            if item.get("plc"):
-                puts += self.db.chunk_puts(item["pk"], job.payload)
-        return puts
+            items.append({**item, "pl": job.payload})
+        parts: list[dict[str, Any]] = []
+        for k in range(0, len(items), PART):
+            blob = jobs_blob(items[k : k + PART])
+            if len(blob) > _SPEC_MAX:
+                raise StorageError(
+                    f"sqs backend: flow {new.flow!r}: step jobs {k}..{k + PART - 1} take "
+                    f"{len(blob)} bytes compressed, more than {_SPEC_MAX} (payloads too large)"
+                )
+            part = {"pk": f"{self.keys.p}X#{new.id}", "sk": f"JB#{k // PART:04d}", "d": blob}
+            parts.append({"Put": {"TableName": self.db.name, "Item": encode_item(part)}})
+        puts: list[dict[str, Any]] = []
+        queued: list[Item] = []
+        for i in sorted(released):
+            acts, item = self._release(items[i], deadline, now)
+            puts += acts
+            queued.append(item)
+        return parts, puts, queued
 
     def _admission(self, new: NewExecution) -> tuple[decide.Admission, int | None]:
         if new.conc_key is None:
@@ -106,43 +119,42 @@ class SQSFlows(FlowApply):
 
         One ``TransactWriteItems`` stores the execution item (conditional on its absence),
         the concurrency key's entry (conditional on the version read for
-        ``decide.admit``) and, when they fit, every step's job (released roots queued,
-        the rest ``pending``); a larger flow's jobs are put ``pending`` first and the
-        roots released in chunks afterwards."""
+        ``decide.admit``), the step jobs' ``JB#`` parts and the released roots' jobs;
+        when that is more than 100 items, the parts go first and the roots are released
+        in chunks afterwards (``td``)."""
         t = self._now(now)
         with translate("start_execution"):
             self._put_spec(new)
             seqs = SEQ.take(len(new.jobs) + 1)
-            big = None
             for _ in range(_TRIES):
                 admission, kv = self._admission(new)
                 item, released = self._start_item(new, seqs, admission, t)
-                deadline = item.get("dl")
-                jobs: list[dict[str, Any]] = []
+                parts: list[dict[str, Any]] = []
+                puts: list[dict[str, Any]] = []
+                queued: list[Item] = []
                 if admission.state is not _E.SKIPPED:
-                    jobs = self._job_items(new, seqs[1:], released, deadline, t)
+                    parts, puts, queued = self._job_writes(
+                        new, seqs[1:], released, item.get("dl"), t
+                    )
                 fixed = [self.db.put(item)]
                 if new.conc_key is not None:
                     fixed.append(self._key_write(new, admission.state, kv, t))
-                if len(fixed) + len(jobs) > TX_MAX:
-                    if big is None:  # every job pending first, released afterwards
-                        big = self._job_items(new, seqs[1:], set(), None, t)
-                        for i in range(0, len(big), TX_MAX):
-                            self.db.transact(big[i : i + TX_MAX])
+                if len(fixed) + len(parts) + len(puts) > TX_MAX:
+                    for i in range(0, len(parts), TX_MAX):
+                        self.db.transact(parts[i : i + TX_MAX])
+                    parts, puts, queued = [], [], []
                     if released:
                         item["td"] = json.dumps([["rel", i] for i in sorted(released)])
                         item["dp"], item["dx"] = f"{self.keys.p}XA", t
                         fixed[0] = self.db.put(item)
-                    jobs = []
                 try:
-                    self.db.transact(fixed + jobs)
+                    self.db.transact(fixed + parts + puts)
                 except TxCancelled as exc:
                     if exc.codes and exc.codes[0] == "ConditionalCheckFailed":
                         raise StorageError(f"execution id {new.id!r} already exists") from None
                     continue
-                if jobs:
-                    self._hint(_queued(jobs), t)
-                else:
+                self._hint_released(queued, t)
+                if "td" in item:
                     self._drain(new.id, t)
                 return ExecutionState(item["st"])
         raise StorageError(f"start_execution {new.id}: too much contention")
@@ -247,17 +259,3 @@ class SQSFlows(FlowApply):
             input=bytes(x.item.get("in", b"")),
             results={d: found.get(f"O#{pos[d]:06d}") for d in deps},
         )
-
-
-def _pending(item: Item) -> Item:
-    """A step job item not released yet: state ``pending``, in no index."""
-    out = {k: v for k, v in item.items() if k not in ("rq", "rk", "dp", "dx", "ap")}
-    out["st"] = PENDING
-    return out
-
-
-def _queued(puts: list[dict[str, Any]]) -> list[Item]:
-    items = [decode_item(p["Put"]["Item"]) for p in puts if "Put" in p]
-    return [it for it in items if it.get("sk") == "J" and it.get("st") == "queued"]
-
-
