@@ -159,17 +159,28 @@ class StorageBase:
         return actions, sets
 
     def _step_event(
-        self, job: Item, state: JobState, reason: str | None, result: bytes | None, now: int,
-        *, queued: bool = False,
+        self,
+        job: Item,
+        state: JobState,
+        reason: str | None,
+        result: bytes | None,
+        now: int,
+        *,
+        queued: bool = False,
     ) -> list[dict[str, Any]]:
         """Puts recording the end of step job ``job`` (new ``state``) in its execution:
         the event, and for a success the result (kept for ``get_step_inputs``)."""
         eid, idx = job["xid"], int(job["id"].rsplit(".", 1)[1])
         pk = f"{self.keys.p}X#{eid}"
         ev = {
-            "pk": pk, "sk": event_sk(idx, int(job.get("att", 0)), queued), "i": idx,
-            "n": int(job.get("att", 0)), "st": state.value, "rsn": reason,
-            "dp": f"{self.keys.p}XA", "dx": now,
+            "pk": pk,
+            "sk": event_sk(idx, int(job.get("att", 0)), queued),
+            "i": idx,
+            "n": int(job.get("att", 0)),
+            "st": state.value,
+            "rsn": reason,
+            "dp": f"{self.keys.p}XA",
+            "dx": now,
         }
         out = [{"Put": {"TableName": self.db.name, "Item": encode_item(ev)}}]
         if state is JobState.SUCCEEDED:

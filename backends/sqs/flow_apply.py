@@ -245,11 +245,23 @@ class FlowApply(StorageBase):
         if op == "to" and job["st"] == JobState.RUNNING.value:
             flow = Reason.FLOW_TIMEOUT.value
             acts, _ = self._end_actions(
-                job, Outcome.TIMED_OUT, flow, None, None, now, state=JobState.TIMED_OUT,
-                job_reason=flow, event=False, cond=cond, cond_values=fv,
+                job,
+                Outcome.TIMED_OUT,
+                flow,
+                None,
+                None,
+                now,
+                state=JobState.TIMED_OUT,
+                job_reason=flow,
+                event=False,
+                cond=cond,
+                cond_values=fv,
             )
             reap = ReapedJob(
-                job_id=jid, attempt=job["att"], outcome=Outcome.TIMED_OUT, reason=flow,
+                job_id=jid,
+                attempt=job["att"],
+                outcome=Outcome.TIMED_OUT,
+                reason=flow,
                 state=JobState.TIMED_OUT,
             )
             return acts, reap, None
@@ -263,8 +275,11 @@ class FlowApply(StorageBase):
             return sets
         v = f.view
         sets.update(
-            st=v.state.value, rsn=None if v.reason is None else v.reason.value,
-            fs=v.failed_step, dl=v.deadline_at, r={},
+            st=v.state.value,
+            rsn=None if v.reason is None else v.reason.value,
+            fs=v.failed_step,
+            dl=v.deadline_at,
+            r={},
             ss=cells_text(f.cells),
         )
         if f.started:
@@ -282,7 +297,11 @@ class FlowApply(StorageBase):
         return sets
 
     def _write(
-        self, x: Exec, f: Fold | None, ops: list[list[Any]], fixed: list[dict[str, Any]],
+        self,
+        x: Exec,
+        f: Fold | None,
+        ops: list[list[Any]],
+        fixed: list[dict[str, Any]],
         now: int,
     ) -> list[ReapedJob]:
         """One transaction: the execution item (conditional on ``v``), ``fixed`` writes,
@@ -294,9 +313,7 @@ class FlowApply(StorageBase):
         chosen, _ = _fit(groups, TX_MAX - 1 - len(fixed), taken)
         rest = [op for gi, op in enumerate(ops) if gi not in chosen]
         sets = self._exec_sets(x, f, rest, now)
-        upd = self.db.update(
-            self._xkey(x.id), sets, cond="v = :xv", cond_values={"xv": x.version}
-        )
+        upd = self.db.update(self._xkey(x.id), sets, cond="v = :xv", cond_values={"xv": x.version})
         actions = [{"Update": upd}, *fixed, *(a for gi in chosen for a in groups[gi])]
         self.db.transact(actions)
         self._hint_released([h for gi in chosen if (h := hints[gi]) is not None], now)
@@ -424,8 +441,11 @@ class FlowApply(StorageBase):
         else:
             expr += " REMOVE #a.#e"
         op: dict[str, Any] = {
-            "TableName": self.db.name, "Key": self._kkey(ck), "UpdateExpression": expr,
-            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
+            "TableName": self.db.name,
+            "Key": self._kkey(ck),
+            "UpdateExpression": expr,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
         if kv is not None:
             op["ConditionExpression"] = "#v = :kv"
@@ -445,7 +465,9 @@ class FlowApply(StorageBase):
                 if key.get("dp") is None:
                     return
                 op = self.db.update(
-                    self._kkey(ck), {"dp": None, "dx": None}, cond="v = :kv",
+                    self._kkey(ck),
+                    {"dp": None, "dx": None},
+                    cond="v = :kv",
                     cond_values={"kv": key["v"]},
                 )
                 if self.db.update_if(op) is not None:
@@ -466,5 +488,3 @@ class FlowApply(StorageBase):
         except TxCancelled:
             return False
         return True
-
-

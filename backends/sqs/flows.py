@@ -45,7 +45,11 @@ class SQSFlows(FlowApply):
         self.db.client.put_item(TableName=self.db.name, Item=encode_item(item))
 
     def _job_writes(
-        self, new: NewExecution, seqs: list[int], released: set[int], deadline: int | None,
+        self,
+        new: NewExecution,
+        seqs: list[int],
+        released: set[int],
+        deadline: int | None,
         now: int,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Item]]:
         """The ``JB#`` parts holding every step's job item, the Puts of the released
@@ -167,7 +171,11 @@ class SQSFlows(FlowApply):
         if admission.state is _E.SKIPPED:
             reason = ExecutionReason.CONCURRENCY_LIMIT.value
             item.update(
-                st=_E.SKIPPED.value, rsn=reason, fa=t, tp=f"{self.keys.p}XF", tx=t,
+                st=_E.SKIPPED.value,
+                rsn=reason,
+                fa=t,
+                tp=f"{self.keys.p}XF",
+                tx=t,
                 ss=cells_text([(StepState.NOT_RUN, False, reason)] * len(new.steps)),
             )
             return item, set()
