@@ -100,7 +100,7 @@ def _cheap_transaction_backups() -> None:
             active[0] = False
             backups.clear()
 
-    models.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=deepcopy)  # type: ignore[attr-defined]
+    models.copy = types.SimpleNamespace(copy=copy.copy, deepcopy=deepcopy)  # type: ignore[assignment,attr-defined]
     models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     models._qc_patched = True  # type: ignore[attr-defined]
 
