@@ -122,8 +122,10 @@ class FlowApply(StorageBase):
         }
 
     def _after_ends(self, eids: Sequence[str], now: int) -> list[ReapedJob]:
-        """Advance the executions whose step jobs just ended. The ends are durable: a
-        failure here is logged and left to the next ``reap``."""
+        """Advance the executions whose step jobs just ended (or that ``reap`` found
+        due). The ends are durable: a failure here is logged and left to the next
+        ``reap``, never reported as a failed ``finish`` and never blocking other
+        executions."""
         reaped: list[ReapedJob] = []
         for eid in dict.fromkeys(eids):
             try:
@@ -140,10 +142,7 @@ class FlowApply(StorageBase):
             ExpressionAttributeValues=vals(p=f"{self.keys.p}XT", now=now),
             Limit=limit,
         )
-        reaped: list[ReapedJob] = []
-        for eid in dict.fromkeys(it["id"] for it in due[:limit]):
-            reaped += self._advance(eid, now)[1]
-        return reaped
+        return self._after_ends([it["id"] for it in due[:limit]], now)
 
     def _reap_flows_after(self, now: int, limit: int) -> list[ReapedJob]:
         """Executions with events or job writes left (ended by this reap, or left by a
@@ -159,7 +158,7 @@ class FlowApply(StorageBase):
             heads = dict.fromkeys(it["pk"].split("#", 2)[2] for it in items)
             for name in list(heads)[:limit]:
                 if part == "XA":
-                    reaped += self._advance(name, now)[1]
+                    reaped += self._after_ends([name], now)
                 else:
                     self._promote_key(name, now)
         return reaped
