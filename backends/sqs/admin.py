@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sqs.base import SEQ, StorageBase
+from backends.sqs.base import SEQ
 from backends.sqs.codec import (
     Item,
     attempt_record,
@@ -18,6 +18,7 @@ from backends.sqs.codec import (
 )
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_apply import FlowApply
 from queue_core.errors import NotFound, StorageError
 from queue_core.model import AttemptRecord, DeadJob, JobRecord, JobState, QueueStats, Reason
 from queue_core.policy.outcomes import replay_job
@@ -25,7 +26,7 @@ from queue_core.policy.outcomes import replay_job
 __all__ = ["Admin"]
 
 
-class Admin(StorageBase):
+class Admin(FlowApply):
     """``cancel``, ``prune``, the reads and the dead-letter operations."""
 
     def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
@@ -47,6 +48,7 @@ class Admin(StorageBase):
                 keys += [self.keys.attempt(it["id"], n) for n in range(1, it.get("att", 0) + 1)]
                 keys += self.keys.chunks(it["pk"], it.get("plc"))
             self.db.batch_delete(keys)
+            self._prune_flows(cutoff, limit)
         return len(done)
 
     def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
@@ -61,6 +63,8 @@ class Admin(StorageBase):
                 try:
                     if state is JobState.QUEUED:
                         self.db.transact(self._cancel_queued(job, t))
+                        if job.get("xid") is not None:
+                            self._after_ends([job["xid"]], t)
                         return JobState.CANCELLED
                     if state is JobState.RUNNING:
                         self.db.transact(
@@ -95,6 +99,8 @@ class Admin(StorageBase):
         ]
         if job.get("ck") is not None:
             actions.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=-1)})
+        if job.get("xid") is not None:
+            actions += self._step_event(job, JobState.CANCELLED, sets["rsn"], None, t, queued=True)
         return actions
 
     # ------------------------------------------------------------------ reads

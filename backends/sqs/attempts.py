@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sqs.base import StorageBase
 from backends.sqs.codec import Item, enc, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_apply import FlowApply
 from queue_core.errors import LeaseLost, StorageError
 from queue_core.model import AttemptEnd, JobState, LeaseRef, ReapedJob, Reason, RenewResult
 from queue_core.policy.outcomes import end_state, reap_verdict
@@ -38,7 +38,7 @@ def _after(job: Item, sets: Item) -> Item:
     return {**job, **{k: v for k, v in sets.items() if v is not None}}
 
 
-class Attempts(StorageBase):
+class Attempts(FlowApply):
     """``renew``, ``heartbeat``, ``finish`` and ``reap`` of the SQS storage."""
 
     def renew(
@@ -124,16 +124,20 @@ class Attempts(StorageBase):
                 )
                 pending[i] = (actions, state, sets)
             requeued: list[Item] = []
+            steps: list[str] = []
             for i, state, sets in self._apply_ends(ends, jobs, pending):
                 took[i] = True
                 if state is JobState.QUEUED:
                     requeued.append(_after(jobs[i], sets))
+                if jobs[i].get("xid") is not None:
+                    steps.append(jobs[i]["xid"])
             with self._lock:
                 for end in ends:
                     r = end.ref
                     self._claimed.pop((r.job_id, r.attempt, r.lease_token), None)
             self.delivery.release([e.ref.job_id for e, ok in zip(ends, took, strict=True) if ok])
             self._hint(requeued, t)
+        self._after_ends(steps, t)
         return took
 
     def _jobs_of(self, ends: Sequence[AttemptEnd]) -> dict[int, Item]:
@@ -200,10 +204,12 @@ class Attempts(StorageBase):
         t = self._now(now)
         with translate("reap"):
             self._promote(t)
+            flow_out = self._reap_flows_first(t, limit)
             out, requeued = self._reap_running(t, limit)
             if len(out) < limit:
                 out += self._reap_unstarted(t, limit - len(out))
             self._hint(requeued, t)
+            out = flow_out + out + self._reap_flows_after(t, limit)
         return out
 
     def _stale_running(self, t: int, limit: int) -> list[Item]:
@@ -302,6 +308,8 @@ class Attempts(StorageBase):
             ]
             if it.get("ck") is not None:
                 actions.append({"Update": self.db.counter(self.keys.counter(it["ck"]), act=-1)})
+            if it.get("xid") is not None:
+                actions += self._step_event(it, JobState.DEAD, reason, None, t, queued=True)
             try:
                 self.db.transact(actions)
             except TxCancelled:

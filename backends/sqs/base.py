@@ -13,9 +13,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from backends.sqs.codec import Item, Keys, dead_entry, error_map, vals
+from backends.sqs.codec import Item, Keys, dead_entry, encode_item, error_map, vals
 from backends.sqs.delivery import Delivery
 from backends.sqs.dynamo import Table
+from backends.sqs.flow_items import event_sk
 from queue_core.model import ErrorInfo, JobState, Outcome
 
 __all__ = ["SEQ", "StorageBase"]
@@ -117,11 +118,13 @@ class StorageBase:
         ready_at: int | None = None,
         result: bytes | None = None,
         lost_delay_ms: int | None = None,
+        event: bool = True,
     ) -> tuple[list[dict[str, Any]], Item]:
         """The writes that end the current attempt of ``job`` and put the job in ``state``
         with ``job_reason`` (``queued`` ones ready at ``ready_at``), as decided by
         :func:`~queue_core.policy.outcomes.end_state` or ``reap_verdict``; and the SET
-        values of the job item."""
+        values of the job item. A flow step's end also records its step-end event
+        (unless ``event`` is false: the flow's own deadline ending it)."""
         n = job["att"]
         att_sets = _attempt_sets(outcome, attempt_reason, error, mode, now)
         att_update = self.db.update(
@@ -151,7 +154,39 @@ class StorageBase:
             dec_act = 0 if state is JobState.QUEUED else -1
             counter = self.db.counter(self.keys.counter(job["ck"]), run=-1, act=dec_act)
             actions.append({"Update": counter})
+        if event and job.get("xid") is not None:
+            actions += self._step_event(job, state, job_reason, result, now)
         return actions, sets
+
+    def _step_event(
+        self,
+        job: Item,
+        state: JobState,
+        reason: str | None,
+        result: bytes | None,
+        now: int,
+        *,
+        queued: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Puts recording the end of step job ``job`` (new ``state``) in its execution:
+        the event, and for a success the result (kept for ``get_step_inputs``)."""
+        eid, idx = job["xid"], int(job["id"].rsplit(".", 1)[1])
+        pk = f"{self.keys.p}X#{eid}"
+        ev = {
+            "pk": pk,
+            "sk": event_sk(idx, int(job.get("att", 0)), queued),
+            "i": idx,
+            "n": int(job.get("att", 0)),
+            "st": state.value,
+            "rsn": reason,
+            "dp": f"{self.keys.p}XA",
+            "dx": now,
+        }
+        out = [{"Put": {"TableName": self.db.name, "Item": encode_item(ev)}}]
+        if state is JobState.SUCCEEDED:
+            res = {"pk": pk, "sk": f"O#{idx:06d}", "d": result or b""}
+            out.append({"Put": {"TableName": self.db.name, "Item": encode_item(res)}})
+        return out
 
     def _dead_after(
         self, job: Item, att_sets: Item, reason: str | None, error: ErrorInfo | None, now: int

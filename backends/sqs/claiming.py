@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.sqs.base import SEQ, StorageBase
+from backends.sqs.base import SEQ
 from backends.sqs.codec import Item, claimed_job, decode_item, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_apply import FlowApply
 from backends.sqs.rates import rate_update
 from queue_core.errors import StorageError
 from queue_core.model import ClaimedJob, JobState, NewJob, Reason
@@ -44,7 +45,7 @@ class _ClaimRun:
         return self.limit - len(self.claimed)
 
 
-class Claiming(StorageBase):
+class Claiming(FlowApply):
     """``enqueue`` and ``claim`` of :class:`~backends.sqs.storage.SQSStorage`."""
 
     # ------------------------------------------------------------------ enqueue
@@ -253,6 +254,7 @@ class Claiming(StorageBase):
         actions: list[dict[str, Any]] = []
         owners: list[int] = []
         starts: list[tuple[str, Item]] = []
+        steps: dict[str, tuple[int, dict[int, int]]] = {}  # flow claims by execution
         for bi, it in enumerate(batch):
             tok = uuid.uuid4().hex
             sets = self.keys.running_fields(it, worker_id, tok, t, lease_ms)
@@ -294,6 +296,11 @@ class Claiming(StorageBase):
             owners += [bi] * len(mine)
             new = {**it, **{k: v for k, v in sets.items() if v is not None}, "v": it["v"] + 1}
             starts.append((tok, new))
+            if it.get("xid") is not None:
+                steps.setdefault(it["xid"], (bi, {}))[1][int(it["id"].rsplit(".", 1)[1])] = n
+        for eid, (bi, claims) in steps.items():
+            actions.append(self._claim_exec_update(eid, claims, t))
+            owners.append(bi)
         return actions, owners, starts
 
 
@@ -304,16 +311,21 @@ def _pick(run: _ClaimRun, cands: list[Item]) -> tuple[list[Item], list[Item]]:
     rest: list[Item] = []
     keys_in_batch: set[str] = set()
     room = min(run.room, TX_MAX // 3)
+    size = 0  # items of the transaction (a flow step adds its execution's, once)
     for it in cands:
-        key, rate = it.get("ck"), it.get("rtk")
+        key, rate, xid = it.get("ck"), it.get("rtk"), it.get("xid")
         if key is not None and key in run.full and not it.get("cs"):
             continue
         if rate is not None and rate in run.rate_full:
             continue
+        cost = 2 + (key is not None) + (rate is not None)
+        cost += xid is not None and f"X#{xid}" not in keys_in_batch
+        fits = len(batch) < room and size + cost <= TX_MAX
         free = (key is None or key not in keys_in_batch) and rate not in keys_in_batch
-        if len(batch) < room and free:
+        if fits and free:
             batch.append(it)
-            keys_in_batch.update(k for k in (key, rate) if k is not None)
+            size += cost
+            keys_in_batch.update(k for k in (key, rate, xid and f"X#{xid}") if k)
         else:
             rest.append(it)
     return batch, rest
@@ -334,7 +346,10 @@ def _losers(
         if code in ("None", ""):
             continue
         drop.add(owner)
-        if "Update" in action and action["Update"]["Key"]["sk"]["S"] == "C":
+        if "Update" in action and action["Update"]["Key"]["sk"]["S"] == "X":
+            xid = batch[owner].get("xid")  # the execution may start no step now
+            drop.update(bi for bi, it in enumerate(batch) if it.get("xid") == xid)
+        elif "Update" in action and action["Update"]["Key"]["sk"]["S"] == "C":
             if code == _FAILED:
                 run.full.add(batch[owner].get("ck") or "")
         else:

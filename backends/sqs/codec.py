@@ -27,6 +27,8 @@ name      meaning
 ``ck``    concurrency key; ``cl`` its limit; ``cs`` ``True`` = ``skip`` behaviour
 ``opt``   core-owned options (JSON text)
 ``rof``   replay of: the dead-letter id this job replays
+``xid``   flows: the execution this job is a step of; ``xs`` its step id
+``fdl``   flows: the execution's deadline (epoch ms), set when the step is released
 ``st``    state (``queued``, ``running``, ``succeeded``, ``dead``, …)
 ``rsn``   job reason (``fatal``, ``retries_exhausted``, ``cancelled``, …)
 ``ra``    ready at (epoch ms)
@@ -58,6 +60,22 @@ Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``t
 
 Concurrency counter (``pk = P C#<key>``, ``sk = C``): ``run`` running, ``act`` queued +
 running.
+
+Flows (:mod:`backends.sqs.flow_items` has the details): a step's job is stored at the
+execution's start in state ``pending`` (in no index, hidden from ``get_job``) until it
+is released. Execution item ``pk = P X#<execution id>``, ``sk = X``: ``id``, ``fl``
+flow, ``sh`` spec hash, ``st``, ``rsn``, ``fs`` failed step, ``mp`` max_parallel,
+``to`` timeout, ``dl`` deadline, ``ca``/``sa``/``fa``, ``seq``, ``ck``/``cl``/``cb``
+execution concurrency, ``in`` input, ``sp`` steps and dependencies (JSON), ``ss`` step
+cells (lines ``state|released|reason``), ``r`` claims not yet folded (idx -> attempt), ``td``
+job writes left (JSON), ``v``; index keys ``ap`` = ``P X``, ``tp``/``tx`` = ``P XT``/
+deadline (running) or ``P XF``/finished_at,
+``dp``/``dx`` = ``P XA`` while ``td`` is set. In the same partition: step-end events
+(``sk = E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``)
+and succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``,
+``sk = FS``: ``body`` (zlib). Execution concurrency key ``pk = P XK#<key>``, ``sk =
+XK``: ``a`` active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v``,
+``dp``/``dx`` = ``P XP`` while a promotion may be due.
 """
 
 from __future__ import annotations
@@ -283,6 +301,7 @@ def new_item(keys: Keys, spec: NewJob, now: int, seq: int) -> Item:
         "seq": seq,
         **_spec_attrs(spec),
         "ld1": spec.lost_delay_ms,
+        "fdl": spec.flow_deadline_at,
         "att": 0,
         "v": 1,
         "ap": keys.p,
@@ -314,6 +333,8 @@ def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> N
         rate_key=attrs.get("rtk"),
         rate_limit=attrs.get("rtl"),
         rate_window_ms=attrs.get("rtw"),
+        execution_id=attrs.get("xid"),
+        step_id=attrs.get("xs"),
     )
 
 
@@ -346,6 +367,8 @@ def _spec_attrs(spec: NewJob) -> Item:
         "rtk": spec.rate_key,  # rate limits (backends/sqs/rates.py)
         "rtl": spec.rate_limit,
         "rtw": spec.rate_window_ms,
+        "xid": spec.execution_id,
+        "xs": spec.step_id,
     }
     return {k: v for k, v in attrs.items() if v is not None}
 
@@ -445,6 +468,8 @@ def job_record(item: Item, payload: bytes) -> JobRecord:
         replay_of=item.get("rof"),
         dead_id=item.get("did"),
         cancel_requested=bool(item.get("cxl", False)),
+        execution_id=item.get("xid"),
+        step_id=item.get("xs"),
     )
 
 
@@ -465,6 +490,7 @@ def dead_job(d: Item, payload: bytes) -> DeadJob:
 
 
 def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
+    bounds = [b for b in (it.get("dl"), it.get("fdl")) if b is not None]
     return ClaimedJob(
         id=it["id"],
         task_name=it["task"],
@@ -473,7 +499,7 @@ def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
         attempt=it["att"],
         lease_token=token,
         lease_expires_at=it["le"],
-        deadline=it.get("dl"),
+        deadline=min(bounds) if bounds else None,
         max_attempts=it["ma"],
         priority=it["pr"],
         timeout_ms=it.get("to"),
@@ -483,4 +509,7 @@ def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
         replay_of=it.get("rof"),
         started_at=now,
         run_at=it.get("ra"),
+        execution_id=it.get("xid"),
+        step_id=it.get("xs"),
+        flow_deadline_at=it.get("fdl"),
     )

@@ -37,6 +37,7 @@ from backends.sqs.codec import Keys
 from backends.sqs.delivery import MAX_DELAY_S, Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
+from backends.sqs.flows import SQSFlows
 from backends.sqs.schedules import SQSSchedules
 from backends.sqs.tables import ensure_table
 from backends.sqs.uniques import UniqueJobs
@@ -89,7 +90,7 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(SQSSchedules, SQSWorkers, UniqueJobs, Attempts, Admin, Storage):
+class SQSStorage(SQSSchedules, SQSWorkers, SQSFlows, UniqueJobs, Attempts, Admin, Storage):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:

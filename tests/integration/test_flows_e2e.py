@@ -56,7 +56,7 @@ __all__ = [
     "test_yaml_script_steps_run_with_results_on_stdin",
 ]
 
-FLOW_BACKENDS = ["sqlite", "postgresql", "redis", "redis_cluster"]
+FLOW_BACKENDS = ["sqlite", "postgresql", "redis", "redis_cluster", "sqs"]
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.integration.helpers.flows_app:queue"
