@@ -19,6 +19,7 @@ from queue_core.events import HeaderProvider, WorkerListener, with_headers
 from queue_core.flows import api as _flows
 from queue_core.flows.api import ExecutionHandle, Flow
 from queue_core.flows.model import ExecutionInfo, ExecutionState
+from queue_core.flows.scheduled import FlowSchedule, schedule_flow
 from queue_core.handle import JobHandle
 from queue_core.limits import enqueue_limited
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
@@ -452,10 +453,18 @@ class Queue:
         timeout: float | str | timedelta | None = None,
         retry: RetryPolicy | None = None,
         queue: str | None = None,
+        schedule: FlowSchedule | None = None,
     ) -> Flow:
         """Declare a flow: a DAG of steps (``@flow.step``) with an execution-wide
-        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`."""
-        return Flow(
+        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`.
+
+        ``schedule`` starts an execution on a schedule, through the periodic task
+        ``<name>.schedule`` that every worker's scheduler ticks (exactly one execution
+        per tick): ``"5m"`` (every), ``"*/5 * * * *"`` (cron, UTC), or a mapping with
+        ``every`` or ``cron`` and optionally ``tz``, ``catch_up`` and ``input`` (the
+        execution input; default ``None``). See :mod:`queue_core.flows.scheduled`.
+        """
+        flow = Flow(
             self,
             name,
             concurrency=concurrency,
@@ -464,6 +473,9 @@ class Queue:
             retry=retry,
             queue=queue,
         )
+        if schedule is not None:
+            schedule_flow(flow, schedule, queue)
+        return flow
 
     def load_flow(self, path: str | os.PathLike[str]) -> Flow:
         """A flow from a YAML flow file (SPEC §7 "Flow files")."""

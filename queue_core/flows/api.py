@@ -266,6 +266,11 @@ class Flow:
                 function returns anything but a non-empty string (nothing is stored).
             SerializationError: ``input`` cannot be serialized (nothing is stored).
         """
+        return self._start(input, new_job_id())
+
+    def _start(self, input: Any, execution_id: str) -> ExecutionHandle:
+        """:meth:`start` with a chosen execution id (a scheduled start derives it from
+        its tick's job, so a retried tick job finds its execution instead of a second)."""
         flows = flows_of(self._owner)
         if not self._steps:
             raise ConfigError(
@@ -279,7 +284,7 @@ class Flow:
             conc_key = concurrency_slot_key(self._conc_key_fn, self.name, (input,), {})
         new = build_execution(
             self.spec,
-            execution_id=new_job_id(),
+            execution_id=execution_id,
             input=owner.serializer.dumps_result(input),
             empty_payload=owner.serializer.dumps_payload((), {}),
             queue_defaults=owner.retry_policy,
