@@ -25,10 +25,13 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-SHARED_BENCH = Path(os.environ.get("QC_SHARED_BENCH") or next(
-    (p / "shared" / "bench" for p in ROOT.parents if (p / "shared" / "bench").is_dir()),
-    ROOT.parent / "shared" / "bench",
-))
+SHARED_BENCH = Path(
+    os.environ.get("QC_SHARED_BENCH")
+    or next(
+        (p / "shared" / "bench" for p in ROOT.parents if (p / "shared" / "bench").is_dir()),
+        ROOT.parent / "shared" / "bench",
+    )
+)
 """The shared peer harness: QC_SHARED_BENCH, else the nearest ``shared/bench`` above the
 checkout (../shared/bench from /work/main, ../../shared/bench from a worktree)."""
 PY = sys.executable

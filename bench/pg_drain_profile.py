@@ -74,11 +74,15 @@ def _profile(dsn: str, n: int) -> None:
     rows = _sql(dsn, STATEMENTS)
     calls = sum(r[0] for r in rows)
     print(f"  statements per job: {calls / n:.2f}")
-    print(f"  WAL bytes per job: {sum(float(r[3]) for r in rows) / n:,.0f}; "
-          f"buffers per job: {sum(r[2] for r in rows) / n:,.1f}")
+    print(
+        f"  WAL bytes per job: {sum(float(r[3]) for r in rows) / n:,.0f}; "
+        f"buffers per job: {sum(r[2] for r in rows) / n:,.1f}"
+    )
     for c, ms, blks, wal, text in rows:
-        print(f"    {c:6d} calls {ms / max(c, 1):7.3f} ms/call {blks / n:6.1f} buf/job "
-              f"{float(wal) / n:8.0f} WAL B/job  {text}")
+        print(
+            f"    {c:6d} calls {ms / max(c, 1):7.3f} ms/call {blks / n:6.1f} buf/job "
+            f"{float(wal) / n:8.0f} WAL B/job  {text}"
+        )
     for rel, ins, upd, hot in _sql(dsn, TABLES):
         print(f"  {rel}: {ins / n:.2f} inserts, {upd / n:.2f} updates ({hot / n:.2f} HOT) per job")
 
@@ -89,8 +93,10 @@ def run(tree: Path, dsn: str, n: int, workers: int, reps: int, stats: bool) -> l
     (appdir / "profile_app.py").write_text(APP)
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{appdir}", QC_PROFILE_URL=dsn)
     cli = Path(sys.executable).with_name("queue-core")
-    enqueue = (f"import profile_app\nfor s in range(0, {n}, 1000):\n"
-               f"    profile_app.noop.map([(i,) for i in range(s, min({n}, s + 1000))])")
+    enqueue = (
+        f"import profile_app\nfor s in range(0, {n}, 1000):\n"
+        f"    profile_app.noop.map([(i,) for i in range(s, min({n}, s + 1000))])"
+    )
     rates = []
     for _ in range(reps):
         _sql(dsn, "DROP TABLE IF EXISTS qc_jobs, qc_attempts, qc_dead, qc_meta CASCADE")
@@ -100,10 +106,15 @@ def run(tree: Path, dsn: str, n: int, workers: int, reps: int, stats: bool) -> l
             _sql(dsn, "SELECT pg_stat_statements_reset()")
             _sql(dsn, "SELECT pg_stat_reset()")
         t0 = time.perf_counter()
-        procs = [subprocess.Popen([str(cli), "worker", "profile_app:queue", "--burst",
-                                   "--log-level", "WARNING"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for _ in range(workers)]
+        procs = [
+            subprocess.Popen(
+                [str(cli), "worker", "profile_app:queue", "--burst", "--log-level", "WARNING"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
         for p in procs:
             p.wait()
         rates.append(n / (time.perf_counter() - t0))
@@ -117,8 +128,7 @@ def run(tree: Path, dsn: str, n: int, workers: int, reps: int, stats: bool) -> l
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--dsn", required=True, help="a database on a server with pg_stat_statements")
     ap.add_argument("-n", type=int, default=10_000)
     ap.add_argument("-w", "--workers", type=int, default=1)
@@ -128,8 +138,11 @@ def main() -> None:
     args = ap.parse_args()
     _sql(args.dsn, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     rates = run(args.tree, args.dsn, args.n, args.workers, args.reps, not args.no_stats)
-    print(f"{args.tree.name} {args.workers}w drain jobs/s: "
-          + " ".join(f"{r:,.0f}" for r in rates) + f"  median {statistics.median(rates):,.0f}")
+    print(
+        f"{args.tree.name} {args.workers}w drain jobs/s: "
+        + " ".join(f"{r:,.0f}" for r in rates)
+        + f"  median {statistics.median(rates):,.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -61,9 +61,7 @@ def trace_headers(tracer_provider: Any = None) -> dict[str, str]:
     otel = _otel()
     tracer = otel.trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
     carrier: dict[str, str] = {}
-    with tracer.start_as_current_span(
-        "queue_core enqueue", kind=otel.trace.SpanKind.PRODUCER
-    ):
+    with tracer.start_as_current_span("queue_core enqueue", kind=otel.trace.SpanKind.PRODUCER):
         otel.propagate.inject(carrier)
     return carrier
 

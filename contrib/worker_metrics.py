@@ -41,8 +41,22 @@ from queue_core.events import AttemptEnded, AttemptStarted, WorkerListener, Work
 __all__ = ["DURATION_BUCKETS", "WorkerMetrics"]
 
 DURATION_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-    60.0, 300.0,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
 )
 """Histogram buckets (seconds) of attempt duration and pick-up latency."""
 
@@ -98,17 +112,24 @@ class WorkerMetrics(WorkerListener):
         self._queue = _Capped(_check_cap(max_queues, "max_queues"))
         reg = self.registry
         self.attempts = Counter(
-            "queue_core_worker_attempts", "Attempt ends recorded by this worker",
-            ["queue", "task", "outcome", "reason"], registry=reg,
+            "queue_core_worker_attempts",
+            "Attempt ends recorded by this worker",
+            ["queue", "task", "outcome", "reason"],
+            registry=reg,
         )
         self.duration = Histogram(
-            "queue_core_worker_attempt_duration_seconds", "Claim to end of each attempt",
-            ["queue", "task"], buckets=DURATION_BUCKETS, registry=reg,
+            "queue_core_worker_attempt_duration_seconds",
+            "Claim to end of each attempt",
+            ["queue", "task"],
+            buckets=DURATION_BUCKETS,
+            registry=reg,
         )
         self.pickup = Histogram(
             "queue_core_worker_pickup_latency_seconds",
             "From when the job was due (run_at) to the attempt's start",
-            ["queue", "task"], buckets=DURATION_BUCKETS, registry=reg,
+            ["queue", "task"],
+            buckets=DURATION_BUCKETS,
+            registry=reg,
         )
         self._workers: list[WorkerView] = []
         for name, doc, key in (

@@ -456,14 +456,8 @@ class Queue:
         schedule: FlowSchedule | None = None,
     ) -> Flow:
         """Declare a flow: a DAG of steps (``@flow.step``) with an execution-wide
-        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`.
-
-        ``schedule`` starts an execution on a schedule, through the periodic task
-        ``<name>.schedule`` that every worker's scheduler ticks (exactly one execution
-        per tick): ``"5m"`` (every), ``"*/5 * * * *"`` (cron, UTC), or a mapping with
-        ``every`` or ``cron`` and optionally ``tz``, ``catch_up`` and ``input`` (the
-        execution input; default ``None``). See :mod:`queue_core.flows.scheduled`.
-        """
+        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`. ``schedule``
+        starts one execution per tick (:mod:`queue_core.flows.scheduled`)."""
         flow = Flow(
             self,
             name,

@@ -215,9 +215,16 @@ class SQLFlows(SQLBase):
         rows: list[dict[str, Any]] = []
 
         def step(sid: str, state: StepState, why: str | None, **extra: Any) -> None:
-            rows.append({"e": x.id, "idx": by_id[sid].idx, "state": state.value,
-                         "reason": why, "job_id": extra.get("job_id"),
-                         "result": extra.get("result")})
+            rows.append(
+                {
+                    "e": x.id,
+                    "idx": by_id[sid].idx,
+                    "state": state.value,
+                    "reason": why,
+                    "job_id": extra.get("job_id"),
+                    "result": extra.get("result"),
+                }
+            )
 
         for sid, state in tr.ended:
             step(sid, state, reason, result=result if state is _S.SUCCEEDED else None)
@@ -257,11 +264,25 @@ class SQLFlows(SQLBase):
         if cur.rowcount != 1:
             return []
         reason = Reason.FLOW_TIMEOUT.value
-        cur.execute(self._q["end_attempt"], {"job_id": job_id, "number": number, "now": t,
-                                             "outcome": Outcome.TIMED_OUT.value,
-                                             "reason": reason})
-        return [ReapedJob(job_id=job_id, attempt=number, outcome=Outcome.TIMED_OUT,
-                          reason=reason, state=JobState.TIMED_OUT)]
+        cur.execute(
+            self._q["end_attempt"],
+            {
+                "job_id": job_id,
+                "number": number,
+                "now": t,
+                "outcome": Outcome.TIMED_OUT.value,
+                "reason": reason,
+            },
+        )
+        return [
+            ReapedJob(
+                job_id=job_id,
+                attempt=number,
+                outcome=Outcome.TIMED_OUT,
+                reason=reason,
+                state=JobState.TIMED_OUT,
+            )
+        ]
 
     def _release(
         self, cur: Any, x: _Exec, idxs: list[int], deadline: int | None, t: int
@@ -304,8 +325,9 @@ class SQLFlows(SQLBase):
             if new.conc_key is not None:
                 cur.execute(self._q["flow_lock_key"], {"k": new.conc_key})
                 rows = cur.execute(self._q["flow_active_of_key"], {"key": new.conc_key})
-                others = [ExecutionSlot(r["id"], _E(r["state"]), r["created_at"])
-                          for r in rows.fetchall()]
+                others = [
+                    ExecutionSlot(r["id"], _E(r["state"]), r["created_at"]) for r in rows.fetchall()
+                ]
             admission = decide.admit(new.concurrency, others)
             self._insert_execution(cur, new, admission, t)
             if admission.state is _E.RUNNING:
@@ -363,16 +385,14 @@ class SQLFlows(SQLBase):
         plain = [i for i, e in enumerate(ends) if e.ref.job_id not in steps]
         took = [False] * len(ends)
         if plain:
-            for i, ok in zip(plain, self._finish_plain([ends[i] for i in plain], now),
-                             strict=True):
+            for i, ok in zip(plain, self._finish_plain([ends[i] for i in plain], now), strict=True):
                 took[i] = ok
         by_exec: dict[str, list[int]] = {}
         for i, e in enumerate(ends):
             if e.ref.job_id in steps:
                 by_exec.setdefault(steps[e.ref.job_id], []).append(i)
         for eid, idx in by_exec.items():
-            for i, ok in zip(idx, self._finish_of(eid, [ends[i] for i in idx], now),
-                             strict=True):
+            for i, ok in zip(idx, self._finish_of(eid, [ends[i] for i in idx], now), strict=True):
                 took[i] = ok
         return took
 
@@ -520,8 +540,12 @@ class SQLFlows(SQLBase):
         offset: int = 0,
     ) -> list[ExecutionRecord]:
         """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`."""
-        params = {"flow": flow, "state": _E(state).value if state is not None else None,
-                  "limit": max(limit, 0), "offset": max(offset, 0)}
+        params = {
+            "flow": flow,
+            "state": _E(state).value if state is not None else None,
+            "limit": max(limit, 0),
+            "offset": max(offset, 0),
+        }
         with self._stmt() as cur:
             rows = cur.execute(self._q["flow_list_executions"], params).fetchall()
             return self._records(cur, rows)
@@ -531,8 +555,15 @@ class SQLFlows(SQLBase):
         with self._stmt() as cur:
             steps = self._steps(cur, execution_id)
         return [
-            StepRecord(execution_id=execution_id, idx=s.idx, step_id=s.id, state=s.state,
-                       reason=s.reason, job_id=s.job_id, depends_on=s.deps)
+            StepRecord(
+                execution_id=execution_id,
+                idx=s.idx,
+                step_id=s.id,
+                state=s.state,
+                reason=s.reason,
+                job_id=s.job_id,
+                depends_on=s.deps,
+            )
             for s in steps
         ]
 

@@ -93,11 +93,20 @@ class SQLLimits(_Base):
         self._insert(cur, jobs, states, reasons, t)
         for j in jobs:
             if j.unique_key is not None:
-                cur.execute(self._q["unique_set"], {"key": j.unique_key, "job_id": j.id,
-                            "now": t, "unique_for_ms": j.unique_for_ms})
+                cur.execute(
+                    self._q["unique_set"],
+                    {
+                        "key": j.unique_key,
+                        "job_id": j.id,
+                        "now": t,
+                        "unique_for_ms": j.unique_for_ms,
+                    },
+                )
             if j.rate_key is not None:
-                cur.execute(self._q["rate_define"], {"key": j.rate_key,
-                            "rate_limit": j.rate_limit, "window_ms": j.rate_window_ms})
+                cur.execute(
+                    self._q["rate_define"],
+                    {"key": j.rate_key, "rate_limit": j.rate_limit, "window_ms": j.rate_window_ms},
+                )
                 cur.execute(self._q["rate_mark"], {"key": j.rate_key, "id": j.id})
         return states
 

@@ -105,8 +105,14 @@ class UniqueJobs(Claiming):
 
     def _take(self, key: dict[str, Any], current: Item | None, job: NewJob, t: int) -> bool:
         """Make ``job`` the key's holder if the item still is ``current``."""
-        item = {"pk": key["pk"]["S"], "sk": "U", "jid": job.id, "enq": t,
-                "uf": job.unique_for_ms, "ttl": self._ttl(t + (job.unique_for_ms or 0))}
+        item = {
+            "pk": key["pk"]["S"],
+            "sk": "U",
+            "jid": job.id,
+            "enq": t,
+            "uf": job.unique_for_ms,
+            "ttl": self._ttl(t + (job.unique_for_ms or 0)),
+        }
         op: dict[str, Any] = {"TableName": self.db.name, "Item": encode_item(item)}
         if current is None:
             op["ConditionExpression"] = "attribute_not_exists(pk)"
@@ -119,8 +125,12 @@ class UniqueJobs(Claiming):
         """Free the key taken for a job that could not be stored."""
         self._conditional(
             self.db.client.delete_item,
-            {"TableName": self.db.name, "Key": key, "ConditionExpression": "jid = :me",
-             "ExpressionAttributeValues": vals(me=job_id)},
+            {
+                "TableName": self.db.name,
+                "Key": key,
+                "ConditionExpression": "jid = :me",
+                "ExpressionAttributeValues": vals(me=job_id),
+            },
         )
 
     @staticmethod

@@ -14,8 +14,12 @@ __all__ = ["config_command", "migrate"]
 
 
 @cli.command("config")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print {file, settings: [{key, value, source}]} as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {file, settings: [{key, value, source}]} as JSON.",
+)
 @click.option("--url", metavar="URL", default=None, help="Show the effective values with this URL.")
 def config_command(as_json: bool, url: str | None) -> None:
     """Show every effective setting and where it came from.
@@ -36,20 +40,23 @@ def config_command(as_json: bool, url: str | None) -> None:
     config = load_config()
     explicit = {} if url is None else {"url": (url, "--url")}
     settings = config.settings(explicit)
-    rows = [
-        (s.key, mask_url(s.value) if s.key == "url" else s.value, s.source) for s in settings
-    ]
+    rows = [(s.key, mask_url(s.value) if s.key == "url" else s.value, s.source) for s in settings]
     if as_json:
-        echo_json({
-            "file": None if config.path is None else str(config.path),
-            "settings": [{"key": k, "value": v, "source": src} for k, v, src in rows],
-        })
+        echo_json(
+            {
+                "file": None if config.path is None else str(config.path),
+                "settings": [{"key": k, "value": v, "source": src} for k, v, src in rows],
+            }
+        )
         return
     where = "none found" if config.path is None else str(config.path)
     click.echo(f"configuration file: {where}")
-    click.echo(table(("key", "value", "source"), [
-        (k, ",".join(v) if isinstance(v, list) else v, src) for k, v, src in rows
-    ]))
+    click.echo(
+        table(
+            ("key", "value", "source"),
+            [(k, ",".join(v) if isinstance(v, list) else v, src) for k, v, src in rows],
+        )
+    )
 
 
 @cli.command()

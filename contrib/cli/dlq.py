@@ -51,11 +51,24 @@ def dlq_list(
         scope = f" of task {task_name!r}" if task_name else ""
         click.echo(f"No dead-letter entries{scope} at offset {offset} ({where}).")
         return
-    click.echo(table(
-        ("id", "task_name", "queue", "reason", "error_class", "error", "attempts", "dead_at"),
-        [[e.id, e.task_name, e.queue, e.reason, e.error_class, e.error, len(e.attempts), e.dead_at]
-         for e in page],
-    ))
+    click.echo(
+        table(
+            ("id", "task_name", "queue", "reason", "error_class", "error", "attempts", "dead_at"),
+            [
+                [
+                    e.id,
+                    e.task_name,
+                    e.queue,
+                    e.reason,
+                    e.error_class,
+                    e.error,
+                    len(e.attempts),
+                    e.dead_at,
+                ]
+                for e in page
+            ],
+        )
+    )
     shown = f"Entries {offset + 1}-{offset + len(page)}"
     if more:
         nxt = ["queue-core", "dlq", "list", f"--offset {offset + limit}", f"--limit {limit}"]
@@ -79,12 +92,23 @@ def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> N
     if as_json:
         echo_json(entry.to_dict())
         return
-    click.echo(kv_block([
-        ("id", entry.id), ("job_id", entry.job_id), ("task_name", entry.task_name),
-        ("queue", entry.queue), ("reason", entry.reason), ("error_class", entry.error_class),
-        ("error", entry.error), ("args", list(entry.args)), ("kwargs", entry.kwargs),
-        ("dead_at", entry.dead_at), ("replay_of", entry.replay_of),
-    ]))
+    click.echo(
+        kv_block(
+            [
+                ("id", entry.id),
+                ("job_id", entry.job_id),
+                ("task_name", entry.task_name),
+                ("queue", entry.queue),
+                ("reason", entry.reason),
+                ("error_class", entry.error_class),
+                ("error", entry.error),
+                ("args", list(entry.args)),
+                ("kwargs", entry.kwargs),
+                ("dead_at", entry.dead_at),
+                ("replay_of", entry.replay_of),
+            ]
+        )
+    )
     click.echo(f"\nAttempts ({len(entry.attempts)}):")
     click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(entry.attempts)))
     last_tb = next((a.traceback for a in reversed(entry.attempts) if a.traceback), None)
@@ -99,13 +123,21 @@ def _entries(n: int) -> str:
 
 @dlq.command("retry")
 @click.argument("dead_id", required=False)
-@click.option("--all", "retry_all", is_flag=True,
-              help="Replay every dead-letter entry (of --task) instead of one DEAD_ID.")
+@click.option(
+    "--all",
+    "retry_all",
+    is_flag=True,
+    help="Replay every dead-letter entry (of --task) instead of one DEAD_ID.",
+)
 @click.option("--task", "task_name", default=None, help="With --all: only entries of this task.")
 @click.option("--queue", "queue_name", default=None, help="Enqueue the replays on this queue.")
 @click.option("--yes", "-y", is_flag=True, help="With --all: do not ask for confirmation.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the new jobs as JSON objects with 'id' and 'replay_of'.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the new jobs as JSON objects with 'id' and 'replay_of'.",
+)
 @_storage_options
 def dlq_retry(
     dead_id: str | None,
@@ -170,8 +202,9 @@ def _retry_all(
         with progress(commands.show_progress(as_json), len(ids), "Retrying") as update:
             for dead in ids:
                 try:
-                    retried.append({"id": queue.retry_dead(dead, queue=queue_name),
-                                    "replay_of": dead})
+                    retried.append(
+                        {"id": queue.retry_dead(dead, queue=queue_name), "replay_of": dead}
+                    )
                 except NotFound:
                     missing.append(dead)
                 update(1)
@@ -199,8 +232,12 @@ def _parse_older_than(value: str | None) -> float | None:
 
 @dlq.command("purge")
 @click.option("--task", "task_name", default=None, help="Only entries of this task.")
-@click.option("--older-than", default=None, metavar="DURATION",
-              help="Only entries dead for at least this long (seconds, or e.g. 90m, 168h).")
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="DURATION",
+    help="Only entries dead for at least this long (seconds, or e.g. 90m, 168h).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @_storage_options
 def dlq_purge(
@@ -222,7 +259,8 @@ def dlq_purge(
     # Count first: the prompt says how many, and the bar needs a length.
     before = None if seconds is None else queue.clock.now_ms() - round(seconds * 1000)
     matching = [
-        e for e in dead_entries(queue, task_name)
+        e
+        for e in dead_entries(queue, task_name)
         if before is None or ms_from_dt(e.dead_at) <= before
     ]
     if not matching:

@@ -36,15 +36,27 @@ def _duration_arg(text: str) -> float | str:
 @cli.command()
 @click.argument("task_name")
 @click.argument("args_json", required=False, metavar="[ARGS_JSON]")
-@click.option("--kwargs", "kwargs_json", default=None, metavar="JSON",
-              help='Keyword arguments as a JSON object, e.g. \'{"to": "a@example.com"}\'.')
+@click.option(
+    "--kwargs",
+    "kwargs_json",
+    default=None,
+    metavar="JSON",
+    help='Keyword arguments as a JSON object, e.g. \'{"to": "a@example.com"}\'.',
+)
 @click.option("--queue", "queue_name", default=None, help="Queue name (default: the task's).")
-@click.option("--delay", default=None, metavar="S",
-              help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).")
+@click.option(
+    "--delay",
+    default=None,
+    metavar="S",
+    help="Run no earlier than this long from now (seconds or e.g. 30s, 5m).",
+)
 @click.option("--priority", type=int, default=None, help="Higher runs first within a queue.")
-@click.option("--allow-unregistered", is_flag=True,
-              help="Enqueue a task that --app does not declare (or without --app) with the "
-                   "queue defaults instead of the task's own options.")
+@click.option(
+    "--allow-unregistered",
+    is_flag=True,
+    help="Enqueue a task that --app does not declare (or without --app) with the "
+    "queue defaults instead of the task's own options.",
+)
 @_storage_options
 def enqueue(
     task_name: str,
@@ -99,23 +111,43 @@ def enqueue(
 # --------------------------------------------------------------------------- stats / jobs
 
 
-_STAT_FIELDS = ("queued", "due", "scheduled", "running", "succeeded", "dead", "cancelled",
-                "skipped", "timed_out")
+_STAT_FIELDS = (
+    "queued",
+    "due",
+    "scheduled",
+    "running",
+    "succeeded",
+    "dead",
+    "cancelled",
+    "skipped",
+    "timed_out",
+)
 """Columns of ``stats``: the job states, with ``queued`` split into ``due`` (ready to
 run now) and ``scheduled`` (``run_at`` in the future); ``queued = due + scheduled``."""
 
 
 def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
     return {
-        "queue": s.queue, "queued": s.ready + s.scheduled, "due": s.ready,
-        "scheduled": s.scheduled, "running": s.running, "succeeded": s.succeeded,
-        "dead": s.dead, "cancelled": s.cancelled, "skipped": s.skipped, "timed_out": s.timed_out,
+        "queue": s.queue,
+        "queued": s.ready + s.scheduled,
+        "due": s.ready,
+        "scheduled": s.scheduled,
+        "running": s.running,
+        "succeeded": s.succeeded,
+        "dead": s.dead,
+        "cancelled": s.cancelled,
+        "skipped": s.skipped,
+        "timed_out": s.timed_out,
     }
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON array of per-queue objects with these columns as keys.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON array of per-queue objects with these columns as keys.",
+)
 @_storage_options
 def stats(as_json: bool, app: str | None, url: str | None) -> None:
     """Job counts per queue, by state: queued (= due + scheduled), running, succeeded,
@@ -140,8 +172,12 @@ def jobs() -> None:
 
 @jobs.command("show")
 @click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the JobInfo as JSON, with its records under 'attempt_records'.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the JobInfo as JSON, with its records under 'attempt_records'.",
+)
 @_storage_options
 def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Show one job: its info and every attempt record."""
@@ -155,15 +191,28 @@ def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> N
     if as_json:
         echo_json({**info.to_dict(), "attempt_records": [a.to_dict() for a in attempts]})
         return
-    click.echo(kv_block([
-        ("id", info.id), ("task_name", info.task_name), ("queue", info.queue),
-        ("state", info.state), ("reason", info.reason),
-        ("attempts", f"{info.attempts} of {info.max_attempts}"), ("priority", info.priority),
-        ("result", info.result), ("error_class", info.error_class), ("error", info.error),
-        ("enqueued_at", info.enqueued_at), ("run_at", info.run_at),
-        ("started_at", info.started_at), ("finished_at", info.finished_at),
-        ("replay_of", info.replay_of), ("dead_id", info.dead_id),
-    ]))
+    click.echo(
+        kv_block(
+            [
+                ("id", info.id),
+                ("task_name", info.task_name),
+                ("queue", info.queue),
+                ("state", info.state),
+                ("reason", info.reason),
+                ("attempts", f"{info.attempts} of {info.max_attempts}"),
+                ("priority", info.priority),
+                ("result", info.result),
+                ("error_class", info.error_class),
+                ("error", info.error),
+                ("enqueued_at", info.enqueued_at),
+                ("run_at", info.run_at),
+                ("started_at", info.started_at),
+                ("finished_at", info.finished_at),
+                ("replay_of", info.replay_of),
+                ("dead_id", info.dead_id),
+            ]
+        )
+    )
     if attempts:
         click.echo(f"\nAttempts ({len(attempts)}):")
         click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
@@ -181,9 +230,14 @@ _SCAN_LIMIT = 5000
 @click.option("--task", "task_name", default=None, metavar="T", help="Only jobs of this task.")
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--scan-limit", type=click.IntRange(min=1), default=_SCAN_LIMIT, show_default=True,
-              help="With --task: read at most this many jobs to find the page (the storage "
-                   "cannot filter by task, so the CLI does).")
+@click.option(
+    "--scan-limit",
+    type=click.IntRange(min=1),
+    default=_SCAN_LIMIT,
+    show_default=True,
+    help="With --task: read at most this many jobs to find the page (the storage "
+    "cannot filter by task, so the CLI does).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of JobInfo objects.")
 @_storage_options
 def jobs_list(
@@ -233,23 +287,50 @@ def jobs_list(
         if note:
             click.echo(note, err=True)
         return
-    filters = [f"{k} {v!r}" for k, v in
-               (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+    filters = [
+        f"{k} {v!r}" for k, v in (("state", state), ("queue", queue_name), ("task", task_name)) if v
+    ]
     if not infos:
         scope = f" ({', '.join(filters)})" if filters else ""
         click.echo(f"No jobs{scope} at offset {offset} ({where}).")
     else:
-        click.echo(table(
-            ("id", "task_name", "queue", "state", "reason", "attempts", "priority",
-             "enqueued_at", "finished_at"),
-            [[i.id, i.task_name, i.queue, i.state, i.reason, f"{i.attempts}/{i.max_attempts}",
-              i.priority, i.enqueued_at, i.finished_at] for i in infos],
-        ))
+        click.echo(
+            table(
+                (
+                    "id",
+                    "task_name",
+                    "queue",
+                    "state",
+                    "reason",
+                    "attempts",
+                    "priority",
+                    "enqueued_at",
+                    "finished_at",
+                ),
+                [
+                    [
+                        i.id,
+                        i.task_name,
+                        i.queue,
+                        i.state,
+                        i.reason,
+                        f"{i.attempts}/{i.max_attempts}",
+                        i.priority,
+                        i.enqueued_at,
+                        i.finished_at,
+                    ]
+                    for i in infos
+                ],
+            )
+        )
         shown = f"Jobs {offset + 1}-{offset + len(infos)}"
         if page.has_next:
             nxt = ["queue-core", "jobs", "list", f"--offset {offset + limit}", f"--limit {limit}"]
-            nxt += [f"--{k} {v}" for k, v in
-                    (("state", state), ("queue", queue_name), ("task", task_name)) if v]
+            nxt += [
+                f"--{k} {v}"
+                for k, v in (("state", state), ("queue", queue_name), ("task", task_name))
+                if v
+            ]
             click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
         else:
             click.echo(f"\n{shown}; no more jobs.")
@@ -259,8 +340,12 @@ def jobs_list(
 
 @jobs.command("cancel")
 @click.argument("job_id")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the job's id, state and cancel_requested as a JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the job's id, state and cancel_requested as a JSON object.",
+)
 @_storage_options
 def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Cancel a job: a queued job ends cancelled at once; a running one is asked to stop

@@ -54,8 +54,12 @@ def schedule_rows(queue: Queue, now_ms: int) -> list[dict[str, Any]]:
 
 @cli.command()
 @_storage_options
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON array: task, every (seconds) or cron, tz, last, next.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON array: task, every (seconds) or cron, tz, last, next.",
+)
 def schedules(app: str | None, url: str | None, as_json: bool) -> None:
     """List periodic tasks (of --app) with their last and next tick."""
     queue, _ = _queue(app, url)

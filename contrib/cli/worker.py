@@ -24,36 +24,85 @@ def _positive_float(
 
 @cli.command()
 @click.argument("app", metavar="APP")
-@click.option("--queues", "-Q", default=None, metavar="Q1,Q2",
-              help="Comma-separated queue names (default: env QUEUE_CORE_WORKER_QUEUES, else "
-                   "[worker] queues of the configuration file, else every queue with a task "
-                   "of APP).")
-@click.option("--slots", "-c", type=click.IntRange(min=1), default=None,
-              help="Jobs run at once by this worker (default: env QUEUE_CORE_WORKER_SLOTS, "
-                   "else [worker] slots of the configuration file, else 8).")
-@click.option("--burst", is_flag=True,
-              help="Exit once no job is running, ready or due within 60 s.")
-@click.option("--lease", type=float, default=None, callback=_positive_float, metavar="S",
-              help="Lease length in seconds (default: the Queue's lease).")
-@click.option("--reap-interval", type=float, default=5.0, show_default=True,
-              callback=_positive_float, metavar="S", help="Seconds between reaper passes.")
-@click.option("--shutdown-grace", default=None, metavar="S",
-              help="On SIGTERM/SIGINT, how long running attempts may take to finish before "
-                   "they are released for retry (seconds or e.g. 30s, 2m; default 30).")
-@click.option("--isolation", type=click.Choice(["thread", "process"]), default=None,
-              help="Default isolation for sync bodies of tasks that set none themselves "
-                   "(default: thread).")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
-              case_sensitive=False), default="INFO", show_default=True)
-@click.option("--log-format", type=click.Choice(list(LOG_FORMATS)), default="text",
-              show_default=True,
-              help="text: one readable line per event; json: one JSON object per line with "
-                   "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.")
-@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              metavar="P", help="Serve this worker's Prometheus metrics (attempts, durations, "
-                                "pick-up latency, busy/stuck slots) at http://HOST:P/metrics.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
-              help="Address --metrics-port binds to (0.0.0.0: every interface).")
+@click.option(
+    "--queues",
+    "-Q",
+    default=None,
+    metavar="Q1,Q2",
+    help="Comma-separated queue names (default: env QUEUE_CORE_WORKER_QUEUES, else "
+    "[worker] queues of the configuration file, else every queue with a task "
+    "of APP).",
+)
+@click.option(
+    "--slots",
+    "-c",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Jobs run at once by this worker (default: env QUEUE_CORE_WORKER_SLOTS, "
+    "else [worker] slots of the configuration file, else 8).",
+)
+@click.option(
+    "--burst", is_flag=True, help="Exit once no job is running, ready or due within 60 s."
+)
+@click.option(
+    "--lease",
+    type=float,
+    default=None,
+    callback=_positive_float,
+    metavar="S",
+    help="Lease length in seconds (default: the Queue's lease).",
+)
+@click.option(
+    "--reap-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    callback=_positive_float,
+    metavar="S",
+    help="Seconds between reaper passes.",
+)
+@click.option(
+    "--shutdown-grace",
+    default=None,
+    metavar="S",
+    help="On SIGTERM/SIGINT, how long running attempts may take to finish before "
+    "they are released for retry (seconds or e.g. 30s, 2m; default 30).",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(["thread", "process"]),
+    default=None,
+    help="Default isolation for sync bodies of tasks that set none themselves (default: thread).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(list(LOG_FORMATS)),
+    default="text",
+    show_default=True,
+    help="text: one readable line per event; json: one JSON object per line with "
+    "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    metavar="P",
+    help="Serve this worker's Prometheus metrics (attempts, durations, "
+    "pick-up latency, busy/stuck slots) at http://HOST:P/metrics.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="HOST",
+    help="Address --metrics-port binds to (0.0.0.0: every interface).",
+)
 @click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic tasks' ticks.")
 def worker(
     app: str,
@@ -109,9 +158,8 @@ def _serve_metrics(host: str, port: int) -> Any:
     try:
         metrics.serve(port, addr=host)
     except OSError as exc:
-        raise CliUsageError(f"invalid --metrics-port {port}: cannot listen on {host}:{port} "
-                            f"({exc.strerror or exc})") from exc
-    logging.getLogger("queue_core.worker").info(
-        "metrics at http://%s:%d/metrics", host, port
-    )
+        raise CliUsageError(
+            f"invalid --metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror or exc})"
+        ) from exc
+    logging.getLogger("queue_core.worker").info("metrics at http://%s:%d/metrics", host, port)
     return metrics

@@ -71,19 +71,21 @@ def timeline(steps: list[StepRun], now_ms: float) -> tuple[list[TimelineBar], li
     bars = []
     for step, attempt, start, end in sorted(spans, key=lambda s: (s[2], s[1].number)):
         left = (start - t0) / total * 100.0
-        bars.append(TimelineBar(
-            label=f"{step.step_id} #{attempt.number}",
-            step_id=step.step_id,
-            number=attempt.number,
-            outcome="running" if attempt.outcome is None else attempt.outcome.value,
-            reason=attempt.reason,
-            job_id=step.job_id,
-            started_at=attempt.started_at,
-            finished_at=attempt.finished_at,
-            duration_ms=None if attempt.finished_at is None else end - start,
-            left=round(left, 3),
-            width=round(max((end - start) / total * 100.0, 0.5), 3),
-        ))
+        bars.append(
+            TimelineBar(
+                label=f"{step.step_id} #{attempt.number}",
+                step_id=step.step_id,
+                number=attempt.number,
+                outcome="running" if attempt.outcome is None else attempt.outcome.value,
+                reason=attempt.reason,
+                job_id=step.job_id,
+                started_at=attempt.started_at,
+                finished_at=attempt.finished_at,
+                duration_ms=None if attempt.finished_at is None else end - start,
+                left=round(left, 3),
+                width=round(max((end - start) / total * 100.0, 0.5), 3),
+            )
+        )
     return bars, waiting
 
 
@@ -115,24 +117,29 @@ class _FlowPages:
         rows = []
         if queue is not None:
             rows = queue.executions(flow, state_text, PAGE_SIZE + 1, (page_no - 1) * PAGE_SIZE)
-        return self.dash.render(request, "flows.html", {
-            "page": "flows",
-            "supported": queue is not None,
-            "storage_name": type(self.dash.storage).__name__,
-            "executions": rows[:PAGE_SIZE],
-            "has_next": len(rows) > PAGE_SIZE,
-            "page_no": page_no,
-            "filters": {"flow": flow, "state": state_text},
-            "states": states,
-            "refresh": self.dash.refresh if queue is not None else None,
-        })
+        return self.dash.render(
+            request,
+            "flows.html",
+            {
+                "page": "flows",
+                "supported": queue is not None,
+                "storage_name": type(self.dash.storage).__name__,
+                "executions": rows[:PAGE_SIZE],
+                "has_next": len(rows) > PAGE_SIZE,
+                "page_no": page_no,
+                "filters": {"flow": flow, "state": state_text},
+                "states": states,
+                "refresh": self.dash.refresh if queue is not None else None,
+            },
+        )
 
     def execution(self, request: Request) -> Response:
         queue = self._flows_queue()
         execution_id = request.path_params["execution_id"]
         if queue is None:
             raise HTTPException(
-                404, f"storage {type(self.dash.storage).__name__} has no flow executions "
+                404,
+                f"storage {type(self.dash.storage).__name__} has no flow executions "
                 "(it lacks the SupportsFlows ability)",
             )
         try:
@@ -143,16 +150,22 @@ class _FlowPages:
             raise HTTPException(404, f"no flow execution with id {execution_id!r}") from exc
         bars, waiting = timeline(steps, time.time() * 1000.0)
         finished = info.state not in (
-            ExecutionState.QUEUED, ExecutionState.RUNNING, ExecutionState.CANCELLING
+            ExecutionState.QUEUED,
+            ExecutionState.RUNNING,
+            ExecutionState.CANCELLING,
         )
-        return self.dash.render(request, "execution.html", {
-            "page": "flows",
-            "info": info,
-            "steps": steps,
-            "bars": bars,
-            "waiting": waiting,
-            "refresh": None if finished else self.dash.refresh,
-        })
+        return self.dash.render(
+            request,
+            "execution.html",
+            {
+                "page": "flows",
+                "info": info,
+                "steps": steps,
+                "bars": bars,
+                "waiting": waiting,
+                "refresh": None if finished else self.dash.refresh,
+            },
+        )
 
 
 def flow_routes(dash: _Dashboard) -> list[Route]:

@@ -76,7 +76,8 @@ def rate_grant(
     Args:
         stamps: the key's kept claim times (epoch ms, any order).
         now: the claim time (the storage's clock).
-        limit, window_ms: the rate (at most ``limit`` claims in any ``window_ms``).
+        limit: at most this many claims in any window.
+        window_ms: the window's length, in ms.
         want: claims asked for.
 
     Returns:

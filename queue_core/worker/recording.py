@@ -272,9 +272,12 @@ class AttemptRecording(WorkerState):
         log_attempt_end(end, att.job.task_name, duration, queue=att.job.queue, worker_id=self.id)
         if self._listeners:
             error_class = None if error is None else error.error_class
-            self._notify("attempt_ended", AttemptEnded(
-                att.job, self.id, outcome, end.reason, decision.action, duration, error_class
-            ))
+            self._notify(
+                "attempt_ended",
+                AttemptEnded(
+                    att.job, self.id, outcome, end.reason, decision.action, duration, error_class
+                ),
+            )
 
     def _started(self, att: Attempt) -> None:
         self._notify("attempt_started", AttemptStarted(att.job, self.id))

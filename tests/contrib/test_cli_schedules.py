@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from contrib.cli import cli
 from queue_core.testing import new_job
 
-APP = '''
+APP = """
 from queue_core import Queue
 
 queue = Queue({url!r})
@@ -30,7 +30,7 @@ def report():
 @queue.periodic(cron="0 9 * * 1-5", tz="Europe/Berlin", name="app.standup")
 def standup():
     return "s"
-'''
+"""
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_worker_help_offers_no_scheduler() -> None:
     assert "--no-scheduler" in result.output
 
 
-TICKING_APP = '''
+TICKING_APP = """
 from queue_core import Queue
 
 queue = Queue({url!r})
@@ -101,7 +101,7 @@ queue = Queue({url!r})
 @queue.periodic(every="1s", name="app.tick", queue="ticks")
 def tick():
     return None
-'''
+"""
 
 
 def test_two_worker_processes_enqueue_each_one_second_tick_once(tmp_path: Path) -> None:

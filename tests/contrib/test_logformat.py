@@ -57,7 +57,11 @@ def _worker(app: App, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
     return subprocess.run(
         [str(script), "worker", app.spec, "--burst", *args],
-        cwd=app.dir, env=env, capture_output=True, text=True, timeout=120,
+        cwd=app.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
 

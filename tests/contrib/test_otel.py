@@ -52,8 +52,9 @@ def test_the_attempt_span_is_a_child_of_the_producers_span(
     attempts = [s for s in spans if s.name == "flaky attempt"]
     enqueues = {s.context.span_id: s for s in spans if s.name == "queue_core enqueue"}
     trace_id = request.get_span_context().trace_id
-    by_job = {(s.attributes["queue_core.job_id"], s.attributes["queue_core.attempt"]): s
-              for s in attempts}
+    by_job = {
+        (s.attributes["queue_core.job_id"], s.attributes["queue_core.attempt"]): s for s in attempts
+    }
     assert set(by_job) == {(ok.id, 1), (bad.id, 1), (bad.id, 2), (other.id, 1)}
     for key in [(ok.id, 1), (bad.id, 1), (bad.id, 2)]:
         span = by_job[key]

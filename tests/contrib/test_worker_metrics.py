@@ -50,12 +50,14 @@ def test_counts_equal_the_attempts_in_storage_and_labels_are_capped() -> None:
     names = [f"t{i}" for i in range(4)]
     tasks = {}
     for name in names:
+
         def body(fail: bool) -> None:
             if fail:
                 raise ValueError("no")
 
-        tasks[name] = queue.task(name=name, max_retries=1, retry_backoff="1ms",
-                                 retry_jitter=0)(body)
+        tasks[name] = queue.task(name=name, max_retries=1, retry_backoff="1ms", retry_jitter=0)(
+            body
+        )
     jobs = [tasks[n].delay(i % 3 == 0) for i, n in enumerate(names * 5)]
     metrics = WorkerMetrics(max_tasks=2)
     queue.run_worker(burst=True, install_signal_handlers=False, listeners=[metrics])
@@ -103,10 +105,21 @@ def test_worker_metrics_port_serves_what_it_recorded(app: App) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
     proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("queue-core")), "worker", app.spec,
-         "--metrics-port", str(port), "--reap-interval", "0.2"],
-        cwd=app.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [
+            str(Path(sys.executable).with_name("queue-core")),
+            "worker",
+            app.spec,
+            "--metrics-port",
+            str(port),
+            "--reap-interval",
+            "0.2",
+        ],
+        cwd=app.dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -144,8 +157,18 @@ def test_port_in_use_is_a_usage_error(app: App) -> None:
         port = s.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
         proc = subprocess.run(
-            [str(Path(sys.executable).with_name("queue-core")), "worker", app.spec, "--burst",
-             "--metrics-port", str(port)],
-            cwd=app.dir, env=env, capture_output=True, text=True, timeout=60,
+            [
+                str(Path(sys.executable).with_name("queue-core")),
+                "worker",
+                app.spec,
+                "--burst",
+                "--metrics-port",
+                str(port),
+            ],
+            cwd=app.dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert proc.returncode == 2 and f"invalid --metrics-port {port}" in proc.stderr

@@ -120,9 +120,7 @@ def _loud(depth: int) -> None:
 
 
 @pytest.mark.parametrize("isolation", ["thread", "process"])
-def test_recorded_error_messages_and_tracebacks_are_capped(
-    tmp_path: Path, isolation: str
-) -> None:
+def test_recorded_error_messages_and_tracebacks_are_capped(tmp_path: Path, isolation: str) -> None:
     """A 1 MB message 300 frames deep: the message keeps its first 4 KiB, the traceback its
     last 8 KiB (naming the raise), for a thread body and a process-isolated one alike."""
     q = Queue(f"sqlite:///{tmp_path / 'jobs.db'}")

@@ -25,7 +25,10 @@ from queue_core.urls import mask_url
         ("http://[::1", "http://[::1"),
         # unencoded /, # and ? in a password: urlsplit ends the authority there
         ("postgresql://app:se/cret@db/jobs", "postgresql://app:***@db/jobs"),
-        ("postgresql+psycopg://app:a#secret@db:5432/jobs", "postgresql+psycopg://app:***@db:5432/jobs"),
+        (
+            "postgresql+psycopg://app:a#secret@db:5432/jobs",
+            "postgresql+psycopg://app:***@db:5432/jobs",
+        ),
         ("redis://:what?secret@h:6379/0?prefix=x", "redis://:***@h:6379/0?prefix=x"),
         ("redis+cluster://u:s/e#c?ret@h:7000/?prefix=p", "redis+cluster://u:***@h:7000/?prefix=p"),
         ("sqlite:///data/a:b@c.db", "sqlite:///data/a:b@c.db"),

@@ -60,9 +60,7 @@ class UniqueContract(ContractBase):
     def test_concurrent_enqueues_with_one_key_store_one_job(self, storage: Storage) -> None:
         uniq = _unique(storage)
         jobs = [self._keyed() for _ in range(self.race_threads)]
-        results = run_concurrently(
-            self.race_threads, lambda i: _one(uniq, jobs[i], T0 + i)
-        )
+        results = run_concurrently(self.race_threads, lambda i: _one(uniq, jobs[i], T0 + i))
         errors = [r for r in results if isinstance(r, BaseException)]
         assert not errors, errors
         got = [r for r in results if isinstance(r, Enqueued)]
@@ -90,7 +88,9 @@ class UniqueContract(ContractBase):
         a, b, plain = self._keyed(), self._keyed(), new_job()
         got = uniq.enqueue_unique([a, plain, b], now=T0)
         assert [(e.job_id, e.existing) for e in got] == [
-            (a.id, False), (plain.id, False), (a.id, True)
+            (a.id, False),
+            (plain.id, False),
+            (a.id, True),
         ]
         assert storage.get_job(b.id) is None
 
@@ -107,7 +107,9 @@ class UniqueContract(ContractBase):
         _one(uniq, first, T0)
         claimed = claim_one(storage, now=T0 + SEC)
         ending: dict[str, Callable[[LeaseRef], AttemptEnd]] = {
-            "succeeded": complete_end, "dead": dead_end, "cancelled": cancel_end
+            "succeeded": complete_end,
+            "dead": dead_end,
+            "cancelled": cancel_end,
         }
         assert storage.finish([ending[end](claimed.ref)], now=T0 + 2 * SEC) == [True]
         assert job_of(storage, first.id).state.value == end
@@ -165,9 +167,7 @@ class RateLimitContract(ContractBase):
         self.rate_key = f"tests.rated.{new_id()}"
 
     def _rate_job(self, limit: int = 10, window_ms: int = SEC, **fields: Any) -> NewJob:
-        return new_job(
-            rate_key=self.rate_key, rate_limit=limit, rate_window_ms=window_ms, **fields
-        )
+        return new_job(rate_key=self.rate_key, rate_limit=limit, rate_window_ms=window_ms, **fields)
 
     def test_claims_never_exceed_the_rate_across_claimers(self, storage: Storage) -> None:
         _rated(storage)
@@ -225,6 +225,4 @@ class RateLimitContract(ContractBase):
         (entry,) = storage.list_dead(task_name=first.task_name)
         replay = storage.retry_dead(entry.id, now=T0 + SEC)
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
-        assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + MIN)] == [
-            replay
-        ]
+        assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + MIN)] == [replay]

@@ -33,7 +33,11 @@ URLS = [
 def test_urls_parse_and_render_as_sqlalchemy_does(url: str) -> None:
     ours, theirs = parse_sql_url(url), make_url(url)
     assert (ours.drivername, ours.username, ours.password, ours.host, ours.port) == (
-        theirs.drivername, theirs.username, theirs.password, theirs.host, theirs.port
+        theirs.drivername,
+        theirs.username,
+        theirs.password,
+        theirs.host,
+        theirs.port,
     )
     assert ours.database == theirs.database
     for hide in (True, False):
@@ -70,7 +74,10 @@ print("sqlalchemy" in sys.modules)
 def _imports_sqlalchemy(url: str) -> bool:
     program = textwrap.dedent(_PROGRAM.format(url=url))
     out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=Path(__file__).resolve().parents[3],
     )
     return out.stdout.strip().splitlines()[-1] == "True"

@@ -122,8 +122,10 @@ def test_a_version_1_sqlite_database_is_upgraded_and_keeps_its_jobs(tmp_path: Pa
         assert second.schema_version() == SCHEMA_VERSION
         (reaped,) = second.reap(now=T0 + 2 * SEC)
         assert reaped.state is JobState.DEAD
-        rated = [new_job(rate_key="r", rate_limit=1, rate_window_ms=SEC, unique_key=f"u{i}")
-                 for i in range(2)]
+        rated = [
+            new_job(rate_key="r", rate_limit=1, rate_window_ms=SEC, unique_key=f"u{i}")
+            for i in range(2)
+        ]
         second.enqueue(rated, now=T0)  # the version 5 tables and column exist now
         assert len(second.claim("w", ["default"], 5, SEC, now=T0)) == 1
     finally:

@@ -25,8 +25,15 @@ class _NoFlows:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("start_execution", "list_executions", "get_execution", "list_steps",
-                    "cancel_execution", "get_step_inputs", "list_jobs"):
+        if name in (
+            "start_execution",
+            "list_executions",
+            "get_execution",
+            "list_steps",
+            "cancel_execution",
+            "get_step_inputs",
+            "list_jobs",
+        ):
             raise AttributeError(name)
         return getattr(self._inner, name)
 

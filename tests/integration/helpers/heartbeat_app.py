@@ -57,8 +57,6 @@ def beat_thread(ctx: JobContext = JobContext.INJECTED) -> str:
     return _beat_sync("beat.thread", ctx)
 
 
-@queue.task(
-    name="beat.process", heartbeat="2s", timeout=60, max_retries=0, isolation="process"
-)
+@queue.task(name="beat.process", heartbeat="2s", timeout=60, max_retries=0, isolation="process")
 def beat_process(ctx: JobContext = JobContext.INJECTED) -> str:
     return _beat_sync("beat.process", ctx)

@@ -54,10 +54,13 @@ async def test_two_schedulers_start_one_execution_per_tick() -> None:
             clock.advance_ms(START - 1_000 + k * 10_000 - clock.now_ms())
             await until(lambda k=k: passed(workers, k + 1), f"tick {k} scheduled")  # type: ignore[misc]
             await until(
-                lambda k=k: sum(  # type: ignore[misc]
-                    e.state is ExecutionState.SUCCEEDED
-                    for e in queue.executions(flow="nightly", limit=50)
-                ) == k,
+                lambda k=k: (
+                    sum(  # type: ignore[misc]
+                        e.state is ExecutionState.SUCCEEDED
+                        for e in queue.executions(flow="nightly", limit=50)
+                    )
+                    == k
+                ),
                 f"execution {k} succeeded",
             )
             await anyio.lowlevel.checkpoint()
