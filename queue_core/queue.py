@@ -19,7 +19,7 @@ from queue_core.events import HeaderProvider, WorkerListener, with_headers
 from queue_core.flows import api as _flows
 from queue_core.flows.api import ExecutionHandle, Flow
 from queue_core.flows.model import ExecutionInfo, ExecutionState
-from queue_core.flows.scheduled import FlowSchedule, schedule_flow
+from queue_core.flows.scheduled import FlowSchedule
 from queue_core.handle import JobHandle
 from queue_core.limits import enqueue_limited
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
@@ -60,8 +60,7 @@ class TaskDecorator(Protocol):
 _RAISE_SKIPPED: Final = JobState.SKIPPED
 
 EAGER_EVERYWHERE = False
-"""Set by the ``queue_core_eager`` pytest fixture: every Queue runs eagerly, those built
-before the test included (``Queue.eager`` is the per-queue switch)."""
+"""Set by the ``queue_core_eager`` fixture: every Queue runs eagerly (also those built before)."""
 
 
 class Queue:
@@ -455,10 +454,9 @@ class Queue:
         queue: str | None = None,
         schedule: FlowSchedule | None = None,
     ) -> Flow:
-        """Declare a flow: a DAG of steps (``@flow.step``) with an execution-wide
-        ``timeout`` (SPEC §7); see :class:`~queue_core.flows.api.Flow`. ``schedule``
-        starts one execution per tick (:mod:`queue_core.flows.scheduled`)."""
-        flow = Flow(
+        """Declare a flow, a DAG of steps (SPEC §7, :class:`~queue_core.flows.api.Flow`);
+        ``schedule`` starts one execution per tick (:mod:`queue_core.flows.scheduled`)."""
+        return Flow(
             self,
             name,
             concurrency=concurrency,
@@ -466,10 +464,8 @@ class Queue:
             timeout=timeout,
             retry=retry,
             queue=queue,
+            schedule=schedule,
         )
-        if schedule is not None:
-            schedule_flow(flow, schedule, queue)
-        return flow
 
     def load_flow(self, path: str | os.PathLike[str]) -> Flow:
         """A flow from a YAML flow file (SPEC §7 "Flow files")."""

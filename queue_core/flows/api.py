@@ -32,6 +32,7 @@ from queue_core.flows.model import (
     StepSpec,
     retry_fields,
 )
+from queue_core.flows.scheduled import FlowSchedule, schedule_flow
 from queue_core.flows.storage import ExecutionRecord, SupportsFlows
 from queue_core.handle import wait_finished
 from queue_core.model import JobState
@@ -128,6 +129,7 @@ class Flow:
         retry: RetryPolicy | None = None,
         queue: str | None = None,
         spec: FlowSpec | None = None,
+        schedule: FlowSchedule | None = None,
     ) -> None:
         self._owner = owner
         self.name = check_name(name, "name")
@@ -160,6 +162,8 @@ class Flow:
             self._steps = spec.steps
             self._fixed = True
         self._step_of_task: dict[int, str] = {}
+        if schedule is not None:
+            schedule_flow(self, schedule, queue)
 
     @property
     def spec(self) -> FlowSpec:
