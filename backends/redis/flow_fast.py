@@ -15,8 +15,10 @@ The spec's index (dependents of each step) is built once per spec
 (:func:`backends.redis.flow_records.index_of`). The result goes through the same
 ``flow_apply.lua`` under the same optimistic lock (the execution's version, read with
 the fields: anything written since makes the apply refuse and the caller read again).
-Any other case returns ``None`` and :class:`backends.redis.flows.RedisFlows` decides on
-the full execution, as before.
+An advance with no pending event (another advancer folded them) writes nothing when
+:func:`~queue_core.flows.decide_fast.advance_idle` says so. Any other case returns
+``None`` and :class:`backends.redis.flows.RedisFlows` decides on the full execution, as
+before.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from typing import Any
 
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import Exec, Op, index_of, parse_step, text, transition_ops
-from queue_core.flows.decide_fast import ExecutionHead, StepIndex, step_ended_fast
+from queue_core.flows.decide_fast import (
+    ExecutionHead,
+    StepIndex,
+    advance_idle,
+    step_ended_fast,
+)
 from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
 from queue_core.model import ReapedJob
 
@@ -39,6 +46,19 @@ _HEAD = ["st", "rs", "fs", "mp", "dl", "ck", "v", "sp", *(f"c.{s.value}" for s i
 
 Result = tuple[bool, ExecutionState | None, list[ReapedJob], str | None]
 Event = tuple[int, StepState, str]
+
+
+def _head(f: dict[str, bytes | None]) -> tuple[ExecutionHead, dict[StepState, int]]:
+    """The execution's fields and its counts of steps by state, as read."""
+    rs = text(f["rs"])
+    head = ExecutionHead(
+        state=ExecutionState(text(f["st"])),
+        max_parallel=int(f["mp"] or 0),
+        deadline_at=None if f["dl"] is None else int(f["dl"]),
+        reason=None if rs is None else ExecutionReason(rs),
+        failed_step=text(f["fs"]),
+    )
+    return head, {s: int(f[f"c.{s.value}"] or 0) for s in _COUNTED}
 
 
 class FastAdvance:
@@ -62,11 +82,16 @@ class FastAdvance:
             pipe.lrange(self._x("xe", eid), 0, -1)
             row, raw_events = pipe.execute()
         f = dict(zip(_HEAD, row, strict=True))
-        if f["st"] != b"running" or f["fs"] is not None or f["mp"] not in (None, b"0"):
-            return None
-        if not raw_events:
+        if f["st"] is None:
             return None
         index = index_of(f["sp"])
+        head, counts = _head(f)
+        if not raw_events:  # e.g. another advancer folded this caller's event already
+            if advance_idle(head, counts, len(index.ids), now):
+                return True, head.state, [], None
+            return None
+        if head.state is not ExecutionState.RUNNING or head.failed_step or head.max_parallel:
+            return None
         events: list[Event] = []
         for raw in raw_events:
             i, st, reason = raw.decode().split("|", 2)
@@ -74,13 +99,6 @@ class FastAdvance:
         states, unmet = self._read_steps(eid, index, events)
         if states is None:
             return None
-        rs = text(f["rs"])
-        head = ExecutionHead(
-            state=ExecutionState.RUNNING,
-            deadline_at=None if f["dl"] is None else int(f["dl"]),
-            reason=None if rs is None else ExecutionReason(rs),
-        )
-        counts = {s: int(f[f"c.{s.value}"] or 0) for s in _COUNTED}
         x = Exec(eid, f, index, [])
         ops: list[Op] = []
         for i, st, reason in events:

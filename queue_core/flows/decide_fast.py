@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from queue_core.flows.decide import Transition
 from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
 
-__all__ = ["ExecutionHead", "StepIndex", "step_ended_fast", "step_index"]
+__all__ = ["ExecutionHead", "StepIndex", "advance_idle", "step_ended_fast", "step_index"]
 
 _S = StepState
 _BAD = (_S.TIMED_OUT, _S.DEAD, _S.CANCELLED, _S.SKIPPED, _S.NOT_RUN)
@@ -150,4 +150,26 @@ def step_ended_fast(
         deadline_at=head.deadline_at,
         ended=base.ended,
         release=tuple(release),
+    )
+
+
+def advance_idle(
+    head: ExecutionHead, counts: Mapping[StepState, int], steps: int, now: int
+) -> bool:
+    """``True`` when :func:`decide.advance` at ``now`` would change nothing, known from the
+    execution's fields and its counts of steps by state (``steps`` in all) alone.
+
+    A finished execution; or a ``running`` one without ``max_parallel`` that nothing has
+    failed, not past its deadline and not every step succeeded (its ready steps were
+    released by the event that made them ready). ``False`` means: judge the full view.
+    """
+    if head.state.finished:
+        return True
+    return (
+        head.state is ExecutionState.RUNNING
+        and head.failed_step is None
+        and head.max_parallel <= 0
+        and (head.deadline_at is None or now < head.deadline_at)
+        and not any(counts.get(s, 0) for s in _BAD)
+        and counts.get(_S.SUCCEEDED, 0) < steps
     )

@@ -11,7 +11,12 @@ import pytest
 
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionView, StepView
-from queue_core.flows.decide_fast import ExecutionHead, step_ended_fast, step_index
+from queue_core.flows.decide_fast import (
+    ExecutionHead,
+    advance_idle,
+    step_ended_fast,
+    step_index,
+)
 from queue_core.flows.model import ExecutionState, StepState
 
 S = StepState
@@ -110,7 +115,28 @@ def run_one(rng: random.Random) -> tuple[int, int]:
             decided += 1
             assert new == old, (view, s.id, end, now)
         view = decide.apply(view, old)
+        if idle(view, now + rng.randint(0, 8)):
+            IDLE[0] += 1
     return judged, decided
+
+
+IDLE = [0]
+
+
+def idle(view: ExecutionView, now: int) -> bool:
+    """advance_idle on the counts; when it says idle, decide.advance changes nothing."""
+    head = ExecutionHead(
+        state=view.state,
+        max_parallel=view.max_parallel,
+        deadline_at=view.deadline_at,
+        reason=view.reason,
+        failed_step=view.failed_step,
+    )
+    counts = Counter(s.state for s in view.steps)
+    got = advance_idle(head, counts, len(view.steps), now)
+    if got:
+        assert not decide.advance(view, now).changes(view), view
+    return got
 
 
 def test_fast_step_end_agrees_with_the_full_decision_over_random_dags() -> None:
@@ -122,6 +148,7 @@ def test_fast_step_end_agrees_with_the_full_decision_over_random_dags() -> None:
         decided += d
     # the fast path is taken for most ends (it is not a path that always says None)
     assert decided > 500 and decided > judged // 6
+    assert IDLE[0] > 500  # and advance_idle answers for most of the states in between
 
 
 def test_fast_path_releases_the_join_only_on_its_last_dependency() -> None:
