@@ -42,7 +42,8 @@ __all__ = ["FastAdvance"]
 
 _S = StepState
 _COUNTED = (_S.SUCCEEDED, _S.TIMED_OUT, _S.DEAD, _S.CANCELLED, _S.SKIPPED, _S.NOT_RUN)
-_HEAD = ["st", "rs", "fs", "mp", "dl", "ck", "v", "sp", *(f"c.{s.value}" for s in _COUNTED)]
+_HEAD = ["st", "rs", "fs", "mp", "dl", "ck", "v", "sp", "c.pending"]
+_HEAD += [f"c.{s.value}" for s in _COUNTED]
 
 Result = tuple[bool, ExecutionState | None, list[ReapedJob], str | None]
 Event = tuple[int, StepState, str]
@@ -82,8 +83,8 @@ class FastAdvance:
             pipe.lrange(self._x("xe", eid), 0, -1)
             row, raw_events = pipe.execute()
         f = dict(zip(_HEAD, row, strict=True))
-        if f["st"] is None:
-            return None
+        if f["st"] is None or int(f["c.pending"] or -1) < 0:
+            return None  # gone, or started before the counters existed (never counted)
         index = index_of(f["sp"])
         head, counts = _head(f)
         if not raw_events:  # e.g. another advancer folded this caller's event already

@@ -117,3 +117,23 @@ def test_a_failing_execution_takes_the_full_path_and_keeps_the_counters(
     _counters_match(storage, raw, new.id)
     record = storage.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_an_execution_without_counters_is_advanced_on_the_full_view(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An execution stored before the counters existed (no c.pending, no P:xu) is never
+    judged from counters it does not have."""
+    new = make_execution(make_spec({"a": [], "b": ["a"], "c": ["b"]}))
+    storage.start_execution(new, now=T0)
+    p = storage.keys.prefix
+    fields = [k for k in raw.hkeys(f"{p}:x:{new.id}") if k.startswith(b"c.")]
+    raw.hdel(f"{p}:x:{new.id}", *fields)
+    raw.delete(f"{p}:xu:{new.id}")
+    fast, _ = _spy(monkeypatch)
+    for step, now in (("a", T0 + 1), ("b", T0 + 3), ("c", T0 + 5)):
+        got = claim_steps(storage, now)[step]
+        storage.finish([complete_end(got.ref)], now=now + 1)
+    assert fast == ["none", "none", "none"]
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.SUCCEEDED
