@@ -11,6 +11,7 @@ from typing import Any
 from queue_core.errors import ConfigError
 from queue_core.flows import decide
 from queue_core.flows.decide import ExecutionView, StepView, Transition
+from queue_core.flows.decide_fast import StepIndex, step_index
 from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
 from queue_core.flows.storage import ExecutionRecord, NewExecution
 from queue_core.model import NewJob
@@ -20,13 +21,16 @@ __all__ = [
     "Exec",
     "Op",
     "execution_record",
+    "index_of",
     "job_args",
     "parse_step",
     "start_fields",
+    "start_index",
     "start_plan",
     "step_replay_refused",
     "text",
     "transition_ops",
+    "unmet_fields",
 ]
 
 _S = StepState
@@ -69,10 +73,15 @@ class Exec:
 
     id: str
     f: dict[str, bytes | None]
-    steps: list[tuple[str, tuple[str, ...]]]
-    """(step id, dependencies) by idx."""
+    index: StepIndex
+    """The steps (ids, dependencies, dependents) by idx."""
     states: list[tuple[StepState, bool, str | None]]
     """(state, released, reason) by idx."""
+
+    @property
+    def steps(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(step id, dependencies) by idx."""
+        return list(zip(self.index.ids, self.index.depends_on, strict=True))
 
     @property
     def version(self) -> str:
@@ -103,6 +112,20 @@ class Exec:
 
 
 _PARSED: dict[bytes, tuple[StepState, bool, str | None]] = {}
+_INDEXES: dict[bytes, StepIndex] = {}
+
+
+def index_of(sp: bytes | None) -> StepIndex:
+    """The :class:`StepIndex` of an execution's ``sp`` field (JSON ``[[id, [deps]], ...]``),
+    built once per distinct value (the steps of an execution never change)."""
+    raw = sp or b"[]"
+    got = _INDEXES.get(raw)
+    if got is None:
+        got = step_index([(sid, tuple(deps)) for sid, deps in json.loads(raw)])
+        if len(_INDEXES) >= 64:
+            _INDEXES.pop(next(iter(_INDEXES)))
+        _INDEXES[raw] = got
+    return got
 
 
 def parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
@@ -119,11 +142,15 @@ def parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
 def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None) -> list[Op]:
     """The operations of ``flow_apply.lua`` that apply ``t`` to ``x`` (design §3
     order: the event's step, execution fields, time_out, not_run, cancel, release)."""
-    pos = {sid: str(i) for i, (sid, _) in enumerate(x.steps)}
+    ix = x.index
     eid = x.id
-    ops: list[Op] = [
-        ["step", eid, pos[sid], st.value, "1", (reasons or {}).get(sid, "")] for sid, st in t.ended
-    ]
+    ops: list[Op] = []
+    for sid, st in t.ended:
+        i = ix.pos[sid]
+        op: Op = ["step", eid, str(i), st.value, "1", (reasons or {}).get(sid, "")]
+        if st is _S.SUCCEEDED:  # its dependents' unmet counters (P:xu) go down by one
+            op.append([str(d) for d in ix.dependents[i]])
+        ops.append(op)
     sets: list[str] = []
     dels: list[str] = []
     for name, value in (
@@ -142,11 +169,12 @@ def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None
         ops.append(["started", eid, deadline])
     if t.finished:
         ops.append(["finished", eid, x.conc_key or ""])
-    ops += [["time_out", eid, pos[s]] for s in t.time_out]
+    pos = ix.pos
+    ops += [["time_out", eid, str(pos[s])] for s in t.time_out]
     reason = "" if t.not_run_reason is None else t.not_run_reason.value
-    ops += [["not_run", eid, pos[s], reason] for s in t.not_run]
-    ops += [["cancel", eid, pos[s]] for s in t.cancel]
-    ops += [["release", eid, pos[s], deadline] for s in t.release]
+    ops += [["not_run", eid, str(pos[s]), reason] for s in t.not_run]
+    ops += [["cancel", eid, str(pos[s])] for s in t.cancel]
+    ops += [["release", eid, str(pos[s]), deadline] for s in t.release]
     return ops
 
 
@@ -230,9 +258,23 @@ def start_plan(
         timeout_ms=new.timeout_ms,
     )
     ck = None if new.conc_key is None else new.conc_key.encode()
-    shell = Exec(new.id, {"ck": ck}, [(s.id, s.depends_on) for s in new.steps], [])
+    shell = Exec(new.id, {"ck": ck}, start_index(new), [])
     t = decide.start(view, now)
     return head, transition_ops(shell, t), t.state, t.finished
+
+
+def start_index(new: NewExecution) -> StepIndex:
+    """The :class:`StepIndex` of a new execution's steps."""
+    return step_index([(s.id, s.depends_on) for s in new.steps])
+
+
+def unmet_fields(index: StepIndex) -> list[str]:
+    """``P:xu:<e>`` at start: idx/unmet pairs (flat) of the steps with dependencies."""
+    out: list[str] = []
+    for i, n in enumerate(index.unmet):
+        if n:
+            out += (str(i), str(n))
+    return out
 
 
 def step_replay_refused(dead_id: str) -> ConfigError:

@@ -29,17 +29,21 @@ from typing import Any
 from redis.commands.core import Script
 
 from backends.redis.errors import translate_errors
+from backends.redis.flow_fast import FastAdvance
 from backends.redis.flow_records import (
     EXEC_FIELDS,
     Exec,
     Op,
     execution_record,
+    index_of,
     job_args,
     parse_step,
     start_fields,
+    start_index,
     start_plan,
     text,
     transition_ops,
+    unmet_fields,
 )
 from backends.redis.keys import Keys
 from queue_core.errors import NotFound, StorageError
@@ -69,7 +73,7 @@ _TRIES = 200
 """Optimistic-lock retries of one advance before it is left to the reaper."""
 
 
-class RedisFlows:
+class RedisFlows(FastAdvance):
     """The :class:`~queue_core.flows.storage.SupportsFlows` operations of ``redis://``,
     mixed into :class:`backends.redis.RedisStorage`."""
 
@@ -107,9 +111,9 @@ class RedisFlows:
         if row[0] is None:
             return None, []
         f = dict(zip(EXEC_FIELDS, row, strict=True))
-        steps = [(sid, tuple(deps)) for sid, deps in json.loads(f["sp"] or b"[]")]
-        states = [parse_step(xs[str(i).encode()]) for i in range(len(steps))]
-        return Exec(eid, f, steps, states), list(events)
+        index = index_of(f["sp"])
+        states = [parse_step(xs[str(i).encode()]) for i in range(len(index.ids))]
+        return Exec(eid, f, index, states), list(events)
 
     def _run_flow(self, script: Script, now: int, extra: Sequence[Any]) -> Any:
         args = self._args(now)
@@ -148,6 +152,10 @@ class RedisFlows:
         Returns (applied or nothing to do, state after, timed-out jobs, concurrency key to
         promote); ``False`` first when a version moved.
         """
+        if judge is None and cas is None and extra is None:
+            fast = self._try_fast(eid, now)
+            if fast is not None:
+                return fast
         x, events = self._read_exec(eid)
         if x is None:
             return True, None, [], None
@@ -289,6 +297,7 @@ class RedisFlows:
         t = self._flow_now(now)
         ck = new.conc_key
         fields = start_fields(new)
+        unmet = unmet_fields(start_index(new))
         jobs: list[Any] = []
         for j in new.jobs:
             jobs += job_args(j)
@@ -309,6 +318,7 @@ class RedisFlows:
                 "n": len(new.steps),
                 "sid": [s.id for s in new.steps],
                 "ck": ck or "",
+                "un": unmet,
                 "active": admission.state is not _E.SKIPPED,
                 "ops": ops,
             }
@@ -416,18 +426,15 @@ class RedisFlows:
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs`."""
         with translate_errors("get_step_inputs"):
-            pipe = self._r.pipeline(transaction=True)
-            pipe.hmget(self._x("x", execution_id), ["in", "sp"])
-            pipe.hgetall(self._x("xo", execution_id))
-            (inp, sp), results = pipe.execute()
+            inp, sp = self._r.hmget(self._x("x", execution_id), ["in", "sp"])
         if sp is None:
             raise NotFound(f"no flow execution with id {execution_id!r}")
-        steps = json.loads(sp)
-        pos = {sid: i for i, (sid, _) in enumerate(steps)}
-        if step_id not in pos:
+        index = index_of(sp)
+        if step_id not in index.pos:
             raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-        deps = steps[pos[step_id]][1]
-        return StepInputs(
-            input=inp or b"",
-            results={d: results.get(str(pos[d]).encode()) for d in deps},
-        )
+        deps = index.depends_on[index.pos[step_id]]
+        got: list[bytes | None] = []
+        if deps:  # only the dependencies' results (a step's inputs, not the execution's)
+            with translate_errors("get_step_inputs"):
+                got = self._r.hmget(self._x("xo", execution_id), [str(index.pos[d]) for d in deps])
+        return StepInputs(input=inp or b"", results=dict(zip(deps, got, strict=True)))

@@ -8,7 +8,9 @@
 --   P:x:<e>    hash: fl flow, sh spec hash, st, rs, fs failed_step, mp, to, dl, ca, sa,
 --              fa, ck, cl, cb (concurrency), seq, sp (JSON [[step id, [deps]], ...]),
 --              in (input), v (version: moves on every change, the optimistic lock)
---   P:xs:<e>   hash: step idx -> "state|released (1/0)|reason"
+--   P:xs:<e>   hash: step idx -> "state|released (1/0)|reason" (written by xs_set, which
+--              keeps the counters c.<state> of P:x:<e>)
+--   P:xu:<e>   hash: step idx -> its dependencies not succeeded yet (steps with some)
 --   P:xe:<e>   list: pending events "idx|job state|job reason" (flow_event, claim)
 --   P:xo:<e>   hash: step idx -> result of a succeeded step
 --   P:xj:<e>   hash: step idx -> cmsgpack of the step's job (released as is)
@@ -71,9 +73,14 @@ local function flow_ops(ops)
     else
       touched[e] = true
     end
-    local xs = P .. ':xs:' .. e
     if kind == 'step' then
-      redis.call('HSET', xs, op[3], op[4] .. '|' .. op[5] .. '|' .. op[6])
+      xs_set(e, op[3], op[4] .. '|' .. op[5] .. '|' .. op[6])
+      if op[7] then  -- a success: its dependents have one unmet dependency less
+        local xu = P .. ':xu:' .. e
+        for _, d in ipairs(op[7]) do
+          if redis.call('HEXISTS', xu, d) == 1 then redis.call('HINCRBY', xu, d, -1) end
+        end
+      end
     elseif kind == 'exec' then
       if #op[3] > 0 then redis.call('HSET', xk(e), unpack(op[3])) end
       if #op[4] > 0 then redis.call('HDEL', xk(e), unpack(op[4])) end
@@ -91,7 +98,7 @@ local function flow_ops(ops)
       end
     elseif kind == 'time_out' then
       -- the running attempt ends timed_out/flow_timeout now, fenced (lease fields go)
-      redis.call('HSET', xs, op[3], 'timed_out|1|flow_timeout')
+      xs_set(e, op[3], 'timed_out|1|flow_timeout')
       local id = e .. '.' .. op[3]
       local f = redis.call('HMGET', jk(id), 'st', 'att', 'q', 'ck', 'wid', 'sa')
       if f[1] == 'running' then
@@ -109,7 +116,7 @@ local function flow_ops(ops)
       local f = redis.call('HMGET', jk(id), 'st', 'q', 'pr', 'mem', 'ck')
       local released = '0'
       if f[1] then released = '1' end
-      redis.call('HSET', xs, op[3], 'not_run|' .. released .. '|' .. op[4])
+      xs_set(e, op[3], 'not_run|' .. released .. '|' .. op[4])
       if f[1] == 'queued' then
         unready(id, f[2], f[3], f[4], nz(f[5]))
         count(f[2], 'queued', -1)
@@ -122,7 +129,7 @@ local function flow_ops(ops)
       end
     elseif kind == 'release' then
       flow_release(e, op[3], op[4])
-      redis.call('HSET', xs, op[3], 'queued|1|')
+      xs_set(e, op[3], 'queued|1|')
     elseif kind == 'events' then
       local xe = P .. ':xe:' .. e
       redis.call('LTRIM', xe, tonumber(op[3]), -1)

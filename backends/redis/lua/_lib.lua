@@ -253,6 +253,18 @@ end
 -- execution joins P:xadv, the executions that need an advance. The decision itself is
 -- taken in Python (queue_core.flows.decide, design docs/design/flows-storage.md §10):
 -- the caller advances right after, and reap() advances whatever a killed caller left.
+-- flows: set step idx of execution x to "state|released|reason" and keep the execution's
+-- counters of steps by state (P:x:<x> fields c.<state>) equal to P:xs:<x>, so the fast
+-- advance (decide_fast) reads counts instead of every step.
+local function xs_set(x, idx, val)
+  local xs = P .. ':xs:' .. x
+  local xh = P .. ':x:' .. x
+  local old = redis.call('HGET', xs, idx)
+  redis.call('HSET', xs, idx, val)
+  if old then redis.call('HINCRBY', xh, 'c.' .. string.match(old, '^[^|]*'), -1) end
+  redis.call('HINCRBY', xh, 'c.' .. string.match(val, '^[^|]*'), 1)
+end
+
 local function flow_event(id, x)
   local f = redis.call('HMGET', jk(id), 'xi', 'st', 'rs')
   redis.call('RPUSH', P .. ':xe:' .. x, f[1] .. '|' .. f[2] .. '|' .. (f[3] or ''))

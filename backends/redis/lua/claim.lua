@@ -93,7 +93,7 @@ local function try(q, p, r, m, score)
   if x then
     local xe = P .. ':xe:' .. x
     if redis.call('LLEN', xe) == 0 then
-      redis.call('HSET', P .. ':xs:' .. x, f[17], 'running|1|')
+      xs_set(x, f[17], 'running|1|')
     else
       redis.call('RPUSH', xe, f[17] .. '|running|')
     end

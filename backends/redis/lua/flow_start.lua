@@ -2,7 +2,8 @@
 -- apply its admission and start, as decided in Python (see _flow.lua).
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, JSON header {"id", "cas", "fields" (flat field/value
---       list), "flow", "sh", "n" (steps), "sid" (step ids), "ck" ('' = none), "active"
+--       list), "flow", "sh", "n" (steps), "sid" (step ids), "ck" ('' = none), "un" (flat idx/unmet
+--       pairs), "active"
 --       (joins the key's executions), "ops"}, input, spec JSON, then
 --       16 per step job: the arguments of enqueue.lua but replay_of (flows.py _job_args)
 -- Returns: {'retry'} when the concurrency key's version moved, {'dup'} when the id
@@ -43,6 +44,9 @@ for i = 0, H.n - 1 do
   jobs[#jobs + 1] = cmsgpack.pack(t)
 end
 call_chunked('HSET', P .. ':xs:' .. e, steps)
+redis.call('HSET', xk(e), 'c.pending', H.n)
+-- P:xu:<e>: step idx -> dependencies not succeeded yet (steps with dependencies)
+if #H.un > 0 then call_chunked('HSET', P .. ':xu:' .. e, H.un) end
 call_chunked('HSET', P .. ':xj:' .. e, jobs)
 if H.ck ~= '' and H.active then
   redis.call('ZADD', P .. ':xka:' .. H.ck, seq, e)

@@ -26,7 +26,7 @@ for _, e in ipairs(xs) do
     redis.call('DEL', P .. ':fs:' .. sh, P .. ':fsn:' .. sh)
   end
   redis.call('DEL', P .. ':x:' .. e, P .. ':xs:' .. e, P .. ':xe:' .. e, P .. ':xo:' .. e,
-             P .. ':xj:' .. e)
+             P .. ':xj:' .. e, P .. ':xu:' .. e)
   redis.call('ZREM', P .. ':xl', e)
   if fl then redis.call('ZREM', P .. ':xl:' .. fl, e) end
   redis.call('ZREM', P .. ':xfin', e)

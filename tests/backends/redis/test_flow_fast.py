@@ -1,0 +1,139 @@
+"""The Redis fast advance (backends/redis/flow_fast.py): a step end of a running execution
+reads O(dependents), not the whole execution, and the counters it reads stay equal to
+the step states they count (design docs/design/flows-storage.md §10)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import redis
+
+from backends.redis import RedisStorage
+from backends.redis.flow_fast import FastAdvance
+from queue_core.flows.model import ExecutionState, StepState
+from queue_core.model import AttemptEnd
+from queue_core.testing.fixtures import T0, complete_end, dead_end, retry_end
+from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
+
+_S = StepState
+
+
+def _counters_match(storage: RedisStorage, raw: redis.Redis[bytes], eid: str) -> None:
+    """``c.<state>`` of P:x equals the states in P:xs; P:xu equals each step's
+    dependencies not succeeded."""
+    p = storage.keys.prefix
+    stored = raw.hgetall(f"{p}:xs:{eid}")
+    counted = Counter(v.decode().split("|", 1)[0] for v in stored.values())
+    fields = raw.hgetall(f"{p}:x:{eid}")
+    kept = {k.decode()[2:]: int(v) for k, v in fields.items() if k.startswith(b"c.") and int(v)}
+    assert kept == dict(counted)
+    record = storage.get_execution(eid)
+    assert record is not None
+    now = states(storage, eid)
+    spec = record.spec()
+    unmet = raw.hgetall(f"{p}:xu:{eid}")
+    for i, step in enumerate(spec.steps):
+        if step.depends_on:
+            left = sum(1 for d in set(step.depends_on) if now[d] is not _S.SUCCEEDED)
+            assert int(unmet[str(i).encode()]) == left, step.id
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """Records each fast attempt's outcome and each full read of an execution."""
+    fast: list[str] = []
+    full: list[str] = []
+    orig_fast = FastAdvance._try_fast
+    orig_read = RedisStorage._read_exec
+
+    def try_fast(self: Any, eid: str, now: int) -> Any:
+        got = orig_fast(self, eid, now)
+        fast.append("none" if got is None else "applied" if got[0] else "conflict")
+        return got
+
+    def read_exec(self: Any, eid: str) -> Any:
+        full.append(eid)
+        return orig_read(self, eid)
+
+    monkeypatch.setattr(FastAdvance, "_try_fast", try_fast)
+    monkeypatch.setattr(RedisStorage, "_read_exec", read_exec)
+    return fast, full
+
+
+def test_a_wide_fan_in_is_advanced_without_reading_every_step(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mids = [f"m{i}" for i in range(12)]
+    spec = make_spec({"root": [], **{m: ["root"] for m in mids}, "join": mids})
+    new = make_execution(spec, max_attempts=3)
+    storage.start_execution(new, now=T0)
+    fast, full = _spy(monkeypatch)
+
+    def finish(end: AttemptEnd, now: int) -> None:
+        before = len(full)
+        storage.finish([end], now=now)
+        assert len(full) == before  # the advance did not read the whole execution
+
+    root = claim_steps(storage, T0 + 1)["root"]
+    finish(complete_end(root.ref), T0 + 2)
+    got = claim_steps(storage, T0 + 3, limit=20)
+    assert sorted(got) == sorted(mids)
+    finish(retry_end(got["m0"].ref, 0), T0 + 4)  # a retry: nothing released
+    _counters_match(storage, raw, new.id)
+    for m in mids[1:]:
+        finish(complete_end(got[m].ref), T0 + 5)
+        assert states(storage, new.id)["join"] is _S.PENDING
+    again = claim_steps(storage, T0 + 6)["m0"]
+    finish(complete_end(again.ref), T0 + 7)
+    assert states(storage, new.id)["join"] is _S.QUEUED  # released by the last dependency
+    _counters_match(storage, raw, new.id)
+    join = claim_steps(storage, T0 + 8)["join"]
+    assert set(storage.get_step_inputs(new.id, "join").results) == set(mids)
+    finish(complete_end(join.ref), T0 + 9)
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.SUCCEEDED
+    assert fast == ["applied"] * (len(mids) + 3)  # every advance decided by the fast path
+    _counters_match(storage, raw, new.id)
+
+
+def test_a_failing_execution_takes_the_full_path_and_keeps_the_counters(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_spec({"a": [], "b": [], "c": ["a", "b"], "d": ["c"]})
+    new = make_execution(spec)
+    storage.start_execution(new, now=T0)
+    fast, _ = _spy(monkeypatch)
+    got = claim_steps(storage, T0 + 1)
+    storage.finish([complete_end(got["a"].ref)], now=T0 + 2)
+    storage.finish([dead_end(got["b"].ref)], now=T0 + 3)
+    assert fast == ["applied", "none"]
+    assert states(storage, new.id) == {
+        "a": _S.SUCCEEDED,
+        "b": _S.DEAD,
+        "c": _S.NOT_RUN,
+        "d": _S.NOT_RUN,
+    }
+    _counters_match(storage, raw, new.id)
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_an_execution_without_counters_is_advanced_on_the_full_view(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An execution stored before the counters existed (no c.pending, no P:xu) is never
+    judged from counters it does not have."""
+    new = make_execution(make_spec({"a": [], "b": ["a"], "c": ["b"]}))
+    storage.start_execution(new, now=T0)
+    p = storage.keys.prefix
+    fields = [k for k in raw.hkeys(f"{p}:x:{new.id}") if k.startswith(b"c.")]
+    raw.hdel(f"{p}:x:{new.id}", *fields)
+    raw.delete(f"{p}:xu:{new.id}")
+    fast, _ = _spy(monkeypatch)
+    for step, now in (("a", T0 + 1), ("b", T0 + 3), ("c", T0 + 5)):
+        got = claim_steps(storage, now)[step]
+        storage.finish([complete_end(got.ref)], now=now + 1)
+    assert fast == ["none", "none", "none"]
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.SUCCEEDED
