@@ -62,8 +62,10 @@ async def presence_loop(w: WorkerState) -> None:
     while True:
         try:
             await to_thread.run_sync(storage.register_worker, info, limiter=w._io)
+            w._outage.ok()
         except StorageError as exc:
-            log.warning("worker registration failed (%s); will retry", exc)
+            if not w._outage.failed("worker registration", exc):
+                log.warning("worker registration failed (%s); will retry", exc)
         await w._timing.sleep(interval)
         table = w._table
         info = info.seen_at(w._timing.now_ms(), busy=table.busy(), stuck=table.stuck)
@@ -93,8 +95,10 @@ async def cancel_poll_loop(w: WorkerState) -> None:
         try:
             asked = await to_thread.run_sync(storage.cancel_requested, list(live), limiter=w._io)
         except StorageError as exc:
-            log.warning("cancel poll failed (%s)", exc)
+            if not w._outage.failed("cancel poll", exc):
+                log.warning("cancel poll failed (%s)", exc)
             continue
+        w._outage.ok()
         for ref in asked:
             att = live[ref]
             if not att.ended and not att.cancel_requested:

@@ -257,7 +257,9 @@ class Worker(Claiming):
                 self._replay_pass,
             )
             if self.scheduler:
-                self._scheduler = scheduler_for(self.queue, self.storage, self._timing, self._io)
+                self._scheduler = scheduler_for(
+                    self.queue, self.storage, self._timing, self._io, self._outage
+                )
                 if self._scheduler is not None:
                     await tg.start(self._scheduler.run)
             main = threading.current_thread() is threading.main_thread()

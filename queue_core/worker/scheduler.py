@@ -19,6 +19,7 @@ from anyio import to_thread
 from queue_core.errors import StorageError
 from queue_core.schedules import Periodic, SupportsSchedules, tick_to_enqueue
 from queue_core.worker.log import log
+from queue_core.worker.outage import Outage
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.timing import Timing
 
@@ -40,8 +41,10 @@ class Scheduler:
         storage: SupportsSchedules,
         timing: Timing,
         limiter: anyio.CapacityLimiter,
+        outage: Outage | None = None,
     ) -> None:
         self.queue = queue
+        self.outage = outage
         self.storage = storage
         self.timing = timing
         self.limiter = limiter
@@ -60,10 +63,13 @@ class Scheduler:
             try:
                 await self.run_once()
                 backoff.reset()
+                if self.outage is not None:
+                    self.outage.ok()
                 await self.timing.sleep(self.sleep_for(self.timing.now_ms()))
             except StorageError as exc:
                 delay = backoff.next()
-                log.warning("scheduler: storage error (%s); retrying in %.2f s", exc, delay)
+                if self.outage is None or not self.outage.failed("scheduler", exc):
+                    log.warning("scheduler: storage error (%s); retrying in %.2f s", exc, delay)
                 await self.timing.sleep(delay)
             except Exception:  # noqa: BLE001 - a bug here must not stop the worker
                 delay = backoff.next()
@@ -107,7 +113,11 @@ class Scheduler:
 
 
 def scheduler_for(
-    queue: Queue, storage: object, timing: Timing, limiter: anyio.CapacityLimiter
+    queue: Queue,
+    storage: object,
+    timing: Timing,
+    limiter: anyio.CapacityLimiter,
+    outage: Outage | None = None,
 ) -> Scheduler | None:
     """The scheduler a (non-burst) worker runs, or ``None`` when ``queue`` has no
     periodic task; a storage without :class:`SupportsSchedules` is logged and skipped."""
@@ -120,4 +130,4 @@ def scheduler_for(
             ", ".join(sorted(queue.periodic_tasks)),
         )
         return None
-    return Scheduler(queue, storage, timing, limiter)
+    return Scheduler(queue, storage, timing, limiter, outage)
