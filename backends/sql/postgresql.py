@@ -6,10 +6,16 @@ trip; operations of several statements open a transaction. Hot statements are pr
 by psycopg (after 5 uses) and planned once (``plan_cache_mode = force_generic_plan``:
 they are parameterised lookups on fixed indexes, and re-planning the claim CTE costs
 more than running it). ``LISTEN/NOTIFY`` on channel ``qc_jobs`` wakes idle workers.
+
+Behind PgBouncer in transaction pooling mode (URL option ``?pgbouncer=true``) none of
+that session state survives: each transaction may run on another server connection. So
+psycopg prepares nothing (``prepare_threshold=None``), the session ``SET`` is left out,
+and an idle worker polls (:data:`PGBOUNCER_POLL_S`) instead of listening.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,9 +26,15 @@ from backends.sql import queries
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row
 from backends.sql.storage import SQLStorage
+from queue_core.errors import ConfigError
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
-__all__ = ["ENQUEUE_ARRAYS", "FINISH_ROW", "PostgresStorage"]
+__all__ = ["ENQUEUE_ARRAYS", "FINISH_ROW", "PGBOUNCER_POLL_S", "PostgresStorage"]
+
+PGBOUNCER_POLL_S = 0.2
+"""How often an idle worker looks for ready jobs behind PgBouncer (no ``LISTEN``)."""
+
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 ENQUEUE_ARRAYS = (
     "id", "task_name", "queue", "payload", "priority", "run_at", "delay_ms", "sts",
@@ -105,19 +117,34 @@ class PostgresStorage(SQLStorage):
     def _prepare(self) -> None:
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, str] = {}
+        raw = self._url.get("pgbouncer")
+        flag = _FLAGS.get((raw or "false").lower())
+        if flag is None:
+            raise ConfigError(
+                f"pgbouncer={raw!r} in {self._masked!r}: use pgbouncer=true or pgbouncer=false",
+                code="invalid_option", field="pgbouncer", value=raw,
+            )
+        self.pgbouncer = flag
+        """Whether the URL said ``?pgbouncer=true`` (transaction pooling in between)."""
+        self._url = self._url.without("pgbouncer")
 
     def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         from sqlalchemy import create_engine
 
+        args = {"prepare_threshold": None} if self.pgbouncer else {}
         return create_engine(
             self._url.render(hide_password=False), pool_size=pool_size,
-            max_overflow=max_overflow, echo=echo,
+            max_overflow=max_overflow, echo=echo, connect_args=args,
         )
 
     def _conninfo(self) -> str:
         return self._url.with_driver("postgresql").render(hide_password=False)
 
     def _connect(self) -> Any:
+        if self.pgbouncer:
+            return psycopg.connect(
+                self._conninfo(), autocommit=True, row_factory=dict_row, prepare_threshold=None
+            )
         conn = psycopg.connect(self._conninfo(), autocommit=True, row_factory=dict_row)
         conn.execute("SET plan_cache_mode = force_generic_plan")
         return conn
@@ -251,9 +278,14 @@ class PostgresStorage(SQLStorage):
         Waits on ``LISTEN qc_jobs`` on a dedicated connection, kept open so that a
         notification sent between two waits is not lost. The first call only starts
         listening and returns ``True`` (jobs may have arrived before).
+
+        With ``?pgbouncer=true`` (``LISTEN`` needs a session): looks every
+        :data:`PGBOUNCER_POLL_S` seconds for a ready job in ``queues`` instead.
         """
         if self._closed:
             return False
+        if self.pgbouncer:
+            return self._poll_for_jobs(queues, timeout)
         with self._wait_lock, translate_errors(self._masked, secret=self._secret):
             if self._waiter is None:
                 waiter = psycopg.connect(self._conninfo(), autocommit=True)
@@ -268,3 +300,17 @@ class PostgresStorage(SQLStorage):
                 self._waiter = None
                 raise
             return False
+
+    def _poll_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """``wait_for_jobs`` without ``LISTEN``: sleep a poll interval, then ask."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self._closed:
+            left = deadline - time.monotonic()
+            time.sleep(max(min(PGBOUNCER_POLL_S, left), 0.0))
+            with self._stmt() as cur:
+                row = cur.execute(self._q["any_ready"], {"queues": list(queues), "now": None})
+                if row.fetchone()["ready"]:
+                    return True
+            if left <= PGBOUNCER_POLL_S:
+                return False
+        return False

@@ -523,3 +523,8 @@ DELETE FROM qc_executions WHERE id = ANY(CAST(%(ids)s AS text[]))
 -- Specs no execution uses any more (of the pruned executions' hashes).
 DELETE FROM qc_flow_specs WHERE hash = ANY(CAST(%(hashes)s AS text[]))
     AND NOT EXISTS (SELECT 1 FROM qc_executions e WHERE e.spec_hash = qc_flow_specs.hash)
+
+-- name: any_ready
+-- Whether a job is ready in one of the queues (an idle worker's poll behind PgBouncer).
+SELECT EXISTS (SELECT 1 FROM qc_jobs WHERE state = 'queued'
+    AND queue = ANY(CAST(%(queues)s AS text[])) AND run_at <= {now}) AS ready
