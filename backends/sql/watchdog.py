@@ -32,6 +32,8 @@ class Watchdog:
         self._lock = threading.Lock()
         self.cuts = 0
         """How many calls were cut (for tests and logs)."""
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget(ref))
 
     def arm(self, conn: Any) -> None:
         """A call on ``conn`` starts now."""
@@ -62,6 +64,15 @@ class Watchdog:
                 self._active.pop(key, None)
                 self.cuts += 1
                 cut(conn)
+
+
+def _forget(ref: weakref.ref[Watchdog]) -> None:
+    """In a forked child: the parent's watch thread is gone; start afresh on next use."""
+    dog = ref()
+    if dog is not None:
+        dog._active = {}
+        dog._thread = None
+        dog._lock = threading.Lock()
 
 
 def _watch(ref: weakref.ref[Watchdog], every: float) -> None:

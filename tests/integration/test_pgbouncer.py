@@ -143,6 +143,7 @@ def test_measure_a_drain_direct_and_through_pgbouncer(
         ("direct", postgres_url),
         ("pgbouncer", bounced),
         ("direct unprepared", plain),
+        ("direct, no watchdog", postgres_url + "?socket_timeout=0"),
         ("direct again", postgres_url),
     ):
         log = tmp_path / f"{name}.log"
