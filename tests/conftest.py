@@ -2,6 +2,7 @@
 
 pytest_plugins = [
     "tests.servers.postgres",
+    "tests.servers.pgbouncer",
     "tests.servers.redis",
     "tests.servers.redis_cluster",
     "tests.servers.moto",

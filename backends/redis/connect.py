@@ -18,6 +18,11 @@ from queue_core.urls import mask_url
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMES", "Clients", "check_cluster_prefix", "clients_from_url"]
 
+WAKE_MAX_S = 10.0
+"""The longest ``BLPOP`` of ``wait_for_jobs``; the wake-up client's socket timeout is 5 s
+more, so a connection that stalls (open, carrying nothing) fails within 15 s instead of
+blocking an idle worker forever."""
+
 DEFAULT_PREFIX = "qc"
 
 #: URL scheme -> (redis-py's scheme, cluster?)
@@ -104,7 +109,7 @@ def clients_from_url(url: str) -> Clients:
     try:
         client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
         wake = redis.Redis.from_url(
-            clean, socket_connect_timeout=10, socket_timeout=None, socket_keepalive=True
+            clean, socket_connect_timeout=10, socket_timeout=WAKE_MAX_S + 5, socket_keepalive=True
         )
     except (ValueError, TypeError) as exc:
         raise ConfigError(

@@ -21,6 +21,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
+from backends.redis import connect
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
@@ -200,8 +201,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
             deletes every job finished at or before its ``now``. Finished jobs also get a
             ``PEXPIRE`` of retention + 1 day as a backstop.
         wake_client: the client used for blocking waits in :meth:`wait_for_jobs`; it must
-            have no socket timeout shorter than the waits. Default: a client on the same
-            server with ``socket_timeout=None``.
+            have no socket timeout shorter than the waits (capped at ``WAKE_MAX_S``).
 
     Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
     token to a bounded per-queue list that idle workers ``BLPOP``), ``SupportsJobScan``,
@@ -681,11 +681,11 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
             if self._wake is None and self._cluster:
                 nodes = [ClusterNode(n.host, n.port) for n in self._r.get_nodes()]
                 kw = dict(self._r.nodes_manager.connection_kwargs)
-                kw["socket_timeout"] = None
+                kw["socket_timeout"] = connect.WAKE_MAX_S + 5
                 self._wake = RedisCluster(startup_nodes=nodes, **kw)
             elif self._wake is None:
                 kw = dict(self._r.connection_pool.connection_kwargs)
-                kw["socket_timeout"] = None
+                kw["socket_timeout"] = connect.WAKE_MAX_S + 5
                 pool = redis.ConnectionPool(
                     connection_class=self._r.connection_pool.connection_class, **kw
                 )
@@ -709,7 +709,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
             due_ms = int(self._call(self._next_ready, args))
             if due_ms == 0:
                 return True
-            wait = timeout if due_ms < 0 else min(timeout, due_ms / 1000.0)
+            wait = min(timeout, connect.WAKE_MAX_S, timeout if due_ms < 0 else due_ms / 1000.0)
             if wait <= 0:
                 return due_ms >= 0
             got = self._wake_client().blpop([self.keys.wake(q) for q in names], timeout=wait)

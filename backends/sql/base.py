@@ -25,6 +25,7 @@ from backends.sql.records import (
 )
 from backends.sql.url import SQLURL, parse_sql_url
 from backends.sql.version import SCHEMA_VERSION, check_version
+from backends.sql.watchdog import Watchdog
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import (
     ErrorInfo,
@@ -160,6 +161,8 @@ class SQLBase(Storage):
         self._conns = ThreadConnections(self._connect)
         self._engine_options = (pool_size, max_overflow, echo)
         self._engine_made: Any = None
+        self._watch: Watchdog | None = None
+        """Bounds each call (PostgreSQL; see :mod:`backends.sql.watchdog`)."""
         self._prepare()
 
     @classmethod
@@ -375,9 +378,13 @@ class _Scope:
         self._write = write
 
     def __enter__(self) -> Any:
+        if self._storage._watch is not None:
+            self._storage._watch.arm(self._conn)
         try:
             return self._storage._enter(self._conn, self._write)
         except BaseException as exc:
+            if self._storage._watch is not None:
+                self._storage._watch.disarm(self._conn)
             self._fail(exc, entered=False)
             raise
 
@@ -387,6 +394,13 @@ class _Scope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        try:
+            self._exit(exc)
+        finally:
+            if self._storage._watch is not None:
+                self._storage._watch.disarm(self._conn)
+
+    def _exit(self, exc: BaseException | None) -> None:
         if exc is None:
             try:
                 self._storage._leave(self._conn, self._write)

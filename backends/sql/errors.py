@@ -25,6 +25,11 @@ from queue_core.errors import QueueCoreError, StorageError, StorageUnavailable
 __all__ = ["translate_errors", "translated"]
 
 _SQLITE_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o", "readonly")
+_PREPARED_ERRORS = ("DuplicatePreparedStatement", "InvalidSqlStatementName")
+_PGBOUNCER_HINT = (
+    "(server-side prepared statements failed: behind PgBouncer in transaction pooling "
+    "mode? add ?pgbouncer=true to the URL)"
+)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -79,6 +84,8 @@ def translated(
         return StorageUnavailable(message), exc
     if isinstance(exc, sqlite3.IntegrityError) or type(exc).__name__ == "UniqueViolation":
         return StorageError(f"{message} (duplicate id or constraint violation)"), exc
+    if type(exc).__name__ in _PREPARED_ERRORS:
+        return StorageError(f"{message} {_PGBOUNCER_HINT}"), exc
     return StorageError(message), exc
 
 

@@ -6,10 +6,16 @@ trip; operations of several statements open a transaction. Hot statements are pr
 by psycopg (after 5 uses) and planned once (``plan_cache_mode = force_generic_plan``:
 they are parameterised lookups on fixed indexes, and re-planning the claim CTE costs
 more than running it). ``LISTEN/NOTIFY`` on channel ``qc_jobs`` wakes idle workers.
+
+Behind PgBouncer in transaction pooling mode (URL option ``?pgbouncer=true``) none of
+that session state survives: each transaction may run on another server connection. So
+psycopg prepares nothing (``prepare_threshold=None``), the session ``SET`` is left out,
+and an idle worker polls (:data:`PGBOUNCER_POLL_S`) instead of listening.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,9 +26,53 @@ from backends.sql import queries
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row
 from backends.sql.storage import SQLStorage
+from backends.sql.watchdog import Watchdog
+from queue_core.errors import ConfigError
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
-__all__ = ["ENQUEUE_ARRAYS", "FINISH_ROW", "PostgresStorage"]
+__all__ = [
+    "CONNECT_TIMEOUT_S", "ENQUEUE_ARRAYS", "FINISH_ROW", "PGBOUNCER_POLL_S", "SOCKET_TIMEOUT_S",
+    "PostgresStorage",
+]
+
+PGBOUNCER_POLL_S = 0.2
+"""How often an idle worker looks for ready jobs behind PgBouncer (no ``LISTEN``)."""
+
+SOCKET_TIMEOUT_S = 30.0
+"""Default bound on one call (``?socket_timeout=<seconds>``; ``0`` = none): a call
+still waiting after it has its connection cut (:mod:`backends.sql.watchdog`) and fails
+with ``StorageUnavailable``."""
+
+CONNECT_TIMEOUT_S = 10
+"""libpq ``connect_timeout`` when the URL sets none."""
+
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _flag(raw: str | None, where: str) -> bool:
+    flag = _FLAGS.get((raw or "false").lower())
+    if flag is None:
+        raise ConfigError(
+            f"pgbouncer={raw!r} in {where!r}: use pgbouncer=true or pgbouncer=false",
+            code="invalid_option", field="pgbouncer", value=raw,
+        )
+    return flag
+
+
+def _seconds(raw: str | None, where: str) -> float:
+    if raw is None:
+        return SOCKET_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ConfigError(
+            f"socket_timeout={raw!r} in {where!r}: use a number of seconds >= 0 "
+            "(0 = no bound)",
+            code="invalid_option", field="socket_timeout", value=raw,
+        )
+    return value
 
 ENQUEUE_ARRAYS = (
     "id", "task_name", "queue", "payload", "priority", "run_at", "delay_ms", "sts",
@@ -105,21 +155,33 @@ class PostgresStorage(SQLStorage):
     def _prepare(self) -> None:
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, str] = {}
+        self.pgbouncer = _flag(self._url.get("pgbouncer"), self._masked)
+        """Whether the URL said ``?pgbouncer=true`` (transaction pooling in between)."""
+        bound = _seconds(self._url.get("socket_timeout"), self._masked)
+        self._watch = Watchdog(bound) if bound > 0 else None
+        self._connect_kw: dict[str, Any] = {"prepare_threshold": None} if self.pgbouncer else {}
+        if self._url.get("connect_timeout") is None:
+            self._connect_kw["connect_timeout"] = CONNECT_TIMEOUT_S
+        self._url = self._url.without("pgbouncer").without("socket_timeout")
 
     def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         from sqlalchemy import create_engine
 
+        args = {"prepare_threshold": None} if self.pgbouncer else {}
         return create_engine(
             self._url.render(hide_password=False), pool_size=pool_size,
-            max_overflow=max_overflow, echo=echo,
+            max_overflow=max_overflow, echo=echo, connect_args=args,
         )
 
     def _conninfo(self) -> str:
         return self._url.with_driver("postgresql").render(hide_password=False)
 
     def _connect(self) -> Any:
-        conn = psycopg.connect(self._conninfo(), autocommit=True, row_factory=dict_row)
-        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn = psycopg.connect(
+            self._conninfo(), autocommit=True, row_factory=dict_row, **self._connect_kw
+        )
+        if not self.pgbouncer:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
         return conn
 
     def _enter(self, conn: Any, write: bool) -> Any:
@@ -251,12 +313,17 @@ class PostgresStorage(SQLStorage):
         Waits on ``LISTEN qc_jobs`` on a dedicated connection, kept open so that a
         notification sent between two waits is not lost. The first call only starts
         listening and returns ``True`` (jobs may have arrived before).
+
+        With ``?pgbouncer=true`` (``LISTEN`` needs a session): looks every
+        :data:`PGBOUNCER_POLL_S` seconds for a ready job in ``queues`` instead.
         """
         if self._closed:
             return False
+        if self.pgbouncer:
+            return self._poll_for_jobs(queues, timeout)
         with self._wait_lock, translate_errors(self._masked, secret=self._secret):
             if self._waiter is None:
-                waiter = psycopg.connect(self._conninfo(), autocommit=True)
+                waiter = psycopg.connect(self._conninfo(), autocommit=True, **self._connect_kw)
                 waiter.execute("LISTEN qc_jobs")
                 self._waiter = waiter
                 return True
@@ -268,3 +335,17 @@ class PostgresStorage(SQLStorage):
                 self._waiter = None
                 raise
             return False
+
+    def _poll_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """``wait_for_jobs`` without ``LISTEN``: sleep a poll interval, then ask."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self._closed:
+            left = deadline - time.monotonic()
+            time.sleep(max(min(PGBOUNCER_POLL_S, left), 0.0))
+            with self._stmt() as cur:
+                row = cur.execute(self._q["any_ready"], {"queues": list(queues), "now": None})
+                if row.fetchone()["ready"]:
+                    return True
+            if left <= PGBOUNCER_POLL_S:
+                return False
+        return False

@@ -556,3 +556,7 @@ UPDATE qc_rates SET stamps = %(stamps)s WHERE key = %(key)s
 -- name: unique_forget
 -- Prune: the unique keys whose last job is being deleted.
 DELETE FROM qc_unique WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+-- name: any_ready
+-- Whether a job is ready in one of the queues (an idle worker's poll behind PgBouncer).
+SELECT EXISTS (SELECT 1 FROM qc_jobs WHERE state = 'queued'
+    AND queue = ANY(CAST(%(queues)s AS text[])) AND run_at <= {now}) AS ready

@@ -12,7 +12,15 @@ from backends.sql.sqlite import SQLiteStorage
 
 
 def test_both_dialects_define_the_same_queries_but_for_their_own_extras() -> None:
-    pg_only = {"server_now", "notify", "lock_key", "try_lock_key", "insert_jobs", "finish"}
+    pg_only = {
+        "server_now",
+        "notify",
+        "lock_key",
+        "try_lock_key",
+        "insert_jobs",
+        "finish",
+        "any_ready",
+    }
     sqlite_only = {"finish_attempts", "finish_jobs", "keyed_ready", "ready_probe", "renew"}
     assert set(queries.SQLITE) - set(queries.POSTGRESQL) <= sqlite_only
     assert set(queries.POSTGRESQL) - set(queries.SQLITE) == pg_only - {"renew"}

@@ -93,3 +93,32 @@ def test_duplicate_id_is_a_storage_error_and_stores_nothing(tmp_path: Path) -> N
         assert storage.get_job(other.id) is None
     finally:
         storage.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("pgbouncer=maybe", "pgbouncer"),
+        ("socket_timeout=-1", "socket_timeout"),
+        ("socket_timeout=soon", "socket_timeout"),
+        ("socket_timeout=inf", "socket_timeout"),
+    ],
+)
+def test_bad_postgresql_session_options_are_config_errors(query: str, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SQLStorage(f"postgresql://u@127.0.0.1:1/db?{query}")
+    assert (info.value.code, info.value.field) == ("invalid_option", field)
+    assert query.split("=")[1] in str(info.value)
+
+
+def test_postgresql_session_options_are_stripped_before_the_driver() -> None:
+    from backends.sql.postgresql import SOCKET_TIMEOUT_S, PostgresStorage
+
+    storage = SQLStorage("postgresql://u@127.0.0.1:1/db?pgbouncer=true&socket_timeout=2.5")
+    assert isinstance(storage, PostgresStorage) and storage.pgbouncer
+    assert "pgbouncer" not in storage._conninfo() and "socket_timeout" not in storage._conninfo()
+    assert storage._watch is not None and storage._watch.bound_s == 2.5
+    assert SQLStorage("postgresql://u@127.0.0.1:1/db?socket_timeout=0")._watch is None
+    default = SQLStorage("postgresql://u@127.0.0.1:1/db")
+    assert default._watch is not None and default._watch.bound_s == SOCKET_TIMEOUT_S
+    assert not default.pgbouncer  # type: ignore[attr-defined]

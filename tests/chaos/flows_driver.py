@@ -1,0 +1,190 @@
+"""The chaos drain with flows: diamond executions while a driver SIGKILLs workers.
+
+:func:`run_flow_chaos` starts ``executions`` executions of
+:data:`tests.chaos.flows_app.FLOW` (``a`` -> ``b``, ``c`` -> ``d``), runs ``workers``
+``queue-core worker`` processes and every 1-3 s (seeded) SIGKILLs one and starts a
+replacement, until every execution has ended. Then :func:`check_flows` judges, from
+storage and the side channel of step-body starts and ends:
+
+* every execution ended (none stalled) and ``succeeded`` with the expected result;
+* every step ``succeeded`` with attempts numbered 1..k once each, all but the last
+  ``lost`` (no other cause of failure exists in this flow), the last ``succeeded``;
+* no step body ran twice for one attempt (a dependent released twice would start a
+  second job for the step: the same attempt number twice), and every body start belongs
+  to a recorded attempt;
+* at-least-once duplicates (a step's body started more than once) are counted, and each
+  is explained: every start but the succeeded attempt's is a ``lost`` attempt.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from queue_core import Outcome, Queue
+from queue_core.flows import ExecutionState, StepState
+from tests.chaos.driver import CLI, ROOT, Workers
+from tests.chaos.flows_app import STEPS, declare, expected
+
+APP = "tests.chaos.flows_app:queue"
+_FINAL = {s for s in ExecutionState if s not in (ExecutionState.QUEUED, ExecutionState.RUNNING)}
+
+
+@dataclass
+class FlowChaosReport:
+    """What one chaos drain with flows did and what the check found."""
+
+    backend: str
+    executions: int
+    kills: int = 0
+    seconds: float = 0.0
+    steps_run: int = 0  # step-body starts
+    lost_attempts: int = 0
+    duplicates: int = 0  # step-body starts beyond one per step (each from a lost attempt)
+    stalled: int = 0  # executions not ended in time
+    violations: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.backend}: {self.executions} executions, {self.kills} kills, "
+            f"{self.steps_run} step starts, {self.lost_attempts} lost attempts, "
+            f"{self.duplicates} duplicate starts, {self.stalled} stalled, "
+            f"{len(self.violations)} violations, {self.seconds:.0f} s"
+        )
+
+
+class FlowWorkers(Workers):
+    """:class:`tests.chaos.driver.Workers` running the flows app."""
+
+    def spawn(self) -> Any:
+        import subprocess
+
+        self.started += 1
+        with open(self.folder / f"worker{self.started}.err", "wb") as err:
+            proc = subprocess.Popen(
+                [CLI, "worker", APP, "--slots", str(self.slots), "--reap-interval", "0.5"]
+                + ["--log-level", "warning"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        self.stderr[proc.pid] = self.folder / f"worker{self.started}.err"
+        return proc
+
+
+def run_flow_chaos(
+    url: str,
+    backend: str,
+    executions: int,
+    folder: Path,
+    *,
+    workers: int = 3,
+    kill_every: tuple[float, float] = (1.0, 3.0),
+    lease: float = 2.0,
+    seed: int = 17,
+    timeout: float = 600.0,
+) -> FlowChaosReport:
+    """Run ``executions`` diamonds on ``url`` under SIGKILLs; return the checked report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    report = FlowChaosReport(backend, executions)
+    q = Queue(url, lease=lease)
+    try:
+        q.migrate()
+        flow = declare(q)
+        started = {flow.start({"n": n}).id: n for n in range(executions)}
+        open_ids = set(started)
+        pool = FlowWorkers(url, folder, workers, lease, 2)
+        t0 = time.monotonic()
+        next_kill = t0 + rng.uniform(*kill_every)
+        try:
+            while open_ids:
+                now = time.monotonic()
+                if now - t0 > timeout:
+                    report.stalled = len(open_ids)
+                    report.violations.append(f"{len(open_ids)} executions stalled")
+                    break
+                crashed = pool.crashed()
+                if crashed:
+                    report.violations.extend(crashed)
+                    break
+                if now >= next_kill:
+                    pool.kill_one(rng)
+                    report.kills += 1
+                    next_kill = now + rng.uniform(*kill_every)
+                open_ids = {i for i in open_ids if q.execution(i).status() not in _FINAL}
+                time.sleep(0.2)
+            report.seconds = time.monotonic() - t0
+        finally:
+            pool.stop()
+        check_flows(q, started, folder, report)
+    finally:
+        q.close()
+    return report
+
+
+def _starts(folder: Path) -> dict[tuple[str, str], list[int]]:
+    """Body starts per (execution, step): the attempt numbers, in log order."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for path in folder.glob("flow-*.log"):
+        for line in path.read_text().splitlines():
+            kind, ex, step, attempt, _pid = line.split()
+            if kind == "S":
+                out[(ex, step)].append(int(attempt))
+    return out
+
+
+def check_flows(q: Queue, started: dict[str, int], folder: Path, report: FlowChaosReport) -> None:
+    """Judge the drain (see the module docstring); append violations to ``report``."""
+    starts = _starts(folder)
+    v = report.violations
+    for ex_id, n in started.items():
+        handle = q.execution(ex_id)
+        state = handle.status()
+        if state is not ExecutionState.SUCCEEDED:
+            v.append(f"execution {ex_id} (n={n}) ended {state.value}")
+            continue
+        if handle.result(timeout=5) != expected(n):
+            v.append(f"execution {ex_id}: result {handle.result(timeout=5)!r} != {expected(n)!r}")
+        runs = {s.step_id: s for s in handle.steps()}
+        if sorted(runs) != sorted(STEPS):
+            v.append(f"execution {ex_id}: steps {sorted(runs)}")
+            continue
+        for step in STEPS:
+            _check_step(ex_id, step, runs[step], starts.get((ex_id, step), []), report)
+
+
+def _check_step(
+    ex_id: str, step: str, run: Any, started: list[int], report: FlowChaosReport
+) -> None:
+    v = report.violations
+    where = f"execution {ex_id} step {step}"
+    if run.state is not StepState.SUCCEEDED:
+        v.append(f"{where}: {run.state.value}")
+        return
+    numbers = [a.number for a in run.attempts]
+    outcomes = [a.outcome for a in run.attempts]
+    if numbers != list(range(1, len(numbers) + 1)):
+        v.append(f"{where}: attempts numbered {numbers}")
+    if not outcomes or outcomes[-1] is not Outcome.SUCCEEDED:
+        v.append(f"{where}: last attempt {outcomes[-1:]}")
+    if any(o is not Outcome.LOST for o in outcomes[:-1]):
+        v.append(f"{where}: earlier attempts {outcomes[:-1]} (only lost expected)")
+    report.lost_attempts += sum(o is Outcome.LOST for o in outcomes)
+    report.steps_run += len(started)
+    if len(set(started)) != len(started):
+        v.append(f"{where}: an attempt's body started twice {started} (released twice?)")
+    if not set(started) <= set(numbers):
+        v.append(f"{where}: body starts {started} outside the attempts {numbers}")
+    if numbers and numbers[-1] not in started:
+        v.append(f"{where}: the succeeded attempt {numbers[-1]} never started a body")
+    extra = [a for a in started if a != (numbers[-1] if numbers else None)]
+    report.duplicates += len(extra)
+    lost = {a.number for a in run.attempts if a.outcome is Outcome.LOST}
+    if not set(extra) <= lost:
+        v.append(f"{where}: duplicate starts {extra} not explained by lost attempts {lost}")
