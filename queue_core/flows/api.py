@@ -14,6 +14,8 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
@@ -48,7 +50,6 @@ from queue_core.task import (
     check_concurrency,
     check_name,
     fq_name,
-    new_job_id,
 )
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ class Flow:
                 function returns anything but a non-empty string (nothing is stored).
             SerializationError: ``input`` cannot be serialized (nothing is stored).
         """
-        return self._start(input, new_job_id())
+        return self._start(input, new_execution_id())
 
     def _start(self, input: Any, execution_id: str) -> ExecutionHandle:
         """:meth:`start` with a chosen execution id (a scheduled start derives it from
@@ -300,6 +301,27 @@ class Flow:
         )
         flows.start_execution(new)
         return ExecutionHandle(owner, new.id)
+
+
+_ids_lock = threading.Lock()
+_ids_last = [0, 0]  # epoch ms of the last id, sequence within it
+
+
+def new_execution_id() -> str:
+    """A time-ordered execution id, 32 hex digits: epoch ms (12), a sequence within that
+    ms in this process (4), random (16). Queued executions are promoted oldest first by
+    ``(created_at, id)`` (:func:`queue_core.flows.decide.promote`); executions started in
+    the same millisecond by one process therefore keep their start order (random ids
+    made that order arbitrary)."""
+    ms = time.time_ns() // 1_000_000
+    with _ids_lock:
+        if ms <= _ids_last[0]:
+            ms = _ids_last[0]
+            _ids_last[1] += 1
+        else:
+            _ids_last[0], _ids_last[1] = ms, 0
+        seq = _ids_last[1] & 0xFFFF
+    return f"{ms:012x}{seq:04x}{os.urandom(8).hex()}"
 
 
 def builtins_id(obj: object) -> int:

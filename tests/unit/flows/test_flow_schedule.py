@@ -87,3 +87,13 @@ def test_a_bad_schedule_is_refused_and_registers_nothing(schedule: Any, code: st
         queue.flow("nightly", schedule=schedule)
     assert info.value.code == code, str(info.value)
     assert queue.periodic_tasks == {} and queue.get_task("nightly.schedule") is None
+
+
+def test_execution_ids_started_by_one_process_sort_in_start_order() -> None:
+    """Promotion goes by (created_at, id): ids made within one millisecond must sort in
+    the order the executions were started (random ids made it arbitrary)."""
+    from queue_core.flows.api import new_execution_id
+
+    ids = [new_execution_id() for _ in range(2_000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
