@@ -101,32 +101,10 @@ class FastAdvance:
         if states is None:
             return None
         x = Exec(eid, f, index, [])
-        ops: list[Op] = []
-        for i, st, reason in events:
-            sid = index.ids[i]
-            cur = states[i]
-            if head.state is not ExecutionState.RUNNING:
-                return None  # an event after the end: the full decision judges it
-            if st is _S.RUNNING:  # claimed after an end that was not advanced yet
-                ops.append(["step", eid, str(i), _S.RUNNING.value, "1", ""])
-                states[i] = _S.RUNNING
-                continue
-            deps = {
-                index.ids[d]: (states[d], unmet[d])
-                for d in (index.dependents[i] if st is _S.SUCCEEDED else ())
-            }
-            t = step_ended_fast(head, index, counts, sid, cur, st, deps, now)
-            if t is None:
-                return None
-            ops += transition_ops(x, t, {sid: reason})
-            head = replace(head, state=t.state, reason=t.reason)
-            states[i] = st
-            counts[st] = counts.get(st, 0) + 1
-            if st is _S.SUCCEEDED:
-                for d in index.dependents[i]:
-                    unmet[d] -= 1
-            for r in t.release:
-                states[index.pos[r]] = _S.QUEUED
+        folded = _fold(x, eid, head, counts, states, unmet, events, now)
+        if folded is None:
+            return None
+        ops, head = folded
         ops.append(["events", eid, str(len(events))])
         reaped = self._apply(now, [["x", eid, text(f["v"]) or "0"]], ops)
         if reaped is None:
@@ -161,3 +139,46 @@ class FastAdvance:
                 return None, {}
             unmet = {d: int(v) for d, v in zip(dependents, got[1], strict=True)}
         return states, unmet
+
+
+def _fold(
+    x: Exec,
+    eid: str,
+    head: ExecutionHead,
+    counts: dict[StepState, int],
+    states: dict[int, StepState],
+    unmet: dict[int, int],
+    events: Sequence[Event],
+    now: int,
+) -> tuple[list[Op], ExecutionHead] | None:
+    """The ops of ``events``, each judged on the state the previous one left, and the head
+    after them; ``None`` when one needs the full decision (an event after the end, or a
+    case :func:`step_ended_fast` does not cover)."""
+    index = x.index
+    ops: list[Op] = []
+    for i, st, reason in events:
+        sid = index.ids[i]
+        cur = states[i]
+        if head.state is not ExecutionState.RUNNING:
+            return None  # an event after the end: the full decision judges it
+        if st is _S.RUNNING:  # claimed after an end that was not advanced yet
+            ops.append(["step", eid, str(i), _S.RUNNING.value, "1", ""])
+            states[i] = _S.RUNNING
+            continue
+        deps = {
+            index.ids[d]: (states[d], unmet[d])
+            for d in (index.dependents[i] if st is _S.SUCCEEDED else ())
+        }
+        t = step_ended_fast(head, index, counts, sid, cur, st, deps, now)
+        if t is None:
+            return None
+        ops += transition_ops(x, t, {sid: reason})
+        head = replace(head, state=t.state, reason=t.reason)
+        states[i] = st
+        counts[st] = counts.get(st, 0) + 1
+        if st is _S.SUCCEEDED:
+            for d in index.dependents[i]:
+                unmet[d] -= 1
+        for r in t.release:
+            states[index.pos[r]] = _S.QUEUED
+    return ops, head
