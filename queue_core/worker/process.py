@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 
 from queue_core.worker._child import encode_frame
+from queue_core.worker.process_exchange import Exchange
 from queue_core.worker.process_results import (
     _CHILD_KEPT,
     ChildError,
@@ -60,7 +61,6 @@ _START_TIMEOUT = 60.0
 _REAP_BOUND = 5.0
 """Seconds to wait for a SIGKILLed group to disappear before reporting it as lingering."""
 _POLL = 0.01
-_CANCEL_POLL = 0.05
 _GROUP_POLL = 0.05
 _BOOTSTRAP = (
     "import sys, json\n"
@@ -91,6 +91,8 @@ class _Child:
         self.closed = False
         self._terminated: anyio.Event | None = None
         self._termination = (False, False)
+        self.runs = 0
+        """Attempts this child answered (returned or raised)."""
 
     @classmethod
     def start(cls) -> _Child:
@@ -271,10 +273,15 @@ class ProcessPool:
     """Warm child processes for ``isolation="process"`` attempts.
 
     At most ``size`` attempts run at once (further :meth:`run` calls wait for a child).
-    Children start lazily, on first need, and are reused until one is stopped or dies.
+    Children start lazily, on first need, and are reused until one is stopped or dies,
+    or has answered ``max_tasks_per_child`` attempts. A child runs one attempt at a time;
+    what a body leaves in its module globals is still there for the next attempt that
+    child runs.
 
     Args:
         size: the most children alive at once (the worker's slot count is a good value).
+        max_tasks_per_child: retire a child (SIGTERM to its group, as after a stop) once
+            it has answered this many attempts; ``None`` (default) keeps it for good.
 
     Example::
 
@@ -286,10 +293,15 @@ class ProcessPool:
             await pool.aclose()
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, max_tasks_per_child: int | None = None) -> None:
         if size < 1:
             raise ValueError(f"ProcessPool size must be at least 1, got {size!r}")
+        if max_tasks_per_child is not None and max_tasks_per_child < 1:
+            raise ValueError(
+                f"max_tasks_per_child must be at least 1 or None, got {max_tasks_per_child!r}"
+            )
         self.size = size
+        self.max_tasks_per_child = max_tasks_per_child
         self._limiter = anyio.CapacityLimiter(size)
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
@@ -411,11 +423,19 @@ class ProcessPool:
                 )
                 return result
             finally:
-                if result is not None and result.outcome in _CHILD_KEPT and not self._closed:
+                if self._keep(child, result):
                     self._idle.append(child)
                 elif not child.closed:
                     with anyio.CancelScope(shield=True):
                         await self._discard(child, grace=kill_grace)
+
+    def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
+        """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""
+        if result is None or result.outcome not in _CHILD_KEPT or self._closed:
+            return False
+        child.runs += 1
+        most = self.max_tasks_per_child
+        return most is None or child.runs < most
 
     async def _attempt(
         self,
@@ -427,7 +447,7 @@ class ProcessPool:
         cancelled: Callable[[], bool] | None,
         started: float,
     ) -> ProcessResult:
-        ex = _Exchange(child, heartbeat, cancelled)
+        ex = Exchange(child, heartbeat, cancelled)
         await child.send(("run", request))
         with anyio.move_on_after(timeout) as deadline_scope:
             await ex.run()
@@ -488,97 +508,6 @@ class ProcessPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-class _Exchange:
-    """One attempt's wait for the child: its answer, heartbeats, exit, cancellation."""
-
-    def __init__(
-        self,
-        child: _Child,
-        heartbeat: Callable[[], None] | None,
-        cancelled: Callable[[], bool] | None,
-    ) -> None:
-        self.child = child
-        self.heartbeat = heartbeat
-        self.cancelled = cancelled
-        self.answer: Any = None
-        self.why_stopped: ProcessOutcome | None = None
-        self.failure: Exception | None = None
-        """Raised by a callback: ends the attempt."""
-
-    async def run(self) -> None:
-        if await self._fast():
-            return
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._read_answer, tg.cancel_scope)
-            if self.child.pidfd is not None:
-                tg.start_soon(self._watch_exit, tg.cancel_scope)
-            if self.cancelled is not None:
-                tg.start_soon(self._watch_cancel, tg.cancel_scope)
-
-    async def _fast(self) -> bool:
-        """Wait for the answer alone, for one cancel-poll period; ``True`` when it came.
-
-        Most attempts end here, without the task group of the full wait below (its tasks
-        cost more than a no-op body's round trip). Nothing is lost meanwhile: a child
-        that dies closes its pipe (so the wait ends at once), unless a forked grandchild
-        holds the pipe open, and cancellation is polled every period anyway; after one
-        period the full wait takes over and sees both at once.
-        """
-        cancelled = self.cancelled
-        if cancelled is not None and cancelled():
-            return False
-        with anyio.move_on_after(_CANCEL_POLL):
-            while True:
-                message = await self.child.recv()
-                if message is None:
-                    return True  # the pipe closed: the child is gone
-                if message[0] != "hb":
-                    self.answer = message
-                    return True
-                if not self._beat():
-                    return True
-        return False
-
-    def _beat(self) -> bool:
-        """Deliver one heartbeat; ``False`` when the callback raised (the attempt ends)."""
-        if self.heartbeat is not None:
-            try:
-                self.heartbeat()
-            except Exception as exc:
-                self.failure = exc
-                return False
-        return True
-
-    async def _read_answer(self, scope: anyio.CancelScope) -> None:
-        while True:
-            message = await self.child.recv()
-            if message is None:
-                break
-            if message[0] != "hb":
-                self.answer = message
-                break
-            if not self._beat():
-                break
-        scope.cancel()
-
-    async def _watch_exit(self, scope: anyio.CancelScope) -> None:
-        # A forked grandchild may hold the pipe open; the leader's exit decides.
-        await self.child.wait_exit()
-        scope.cancel()
-
-    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
-        cancelled = self.cancelled
-        assert cancelled is not None
-        try:
-            while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
-                await anyio.sleep(_CANCEL_POLL)
-        except Exception as exc:
-            self.failure = exc
-        else:
-            self.why_stopped = ProcessOutcome.CANCELLED
-        scope.cancel()
 
 
 def _main_path() -> str | None:
