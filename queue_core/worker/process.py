@@ -201,6 +201,15 @@ class _Child:
             self._buffer += chunk
         self._parse()
 
+    def poll(self) -> tuple[bool, Any]:
+        """Without waiting: ``(True, frame)`` for the next frame the child sent,
+        ``(True, None)`` once its end of the pipe is closed, ``(False, None)`` if neither."""
+        if not self._frames:
+            self.drain()
+        if self._frames:
+            return True, self._frames.pop(0)
+        return self.eof, None
+
     def take_answer(self) -> Any:
         """The first buffered frame that is not a heartbeat, or ``None``."""
         while self._frames:
@@ -396,7 +405,11 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        async with self._limiter:
+        try:  # a free child without a checkpoint (a loop round), else wait for one
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+        try:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
             child = await self._take()
@@ -428,6 +441,8 @@ class ProcessPool:
                 elif not child.closed:
                     with anyio.CancelScope(shield=True):
                         await self._discard(child, grace=kill_grace)
+        finally:
+            self._limiter.release()
 
     def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
         """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""

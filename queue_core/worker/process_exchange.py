@@ -8,6 +8,7 @@ poller) would cost more than that round trip. A body that runs longer gets the f
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,12 @@ class Exchange:
         cancelled = self.cancelled
         if cancelled is not None and cancelled():
             return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): the portable wait below
+            pass
+        else:
+            return await self._fast_asyncio(loop)
         with anyio.move_on_after(_CANCEL_POLL):
             while True:
                 message = await self.child.recv()
@@ -74,6 +81,26 @@ class Exchange:
                 if not self._beat():
                     return True
         return False
+
+    async def _fast_asyncio(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """:meth:`_fast` on asyncio's own reader and timer: the same wait, with a fraction
+        of the calls that anyio's portable ``wait_readable`` and cancel scope make."""
+        child = self.child
+        end = loop.time() + _CANCEL_POLL
+        while True:
+            got, message = child.poll()
+            if got:
+                if message is None:
+                    return True  # the pipe closed: the child is gone
+                if message[0] != "hb":
+                    self.answer = message
+                    return True
+                if not self._beat():
+                    return True
+                continue
+            left = end - loop.time()
+            if left <= 0 or not await _readable(loop, child.rfd, left):
+                return False
 
     def _beat(self) -> bool:
         """Deliver one heartbeat; ``False`` when the callback raised (the attempt ends)."""
@@ -113,3 +140,23 @@ class Exchange:
         else:
             self.why_stopped = ProcessOutcome.CANCELLED
         scope.cancel()
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, fd: int, within: float) -> bool:
+    """Wait until ``fd`` is readable (``True``) or ``within`` seconds pass (``False``).
+
+    A cancellation of the calling task (a cancel scope around it) ends the wait too.
+    """
+    done: asyncio.Future[bool] = loop.create_future()
+
+    def settle(value: bool) -> None:
+        if not done.done():
+            done.set_result(value)
+
+    loop.add_reader(fd, settle, True)
+    timer = loop.call_later(within, settle, False)
+    try:
+        return await done
+    finally:
+        loop.remove_reader(fd)
+        timer.cancel()
