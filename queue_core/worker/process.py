@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from queue_core.worker._child import encode_frame
 from queue_core.worker.process_exchange import Exchange
@@ -405,7 +406,10 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        try:  # a free child without a checkpoint (a loop round), else wait for one
+        # A free child without a loop round (the limiter's checkpoint), else wait for one;
+        # a caller cancelled already still stops here, before a child is sent anything.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
             self._limiter.acquire_nowait()
         except anyio.WouldBlock:
             await self._limiter.acquire()

@@ -477,3 +477,17 @@ async def test_dead_child_whose_grandchild_holds_the_pipe_is_seen_at_once(
     assert not alive(grandchild)  # the group was cleared with the dead leader
     again = await run(pool, "add", 1, 1)
     assert again.outcome is ProcessOutcome.RETURNED and again.pid != result.pid
+
+
+async def test_caller_cancelled_before_the_call_leaves_the_warm_child_alone(
+    pool: ProcessPool,
+) -> None:
+    first = await run(pool, "add", 1, 2)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run(pool, "add", 1, 2)
+
+    assert scope.cancelled_caught
+    assert pool.pids == [first.pid] and alive(first.pid)  # nothing was sent, nothing stopped
+    again = await run(pool, "add", 2, 2)
+    assert again.value == 4 and again.pid == first.pid
