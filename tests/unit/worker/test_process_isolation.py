@@ -491,3 +491,29 @@ async def test_caller_cancelled_before_the_call_leaves_the_warm_child_alone(
     assert pool.pids == [first.pid] and alive(first.pid)  # nothing was sent, nothing stopped
     again = await run(pool, "add", 2, 2)
     assert again.value == 4 and again.pid == first.pid
+
+
+async def test_deadline_and_caller_cancel_act_within_the_first_answer_only_wait() -> None:
+    # Both fall inside the first 50 ms, while the attempt waits for the answer alone.
+    async with ProcessPool(1) as pool:
+        await run(pool, "noop")  # warm
+        started = time.monotonic()
+        timed = await run(pool, "spin", timeout=0.01, kill_grace=0.5)
+        took = time.monotonic() - started
+        assert timed.outcome is ProcessOutcome.TIMED_OUT and timed.signal == signal.SIGTERM
+        assert took < 0.5 + SLACK and not group_exists(timed.pid)
+
+        await run(pool, "noop")  # a fresh warm child
+        with anyio.move_on_after(0.01) as scope:
+            await run(pool, "spin", timeout=None)
+        assert scope.cancelled_caught
+        assert pool.pids == []  # stopped and reaped before the scope exited
+
+
+async def test_cancel_already_requested_stops_the_attempt_at_once(pool: ProcessPool) -> None:
+    started = time.monotonic()
+    result = await run(pool, "spin", timeout=None, cancelled=lambda: True)
+
+    assert result.outcome is ProcessOutcome.CANCELLED
+    assert time.monotonic() - started < SLACK
+    assert not group_exists(result.pid)
