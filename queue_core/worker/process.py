@@ -406,13 +406,7 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        # A free child without a loop round (the limiter's checkpoint), else wait for one;
-        # a caller cancelled already still stops here, before a child is sent anything.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._limiter.acquire()
+        await self._acquire()
         try:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
@@ -447,6 +441,16 @@ class ProcessPool:
                         await self._discard(child, grace=kill_grace)
         finally:
             self._limiter.release()
+
+    async def _acquire(self) -> None:
+        """A place under the limit: at once when one is free, without the limiter's loop
+        round; else wait for one. A caller cancelled already stops here, before a child
+        is sent anything."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
 
     def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
         """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""
