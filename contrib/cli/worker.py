@@ -75,6 +75,14 @@ def _positive_float(
     help="Default isolation for sync bodies of tasks that set none themselves (default: thread).",
 )
 @click.option(
+    "--max-tasks-per-child",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="isolation=process: replace a child process once it has run N attempts "
+    "(default: children are kept).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -113,6 +121,7 @@ def worker(
     reap_interval: float,
     shutdown_grace: str | None,
     isolation: str | None,
+    max_tasks_per_child: int | None,
     log_level: str,
     log_format: str,
     metrics_port: int | None,
@@ -138,6 +147,8 @@ def worker(
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     if isolation is not None:
         options["isolation"] = isolation
+    if max_tasks_per_child is not None:
+        options["max_tasks_per_child"] = max_tasks_per_child
     if grace is not None:
         options["shutdown_grace"] = grace
     if metrics_port is not None:

@@ -54,6 +54,7 @@ class WorkerState:
     shutdown_grace: float
     presence_ttl_ms: int
     isolation: str
+    max_tasks_per_child: int | None
     _timing: Timing
     _retries_due: DueTimes
     _outage: Outage

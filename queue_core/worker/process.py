@@ -29,8 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from queue_core.worker._child import encode_frame
+from queue_core.worker.process_exchange import Exchange
 from queue_core.worker.process_results import (
     _CHILD_KEPT,
     ChildError,
@@ -60,7 +62,6 @@ _START_TIMEOUT = 60.0
 _REAP_BOUND = 5.0
 """Seconds to wait for a SIGKILLed group to disappear before reporting it as lingering."""
 _POLL = 0.01
-_CANCEL_POLL = 0.05
 _GROUP_POLL = 0.05
 _BOOTSTRAP = (
     "import sys, json\n"
@@ -91,6 +92,8 @@ class _Child:
         self.closed = False
         self._terminated: anyio.Event | None = None
         self._termination = (False, False)
+        self.runs = 0
+        """Attempts this child answered (returned or raised)."""
 
     @classmethod
     def start(cls) -> _Child:
@@ -199,6 +202,15 @@ class _Child:
             self._buffer += chunk
         self._parse()
 
+    def poll(self) -> tuple[bool, Any]:
+        """Without waiting: ``(True, frame)`` for the next frame the child sent,
+        ``(True, None)`` once its end of the pipe is closed, ``(False, None)`` if neither."""
+        if not self._frames:
+            self.drain()
+        if self._frames:
+            return True, self._frames.pop(0)
+        return self.eof, None
+
     def take_answer(self) -> Any:
         """The first buffered frame that is not a heartbeat, or ``None``."""
         while self._frames:
@@ -271,10 +283,15 @@ class ProcessPool:
     """Warm child processes for ``isolation="process"`` attempts.
 
     At most ``size`` attempts run at once (further :meth:`run` calls wait for a child).
-    Children start lazily, on first need, and are reused until one is stopped or dies.
+    Children start lazily, on first need, and are reused until one is stopped or dies,
+    or has answered ``max_tasks_per_child`` attempts. A child runs one attempt at a time;
+    what a body leaves in its module globals is still there for the next attempt that
+    child runs.
 
     Args:
         size: the most children alive at once (the worker's slot count is a good value).
+        max_tasks_per_child: retire a child (SIGTERM to its group, as after a stop) once
+            it has answered this many attempts; ``None`` (default) keeps it for good.
 
     Example::
 
@@ -286,10 +303,15 @@ class ProcessPool:
             await pool.aclose()
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, max_tasks_per_child: int | None = None) -> None:
         if size < 1:
             raise ValueError(f"ProcessPool size must be at least 1, got {size!r}")
+        if max_tasks_per_child is not None and max_tasks_per_child < 1:
+            raise ValueError(
+                f"max_tasks_per_child must be at least 1 or None, got {max_tasks_per_child!r}"
+            )
         self.size = size
+        self.max_tasks_per_child = max_tasks_per_child
         self._limiter = anyio.CapacityLimiter(size)
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
@@ -384,7 +406,8 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        async with self._limiter:
+        await self._acquire()
+        try:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
             child = await self._take()
@@ -411,11 +434,31 @@ class ProcessPool:
                 )
                 return result
             finally:
-                if result is not None and result.outcome in _CHILD_KEPT and not self._closed:
+                if self._keep(child, result):
                     self._idle.append(child)
                 elif not child.closed:
                     with anyio.CancelScope(shield=True):
                         await self._discard(child, grace=kill_grace)
+        finally:
+            self._limiter.release()
+
+    async def _acquire(self) -> None:
+        """A place under the limit: at once when one is free, without the limiter's loop
+        round; else wait for one. A caller cancelled already stops here, before a child
+        is sent anything."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+
+    def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
+        """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""
+        if result is None or result.outcome not in _CHILD_KEPT or self._closed:
+            return False
+        child.runs += 1
+        most = self.max_tasks_per_child
+        return most is None or child.runs < most
 
     async def _attempt(
         self,
@@ -427,7 +470,7 @@ class ProcessPool:
         cancelled: Callable[[], bool] | None,
         started: float,
     ) -> ProcessResult:
-        ex = _Exchange(child, heartbeat, cancelled)
+        ex = Exchange(child, heartbeat, cancelled)
         await child.send(("run", request))
         with anyio.move_on_after(timeout) as deadline_scope:
             await ex.run()
@@ -488,65 +531,6 @@ class ProcessPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-class _Exchange:
-    """One attempt's wait for the child: its answer, heartbeats, exit, cancellation."""
-
-    def __init__(
-        self,
-        child: _Child,
-        heartbeat: Callable[[], None] | None,
-        cancelled: Callable[[], bool] | None,
-    ) -> None:
-        self.child = child
-        self.heartbeat = heartbeat
-        self.cancelled = cancelled
-        self.answer: Any = None
-        self.why_stopped: ProcessOutcome | None = None
-        self.failure: Exception | None = None
-        """Raised by a callback: ends the attempt."""
-
-    async def run(self) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._read_answer, tg.cancel_scope)
-            if self.child.pidfd is not None:
-                tg.start_soon(self._watch_exit, tg.cancel_scope)
-            if self.cancelled is not None:
-                tg.start_soon(self._watch_cancel, tg.cancel_scope)
-
-    async def _read_answer(self, scope: anyio.CancelScope) -> None:
-        while True:
-            message = await self.child.recv()
-            if message is None:
-                break
-            if message[0] != "hb":
-                self.answer = message
-                break
-            if self.heartbeat is not None:
-                try:
-                    self.heartbeat()
-                except Exception as exc:
-                    self.failure = exc
-                    break
-        scope.cancel()
-
-    async def _watch_exit(self, scope: anyio.CancelScope) -> None:
-        # A forked grandchild may hold the pipe open; the leader's exit decides.
-        await self.child.wait_exit()
-        scope.cancel()
-
-    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
-        cancelled = self.cancelled
-        assert cancelled is not None
-        try:
-            while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
-                await anyio.sleep(_CANCEL_POLL)
-        except Exception as exc:
-            self.failure = exc
-        else:
-            self.why_stopped = ProcessOutcome.CANCELLED
-        scope.cancel()
 
 
 def _main_path() -> str | None:

@@ -82,6 +82,18 @@ def _check_slots(slots: object) -> int:
     return slots
 
 
+def _check_max_tasks_per_child(value: object) -> int | None:
+    """``max_tasks_per_child``: ``None`` or a positive integer (``ConfigError``)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ConfigError(
+        f"invalid max_tasks_per_child: {value!r} — expected a positive integer or None",
+        code="invalid_option",
+        field="max_tasks_per_child",
+        value=value,
+    )
+
+
 def _presence_ttl_ms(ttl: float | str | None) -> int:
     """``ttl``, or env ``QUEUE_CORE_WORKER_TTL``, else 15 s, in ms (``ConfigError``)."""
     if ttl is not None:
@@ -115,6 +127,9 @@ class Worker(Claiming):
         isolation: default ``"thread"`` or ``"process"`` for sync bodies of tasks that
             do not set ``isolation`` themselves (a task's option and a per-call
             override win).
+        max_tasks_per_child: with ``isolation="process"``, start a fresh child once one
+            has run this many attempts (default ``None``: children are kept; module
+            globals a body sets persist across the attempts one child runs).
         clock: the clock every reading and every service wait of the worker goes
             through (default: the queue's clock, a :class:`~queue_core.clock.SystemClock`
             unless the queue was given another).
@@ -141,6 +156,7 @@ class Worker(Claiming):
         max_replacement_slots: int | None = None,
         install_signal_handlers: bool = True,
         isolation: str | None = None,
+        max_tasks_per_child: int | None = None,
         clock: Clock | None = None,
         listeners: Sequence[WorkerListener] = (),
         presence_ttl: float | str | None = None,
@@ -152,6 +168,7 @@ class Worker(Claiming):
         self.scheduler = scheduler and not burst
         self._scheduler: Scheduler | None = None
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
+        self.max_tasks_per_child = _check_max_tasks_per_child(max_tasks_per_child)
         self.storage = queue.storage()
         slots = _check_slots(slots)
         if isinstance(queues, str):

@@ -299,7 +299,9 @@ class Running(Services):
         from queue_core.worker.process import ProcessPool
 
         if self._process_pool is None:
-            self._process_pool = ProcessPool(self.slots)
+            self._process_pool = ProcessPool(
+                self.slots, max_tasks_per_child=self.max_tasks_per_child
+            )
         job = att.job
         kill_grace = task.kill_grace
         if att.call is not None and att.call.kill_grace is not None:

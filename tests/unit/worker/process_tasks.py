@@ -156,3 +156,24 @@ class Namespace:
     @staticmethod
     def nested() -> str:
         return "nested"
+
+
+_calls = 0
+"""Module state of the child: it persists across the attempts one warm child runs."""
+
+
+def count_calls() -> tuple[int, int]:
+    """How many times this child has run this body, and the child's pid."""
+    global _calls
+    _calls += 1
+    return _calls, os.getpid()
+
+
+def fork_then_exit(pid_file: str) -> None:
+    """Start a grandchild that keeps the pipes open and sleeps, then exit with code 3."""
+    pid = os.fork()
+    if pid == 0:  # grandchild: inherits the child's pipe ends
+        time.sleep(60)
+        os._exit(0)
+    Path(pid_file).write_text(str(pid))
+    os._exit(3)

@@ -430,3 +430,90 @@ async def test_aclose_leaves_no_children_behind(tmp_path: Path) -> None:
         assert not group_exists(pid)
     with pytest.raises(RuntimeError, match="closed"):
         await run(pool, "add", 1, 1)
+
+
+# -- warm children: state, recycling, deaths seen early ------------------------------------
+
+
+async def test_module_globals_persist_across_attempts_in_one_child(pool: ProcessPool) -> None:
+    first = await run(pool, "count_calls")
+    second = await run(pool, "count_calls")
+
+    assert first.value[1] == second.value[1]  # the same warm child
+    assert (first.value[0], second.value[0]) == (1, 2)
+
+
+async def test_max_tasks_per_child_retires_a_child_after_that_many_answers() -> None:
+    async with ProcessPool(1, max_tasks_per_child=2) as pool:
+        first = await run(pool, "count_calls")
+        raised = await run(pool, "raise_value_error")  # an answer too
+        third = await run(pool, "count_calls")
+        fourth = await run(pool, "count_calls")
+
+        assert raised.outcome is ProcessOutcome.RAISED
+        assert first.pid == raised.pid != third.pid == fourth.pid
+        assert not alive(first.pid)  # retired: stopped and reaped
+        assert (first.value[0], third.value[0], fourth.value[0]) == (1, 1, 2)
+        assert pool.pids == [] and not alive(third.pid)  # its second answer retired it too
+
+
+def test_max_tasks_per_child_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_tasks_per_child must be at least 1"):
+        ProcessPool(1, max_tasks_per_child=0)
+
+
+async def test_dead_child_whose_grandchild_holds_the_pipe_is_seen_at_once(
+    pool: ProcessPool, tmp_path: Path
+) -> None:
+    # The pipe stays open (the grandchild has it), so only the exit watch sees the death.
+    pid_file = tmp_path / "grandchild"
+    began = time.monotonic()
+    result = await run(pool, "fork_then_exit", str(pid_file), timeout=30)
+    took = time.monotonic() - began
+
+    assert result.outcome is ProcessOutcome.DIED and result.exit_code == 3
+    assert took < SLACK  # not the 30 s timeout
+    grandchild = int(pid_file.read_text())
+    assert not alive(grandchild)  # the group was cleared with the dead leader
+    again = await run(pool, "add", 1, 1)
+    assert again.outcome is ProcessOutcome.RETURNED and again.pid != result.pid
+
+
+async def test_caller_cancelled_before_the_call_leaves_the_warm_child_alone(
+    pool: ProcessPool,
+) -> None:
+    first = await run(pool, "add", 1, 2)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run(pool, "add", 1, 2)
+
+    assert scope.cancelled_caught
+    assert pool.pids == [first.pid] and alive(first.pid)  # nothing was sent, nothing stopped
+    again = await run(pool, "add", 2, 2)
+    assert again.value == 4 and again.pid == first.pid
+
+
+async def test_deadline_and_caller_cancel_act_within_the_first_answer_only_wait() -> None:
+    # Both fall inside the first 50 ms, while the attempt waits for the answer alone.
+    async with ProcessPool(1) as pool:
+        await run(pool, "noop")  # warm
+        started = time.monotonic()
+        timed = await run(pool, "spin", timeout=0.01, kill_grace=0.5)
+        took = time.monotonic() - started
+        assert timed.outcome is ProcessOutcome.TIMED_OUT and timed.signal == signal.SIGTERM
+        assert took < 0.5 + SLACK and not group_exists(timed.pid)
+
+        await run(pool, "noop")  # a fresh warm child
+        with anyio.move_on_after(0.01) as scope:
+            await run(pool, "spin", timeout=None)
+        assert scope.cancelled_caught
+        assert pool.pids == []  # stopped and reaped before the scope exited
+
+
+async def test_cancel_already_requested_stops_the_attempt_at_once(pool: ProcessPool) -> None:
+    started = time.monotonic()
+    result = await run(pool, "spin", timeout=None, cancelled=lambda: True)
+
+    assert result.outcome is ProcessOutcome.CANCELLED
+    assert time.monotonic() - started < SLACK
+    assert not group_exists(result.pid)
