@@ -68,8 +68,9 @@ GROUP BY concurrency_key
 -- ---------------------------------------------------------------- claim
 
 -- name: claim
--- One statement: lock the top :limit ready jobs, start the unkeyed ones, write their
--- attempt records; keyed ones come back with keyed = true for claim_keyed.
+-- One statement: lock the top :limit ready jobs, start the unkeyed ones; keyed ones come
+-- back with keyed = true for claim_keyed. The running attempt lives on the job row
+-- (attempt, worker_id, started_at): its qc_attempts record is written once, when it ends.
 WITH picked AS (
     SELECT seq, ((concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
                  AND NOT concurrency_skip) OR rate_key IS NOT NULL) AS keyed
@@ -92,10 +93,7 @@ upd AS (
         qc_jobs.heartbeat_ms, qc_jobs.options, qc_jobs.enqueued_at, qc_jobs.replay_of,
         qc_jobs.lease_token, qc_jobs.lease_expires_at, qc_jobs.deadline, qc_jobs.started_at,
         qc_jobs.run_at, qc_jobs.worker_id, qc_jobs.execution_id, qc_jobs.step_id,
-        qc_jobs.flow_deadline_at),
-ins AS (
-    INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
-    SELECT id, attempt, worker_id, started_at FROM upd)
+        qc_jobs.flow_deadline_at)
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
     started_at, run_at, execution_id, step_id, flow_deadline_at, false AS keyed
@@ -130,10 +128,6 @@ UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = %(attempt)s,
     expires_at = NULL
 WHERE seq = %(seq)s
 
--- name: insert_attempt
-INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
-VALUES (%(job_id)s, %(number)s, %(worker)s, %(now)s)
-
 -- ---------------------------------------------------------------- lease
 
 -- name: renew
@@ -160,8 +154,9 @@ RETURNING cancel_requested
 -- name: finish
 -- The whole batch in one statement: {rows} is one typed row per end (postgresql.FINISH_ROW
 -- order, native $n parameters: psycopg re-parses %s queries over 4 kB or 50 parameters on
--- every call), rows locked in id order, jobs and attempt records updated; state and
--- reason come from policy.outcomes.end_state. e_now NULL = the server clock.
+-- every call), rows locked in id order, jobs updated and their attempt records written
+-- (once: the running attempt was on the job row); state and reason come from
+-- policy.outcomes.end_state. e_now NULL = the server clock.
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
        e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows}),
@@ -188,13 +183,14 @@ u AS (
         dead_id = l.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
         heartbeat_expires_at = NULL
     FROM l WHERE qc_jobs.seq = l.seq
-    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key),
+    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key, qc_jobs.worker_id,
+        qc_jobs.started_at),
 a AS (
-    UPDATE qc_attempts SET finished_at = l.t, outcome = l.e_outcome,
-        reason = l.e_a_reason, error_class = l.e_error_class, error_type = l.e_error_type,
-        message = l.e_message, traceback = l.e_traceback, mode = l.e_mode
-    FROM u JOIN l ON l.seq = u.seq
-    WHERE qc_attempts.job_id = u.id AND qc_attempts.number = l.e_attempt)
+    INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+        reason, error_class, error_type, message, traceback, mode)
+    SELECT u.id, l.e_attempt, u.worker_id, u.started_at, l.t, l.e_outcome, l.e_a_reason,
+        l.e_error_class, l.e_error_type, l.e_message, l.e_traceback, l.e_mode
+    FROM u JOIN l ON l.seq = u.seq)
 SELECT id, concurrency_key FROM u
 
 -- ---------------------------------------------------------------- dead letters
@@ -206,7 +202,13 @@ SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_atte
 FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
 
 -- name: select_attempts_of
-SELECT * FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[])) AND state = 'running'
 ORDER BY job_id, number
 
 -- name: insert_dead
@@ -255,8 +257,12 @@ ORDER BY expires_at, seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: end_attempt
-UPDATE qc_attempts SET finished_at = %(now)s, outcome = %(outcome)s, reason = %(reason)s
-WHERE job_id = %(job_id)s AND number = %(number)s
+-- The record of an attempt ended by the reaper or a flow deadline, from its job row (run
+-- before the job row's own update, which leaves attempt, worker_id and started_at).
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome, reason)
+SELECT id, attempt, worker_id, started_at, CAST(%(now)s AS bigint),
+    CAST(%(outcome)s AS text), CAST(%(reason)s AS text)
+FROM qc_jobs WHERE id = %(job_id)s AND attempt = %(number)s
 
 -- name: reap_job
 UPDATE qc_jobs SET state = %(state)s, reason = %(reason)s,
@@ -306,7 +312,14 @@ UPDATE qc_jobs SET cancel_requested = true WHERE seq = %(seq)s AND state = 'runn
 SELECT * FROM qc_jobs WHERE id = %(id)s
 
 -- name: list_attempts
-SELECT * FROM qc_attempts WHERE job_id = %(id)s ORDER BY number
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id = %(id)s
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id = %(id)s AND state = 'running'
+ORDER BY number
 
 -- name: count_pending
 SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running'
