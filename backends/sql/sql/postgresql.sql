@@ -71,6 +71,9 @@ GROUP BY concurrency_key
 -- One statement: lock the top :limit ready jobs, start the unkeyed ones; keyed ones come
 -- back with keyed = true for claim_keyed. The running attempt lives on the job row
 -- (attempt, worker_id, started_at): its qc_attempts record is written once, when it ends.
+-- `seq = ANY(ARRAY(...))`, not a join with picked: psycopg prepares the statement, and the
+-- generic plan (LIMIT $n estimated at 10 % of the ready rows) hash-joined picked with a
+-- sequential scan of qc_jobs, every claim (bench/pg_drain_profile.py, auto_explain).
 WITH picked AS (
     SELECT seq, ((concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
                  AND NOT concurrency_skip) OR rate_key IS NOT NULL) AS keyed
@@ -87,7 +90,7 @@ upd AS (
         heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
             ELSE {now} + heartbeat_ms END,
         started_at = {now}, expires_at = NULL
-    FROM picked WHERE qc_jobs.seq = picked.seq AND NOT picked.keyed
+    WHERE qc_jobs.seq = ANY(ARRAY(SELECT seq FROM picked WHERE NOT keyed))
     RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.task_name, qc_jobs.queue, qc_jobs.payload,
         qc_jobs.priority, qc_jobs.attempt, qc_jobs.max_attempts, qc_jobs.timeout_ms,
         qc_jobs.heartbeat_ms, qc_jobs.options, qc_jobs.enqueued_at, qc_jobs.replay_of,
@@ -156,7 +159,12 @@ RETURNING cancel_requested
 -- order, native $n parameters: psycopg re-parses %s queries over 4 kB or 50 parameters on
 -- every call), rows locked in id order, jobs updated and their attempt records written
 -- (once: the running attempt was on the job row); state and reason come from
--- policy.outcomes.end_state. e_now NULL = the server clock.
+-- policy.outcomes.end_state. e_now NULL = the server clock. The state test is written so
+-- that no partial index on state = 'running' matches it: right after a claim the table
+-- statistics count ~no running job, and the planner then read the whole lease index once
+-- per VALUES row (a nested loop, batch x running: 450 ms for a batch of 500); rows are
+-- found by id. The attempt records come from u's RETURNING, not from a join of u with l
+-- (CTE scans estimated at 1 row: another batch x batch nested loop).
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
        e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows}),
@@ -166,7 +174,7 @@ l AS (
     FROM qc_jobs
     JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
         AND qc_jobs.lease_token = e.e_token
-    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs),
+    WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs),
 u AS (
     UPDATE qc_jobs SET state = l.e_state, reason = l.e_reason,
         run_at = CASE WHEN l.e_requeue THEN l.t + l.e_delay_ms ELSE run_at END,
@@ -183,14 +191,15 @@ u AS (
         dead_id = l.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
         heartbeat_expires_at = NULL
     FROM l WHERE qc_jobs.seq = l.seq
-    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key, qc_jobs.worker_id,
-        qc_jobs.started_at),
+    RETURNING qc_jobs.id, qc_jobs.concurrency_key, qc_jobs.attempt, qc_jobs.worker_id,
+        qc_jobs.started_at, l.t, l.e_outcome, l.e_a_reason, l.e_error_class, l.e_error_type,
+        l.e_message, l.e_traceback, l.e_mode),
 a AS (
     INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome,
         reason, error_class, error_type, message, traceback, mode)
-    SELECT u.id, l.e_attempt, u.worker_id, u.started_at, l.t, l.e_outcome, l.e_a_reason,
-        l.e_error_class, l.e_error_type, l.e_message, l.e_traceback, l.e_mode
-    FROM u JOIN l ON l.seq = u.seq)
+    SELECT id, attempt, worker_id, started_at, t, e_outcome, e_a_reason, e_error_class,
+        e_error_type, e_message, e_traceback, e_mode
+    FROM u)
 SELECT id, concurrency_key FROM u
 
 -- ---------------------------------------------------------------- dead letters
