@@ -135,6 +135,7 @@ WHERE seq = %(seq)s
 
 -- name: renew
 -- Every ref in one statement, rows locked in id order; a ref not returned lost its lease.
+-- Rows are found by id: the state test is written as in finish (no partial index).
 WITH e AS (
     SELECT * FROM unnest(CAST(%(ids)s AS text[]), CAST(%(attempts)s AS int[]),
         CAST(%(tokens)s AS text[])) AS e(e_id, e_attempt, e_token)),
@@ -142,7 +143,7 @@ l AS (
     SELECT qc_jobs.seq FROM qc_jobs
     JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
         AND qc_jobs.lease_token = e.e_token
-    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
+    WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
 UPDATE qc_jobs SET lease_expires_at = {now} + %(lease_ms)s FROM l WHERE qc_jobs.seq = l.seq
 RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token, qc_jobs.cancel_requested
 
