@@ -331,11 +331,13 @@ def _v8(conn: Connection) -> None:
     """Version 8: a running attempt is no longer stored in ``qc_attempts`` (it lives on its
     job row; the record is written once, when the attempt ends): drop the open records of
     running jobs, which the reads now synthesise from the job row."""
-    conn.execute(text(
-        "DELETE FROM qc_attempts WHERE finished_at IS NULL AND EXISTS (SELECT 1 FROM qc_jobs j"
-        " WHERE j.id = qc_attempts.job_id AND j.attempt = qc_attempts.number"
-        " AND j.state = 'running')"
-    ))
+    conn.execute(
+        text(
+            "DELETE FROM qc_attempts WHERE finished_at IS NULL AND EXISTS (SELECT 1 FROM qc_jobs"
+            " j WHERE j.id = qc_attempts.job_id AND j.attempt = qc_attempts.number"
+            " AND j.state = 'running')"
+        )
+    )
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
