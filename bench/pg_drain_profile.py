@@ -100,7 +100,9 @@ def run(tree: Path, dsn: str, n: int, workers: int, reps: int, stats: bool) -> l
     rates = []
     for _ in range(reps):
         _sql(dsn, "DROP TABLE IF EXISTS qc_jobs, qc_attempts, qc_dead, qc_meta CASCADE")
-        subprocess.run([sys.executable, "-c", enqueue], env=env, check=True)
+        # cwd = appdir: `python -c` and the worker CLI put the cwd first on sys.path, so
+        # the cwd's checkout would shadow --tree
+        subprocess.run([sys.executable, "-c", enqueue], env=env, check=True, cwd=appdir)
         _sql(dsn, "VACUUM ANALYZE")
         if stats:
             _sql(dsn, "SELECT pg_stat_statements_reset()")
@@ -110,6 +112,7 @@ def run(tree: Path, dsn: str, n: int, workers: int, reps: int, stats: bool) -> l
             subprocess.Popen(
                 [str(cli), "worker", "profile_app:queue", "--burst", "--log-level", "WARNING"],
                 env=env,
+                cwd=appdir,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

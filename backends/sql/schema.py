@@ -327,8 +327,21 @@ def _v5(conn: Connection) -> None:
     _RATED.create(conn, checkfirst=True)
 
 
+def _v8(conn: Connection) -> None:
+    """Version 8: a running attempt is no longer stored in ``qc_attempts`` (it lives on its
+    job row; the record is written once, when the attempt ends): drop the open records of
+    running jobs, which the reads now synthesise from the job row."""
+    conn.execute(
+        text(
+            "DELETE FROM qc_attempts WHERE finished_at IS NULL AND EXISTS (SELECT 1 FROM qc_jobs"
+            " j WHERE j.id = qc_attempts.job_id AND j.attempt = qc_attempts.number"
+            " AND j.state = 'running')"
+        )
+    )
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8
 }  # fmt: skip
 """Version -> step that upgrades a database from ``version - 1``."""
 

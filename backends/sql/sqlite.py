@@ -186,13 +186,8 @@ class SQLiteStorage(SQLStorage):
         for i, q in enumerate(qs):
             params[f"q{i}"] = q
         with self._tx() as cur:
+            # No attempt records here: each is written once, when its attempt ends.
             started: list[Row] = cur.execute(sql, params).fetchall()
-            if started:
-                cur.executemany(
-                    self._q["insert_attempt"],
-                    [{"job_id": r["id"], "number": r["attempt"], "worker": worker_id, "now": t}
-                     for r in started],
-                )
             keyed = (
                 len(started) < limit
                 and cur.execute(self._q["keyed_ready"], {"now": t}).fetchone() is not None

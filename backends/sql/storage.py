@@ -218,12 +218,7 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLFlows):
                        "lease_expires_at": start["lease"], "deadline": start["deadline"],
                        "started_at": t}
                 claimed.append(((-r["priority"], r["run_at"], r["seq"]), claimed_from_row(row)))
-            cur.executemany(self._q["start_job"], starts)
-            cur.executemany(
-                self._q["insert_attempt"],
-                [{"job_id": c.id, "number": c.attempt, "worker": worker_id, "now": t}
-                 for _, c in claimed],
-            )
+            cur.executemany(self._q["start_job"], starts)  # attempt records: at the end
             return claimed
 
     def _pick_keyed(self, cur: Any, qs: list[str], limit: int, now: int | None) -> list[Row]:

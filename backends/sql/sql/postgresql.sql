@@ -68,8 +68,12 @@ GROUP BY concurrency_key
 -- ---------------------------------------------------------------- claim
 
 -- name: claim
--- One statement: lock the top :limit ready jobs, start the unkeyed ones, write their
--- attempt records; keyed ones come back with keyed = true for claim_keyed.
+-- One statement: lock the top :limit ready jobs, start the unkeyed ones; keyed ones come
+-- back with keyed = true for claim_keyed. The running attempt lives on the job row
+-- (attempt, worker_id, started_at): its qc_attempts record is written once, when it ends.
+-- `seq = ANY(ARRAY(...))`, not a join with picked: psycopg prepares the statement, and the
+-- generic plan (LIMIT $n estimated at 10 % of the ready rows) hash-joined picked with a
+-- sequential scan of qc_jobs, every claim (bench/pg_drain_profile.py, auto_explain).
 WITH picked AS (
     SELECT seq, ((concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
                  AND NOT concurrency_skip) OR rate_key IS NOT NULL) AS keyed
@@ -86,16 +90,13 @@ upd AS (
         heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
             ELSE {now} + heartbeat_ms END,
         started_at = {now}, expires_at = NULL
-    FROM picked WHERE qc_jobs.seq = picked.seq AND NOT picked.keyed
+    WHERE qc_jobs.seq = ANY(ARRAY(SELECT seq FROM picked WHERE NOT keyed))
     RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.task_name, qc_jobs.queue, qc_jobs.payload,
         qc_jobs.priority, qc_jobs.attempt, qc_jobs.max_attempts, qc_jobs.timeout_ms,
         qc_jobs.heartbeat_ms, qc_jobs.options, qc_jobs.enqueued_at, qc_jobs.replay_of,
         qc_jobs.lease_token, qc_jobs.lease_expires_at, qc_jobs.deadline, qc_jobs.started_at,
         qc_jobs.run_at, qc_jobs.worker_id, qc_jobs.execution_id, qc_jobs.step_id,
-        qc_jobs.flow_deadline_at),
-ins AS (
-    INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
-    SELECT id, attempt, worker_id, started_at FROM upd)
+        qc_jobs.flow_deadline_at)
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
     started_at, run_at, execution_id, step_id, flow_deadline_at, false AS keyed
@@ -130,14 +131,11 @@ UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = %(attempt)s,
     expires_at = NULL
 WHERE seq = %(seq)s
 
--- name: insert_attempt
-INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
-VALUES (%(job_id)s, %(number)s, %(worker)s, %(now)s)
-
 -- ---------------------------------------------------------------- lease
 
 -- name: renew
 -- Every ref in one statement, rows locked in id order; a ref not returned lost its lease.
+-- Rows are found by id: the state test is written as in finish (no partial index).
 WITH e AS (
     SELECT * FROM unnest(CAST(%(ids)s AS text[]), CAST(%(attempts)s AS int[]),
         CAST(%(tokens)s AS text[])) AS e(e_id, e_attempt, e_token)),
@@ -145,7 +143,7 @@ l AS (
     SELECT qc_jobs.seq FROM qc_jobs
     JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
         AND qc_jobs.lease_token = e.e_token
-    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
+    WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
 UPDATE qc_jobs SET lease_expires_at = {now} + %(lease_ms)s FROM l WHERE qc_jobs.seq = l.seq
 RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token, qc_jobs.cancel_requested
 
@@ -160,8 +158,14 @@ RETURNING cancel_requested
 -- name: finish
 -- The whole batch in one statement: {rows} is one typed row per end (postgresql.FINISH_ROW
 -- order, native $n parameters: psycopg re-parses %s queries over 4 kB or 50 parameters on
--- every call), rows locked in id order, jobs and attempt records updated; state and
--- reason come from policy.outcomes.end_state. e_now NULL = the server clock.
+-- every call), rows locked in id order, jobs updated and their attempt records written
+-- (once: the running attempt was on the job row); state and reason come from
+-- policy.outcomes.end_state. e_now NULL = the server clock. The state test is written so
+-- that no partial index on state = 'running' matches it: right after a claim the table
+-- statistics count ~no running job, and the planner then read the whole lease index once
+-- per VALUES row (a nested loop, batch x running: 450 ms for a batch of 500); rows are
+-- found by id. The attempt records come from u's RETURNING, not from a join of u with l
+-- (CTE scans estimated at 1 row: another batch x batch nested loop).
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
        e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows}),
@@ -171,7 +175,7 @@ l AS (
     FROM qc_jobs
     JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
         AND qc_jobs.lease_token = e.e_token
-    WHERE qc_jobs.state = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs),
+    WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs),
 u AS (
     UPDATE qc_jobs SET state = l.e_state, reason = l.e_reason,
         run_at = CASE WHEN l.e_requeue THEN l.t + l.e_delay_ms ELSE run_at END,
@@ -188,13 +192,15 @@ u AS (
         dead_id = l.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
         heartbeat_expires_at = NULL
     FROM l WHERE qc_jobs.seq = l.seq
-    RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.concurrency_key),
+    RETURNING qc_jobs.id, qc_jobs.concurrency_key, qc_jobs.attempt, qc_jobs.worker_id,
+        qc_jobs.started_at, l.t, l.e_outcome, l.e_a_reason, l.e_error_class, l.e_error_type,
+        l.e_message, l.e_traceback, l.e_mode),
 a AS (
-    UPDATE qc_attempts SET finished_at = l.t, outcome = l.e_outcome,
-        reason = l.e_a_reason, error_class = l.e_error_class, error_type = l.e_error_type,
-        message = l.e_message, traceback = l.e_traceback, mode = l.e_mode
-    FROM u JOIN l ON l.seq = u.seq
-    WHERE qc_attempts.job_id = u.id AND qc_attempts.number = l.e_attempt)
+    INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome,
+        reason, error_class, error_type, message, traceback, mode)
+    SELECT id, attempt, worker_id, started_at, t, e_outcome, e_a_reason, e_error_class,
+        e_error_type, e_message, e_traceback, e_mode
+    FROM u)
 SELECT id, concurrency_key FROM u
 
 -- ---------------------------------------------------------------- dead letters
@@ -206,7 +212,13 @@ SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_atte
 FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[]))
 
 -- name: select_attempts_of
-SELECT * FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id = ANY(CAST(%(ids)s AS text[]))
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id = ANY(CAST(%(ids)s AS text[])) AND state = 'running'
 ORDER BY job_id, number
 
 -- name: insert_dead
@@ -255,8 +267,12 @@ ORDER BY expires_at, seq LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: end_attempt
-UPDATE qc_attempts SET finished_at = %(now)s, outcome = %(outcome)s, reason = %(reason)s
-WHERE job_id = %(job_id)s AND number = %(number)s
+-- The record of an attempt ended by the reaper or a flow deadline, from its job row (run
+-- before the job row's own update, which leaves attempt, worker_id and started_at).
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome, reason)
+SELECT id, attempt, worker_id, started_at, CAST(%(now)s AS bigint),
+    CAST(%(outcome)s AS text), CAST(%(reason)s AS text)
+FROM qc_jobs WHERE id = %(job_id)s AND attempt = %(number)s
 
 -- name: reap_job
 UPDATE qc_jobs SET state = %(state)s, reason = %(reason)s,
@@ -306,7 +322,14 @@ UPDATE qc_jobs SET cancel_requested = true WHERE seq = %(seq)s AND state = 'runn
 SELECT * FROM qc_jobs WHERE id = %(id)s
 
 -- name: list_attempts
-SELECT * FROM qc_attempts WHERE job_id = %(id)s ORDER BY number
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id = %(id)s
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id = %(id)s AND state = 'running'
+ORDER BY number
 
 -- name: count_pending
 SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running'

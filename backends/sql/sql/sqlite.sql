@@ -26,6 +26,8 @@ GROUP BY concurrency_key
 -- name: claim
 -- Starts the unkeyed jobs among the top :limit ready ones in one UPDATE; {queues} is
 -- queries.queues_filter. Keyed jobs (a `queue` concurrency limit) are left to claim_keyed.
+-- The running attempt lives on the job row (attempt, worker_id, started_at): its
+-- qc_attempts record is written once, when it ends.
 UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = attempt + 1,
     worker_id = :worker, lease_token = lower(hex(randomblob(12))),
     lease_expires_at = :now + :lease_ms,
@@ -42,10 +44,6 @@ WHERE seq IN (
 RETURNING seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, lease_token, lease_expires_at, deadline,
     started_at, run_at, execution_id, step_id, flow_deadline_at
-
--- name: insert_attempt
-INSERT INTO qc_attempts (job_id, number, worker_id, started_at)
-VALUES (:job_id, :number, :worker, :now)
 
 -- name: keyed_ready
 -- Whether a keyed or rate-limited job is ready (then the claim goes on with claim_keyed).
@@ -96,19 +94,18 @@ RETURNING cancel_requested
 -- ---------------------------------------------------------------- finish
 
 -- name: finish_attempts
--- The batch's attempt records, fenced by the job row (run before finish_jobs, which
--- clears the lease). {rows}: one (?, ...) per end, in sqlite.FINISH_ROW order.
+-- The batch's attempt records, written once from the job rows (the running attempt was
+-- on them), fenced (run before finish_jobs, which clears the lease). {rows}: one
+-- (?, ...) per end, in sqlite.FINISH_ROW order.
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
        e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id) AS (VALUES {rows})
-UPDATE qc_attempts SET finished_at = e.e_now, outcome = e.e_outcome, reason = e.e_a_reason,
-    error_class = e.e_error_class, error_type = e.e_error_type, message = e.e_message,
-    traceback = e.e_traceback, mode = e.e_mode
-FROM e
-WHERE qc_attempts.job_id = e.e_id AND qc_attempts.number = e.e_attempt
-    AND EXISTS (SELECT 1 FROM qc_jobs WHERE qc_jobs.id = e.e_id
-                AND qc_jobs.attempt = e.e_attempt AND qc_jobs.lease_token = e.e_token
-                AND qc_jobs.state = 'running')
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome, reason,
+    error_class, error_type, message, traceback, mode)
+SELECT e.e_id, e.e_attempt, j.worker_id, j.started_at, e.e_now, e.e_outcome, e.e_a_reason,
+    e.e_error_class, e.e_error_type, e.e_message, e.e_traceback, e.e_mode
+FROM e JOIN qc_jobs j ON j.id = e.e_id AND j.attempt = e.e_attempt
+    AND j.lease_token = e.e_token AND j.state = 'running'
 
 -- name: finish_jobs
 -- The batch's jobs, fenced; state and reason come from policy.outcomes.end_state.
@@ -143,7 +140,13 @@ SELECT id, task_name, queue, payload, replay_of, finished_at, priority, max_atte
 FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: select_attempts_of
-SELECT * FROM qc_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running'
 ORDER BY job_id, number
 
 -- name: insert_dead
@@ -190,8 +193,11 @@ WHERE state = 'queued' AND expires_at <= :now AND execution_id IS NULL
 ORDER BY expires_at, seq LIMIT :limit
 
 -- name: end_attempt
-UPDATE qc_attempts SET finished_at = :now, outcome = :outcome, reason = :reason
-WHERE job_id = :job_id AND number = :number
+-- The record of an attempt ended by the reaper or a flow deadline, from its job row (run
+-- before the job row's own update, which leaves attempt, worker_id and started_at).
+INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome, reason)
+SELECT id, attempt, worker_id, started_at, :now, :outcome, :reason
+FROM qc_jobs WHERE id = :job_id AND attempt = :number
 
 -- name: reap_job
 -- The job after a reap verdict (or a schedule-to-start expiry): :run_at only when queued.
@@ -233,7 +239,14 @@ UPDATE qc_jobs SET cancel_requested = 1 WHERE seq = :seq AND state = 'running'
 SELECT * FROM qc_jobs WHERE id = :id
 
 -- name: list_attempts
-SELECT * FROM qc_attempts WHERE job_id = :id ORDER BY number
+-- Ended attempts, then a running one from its job row (see claim).
+SELECT job_id, number, worker_id, started_at, finished_at, outcome, reason, error_class,
+    error_type, message, traceback, mode
+FROM qc_attempts WHERE job_id = :id
+UNION ALL
+SELECT id, attempt, worker_id, started_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM qc_jobs WHERE id = :id AND state = 'running'
+ORDER BY number
 
 -- name: count_pending
 SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running'
