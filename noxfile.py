@@ -246,8 +246,10 @@ def bench(session: nox.Session) -> None:
     if not (env_root / "venv-queue_core" / "bin" / "python").exists():
         session.log(
             f"peer venvs not found under {env_root}. Create them (as root, once) with:\n"
-            f"    QUEUE_CORE_SRC={ROOT} bash {SHARED_BENCH / 'setup.sh'}\n"
-            "then rerun `nox -s bench` (BENCH_ENV_ROOT overrides the location)."
+            f"    BENCH_ENV_ROOT=/opt/qc-bench QUEUE_CORE_SRC={ROOT} bash "
+            f"{SHARED_BENCH / 'setup.sh'}\n"
+            "then rerun `nox -s bench` with the same BENCH_ENV_ROOT (its PostgreSQL cluster is "
+            "owned by a `bench` user, who cannot enter /root: as root, ~/.cache fails)."
         )
         return
     harness = _harness_copy()
