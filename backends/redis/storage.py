@@ -29,6 +29,7 @@ from backends.redis.flow_records import step_replay_refused
 from backends.redis.keys import Keys
 from backends.redis.limits import RedisLimits
 from backends.redis.schedules import RedisSchedules
+from backends.redis.throughput import RedisThroughput
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
@@ -184,7 +185,7 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
     )
 
 
-class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
+class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
