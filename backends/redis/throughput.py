@@ -34,9 +34,9 @@ TTL_MS: Final = THROUGHPUT_WINDOW_MS + 2 * THROUGHPUT_RESOLUTION_MS
 """How long a minute's hash lives after its last write (``TP_TTL`` in ``_lib.lua``)."""
 
 
-def _events(minutes: list[int], hashes: list[dict[bytes, bytes]]) -> Iterator[
-    tuple[str, int, str, int]
-]:
+def _events(
+    minutes: list[int], hashes: list[dict[bytes, bytes]]
+) -> Iterator[tuple[str, int, str, int]]:
     for minute, fields in zip(minutes, hashes, strict=True):
         for field, n in fields.items():
             kind, _, queue = field.decode().partition("|")

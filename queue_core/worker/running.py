@@ -275,9 +275,7 @@ class Running(Services):
                 scope.cancel()
             try:
                 with anyio.fail_after(timeout) as deadline_scope:
-                    value = await scoped_async(self._listeners, att.job, task.func)(
-                        *args, **kwargs
-                    )
+                    value = await scoped_async(self._listeners, att.job, task.func)(*args, **kwargs)
             except TimeoutError as exc:
                 if deadline_scope.cancelled_caught:
                     self._timed_out(att)

@@ -31,8 +31,7 @@ q.close()
 def _produce(url: str, n: int) -> None:
     """Enqueue ``n`` jobs from another process."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run([sys.executable, "-c", _PRODUCER, url, str(n)], check=True, env=env,
-                   timeout=120)
+    subprocess.run([sys.executable, "-c", _PRODUCER, url, str(n)], check=True, env=env, timeout=120)
 
 
 def test_enqueued_and_finished_counters_count_other_processes(tmp_path: Path) -> None:
