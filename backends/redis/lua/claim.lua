@@ -111,7 +111,7 @@ local function try(q, p, r, m, score)
   out[o + 12] = f[11] or false; out[o + 13] = f[12] or false; out[o + 14] = f[13]
   out[o + 15] = f[14] or false; out[o + 16] = NOW
   out[o + 17] = x or false; out[o + 18] = f[18] or false; out[o + 19] = fd or false
-  out[o + 20] = f[3]
+  out[o + 20] = f[3] or false
   return 'claimed'
 end
 
