@@ -39,6 +39,7 @@ from backends._memory_records import (
     _system_clock_ms,
 )
 from backends._memory_schedules import MemorySchedules
+from backends._memory_throughput import MemoryThroughput
 from backends._memory_workers import MemoryWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound
 from queue_core.model import (
@@ -69,7 +70,13 @@ __all__ = ["MemoryStorage"]
 
 
 class MemoryStorage(
-    MemoryLimits, MemorySchedules, MemoryWorkers, MemoryFlows, MemoryIndex, Storage
+    MemoryLimits,
+    MemorySchedules,
+    MemoryWorkers,
+    MemoryThroughput,
+    MemoryFlows,
+    MemoryIndex,
+    Storage,
 ):
     """Thread-safe in-process storage; the reference backend (``memory://``).
 

@@ -36,6 +36,14 @@ them through the public :class:`~queue_core.Storage` protocol:
 ``queue_core_scrape_duration_seconds`` (gauge)
     How long the storage reads of this scrape took.
 
+``queue_core_jobs_enqueued_total{queue}``, ``queue_core_jobs_finished_total{queue,state}``
+    (counters)
+    Jobs enqueued, and jobs that reached a final state (``succeeded``, ``dead``,
+    ``cancelled``, ``timed_out``, ``skipped``), by every process that uses the storage:
+    built from storage's per-minute counts (:class:`~queue_core.SupportsThroughput`, every
+    in-repo backend) by :mod:`contrib.metrics_throughput`. The first scrape starts them at
+    the last hour's counts; scrapes more than an hour apart miss what lies between.
+
 Label cardinality is bounded: at most ``max_tasks`` distinct ``task`` values and
 ``max_queues`` distinct ``queue`` values per family (the largest counts win, ties by
 name); the rest are added up under the value ``other``.
@@ -55,7 +63,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from queue_core import ConfigError, Queue, QueueStats, Storage, SupportsJobScan
+from contrib.metrics_throughput import ThroughputTotals
+from queue_core import (
+    ConfigError,
+    Queue,
+    QueueStats,
+    Storage,
+    SupportsJobScan,
+    SupportsThroughput,
+)
 
 __all__ = ["OTHER", "STATS_STATES", "StorageCollector", "make_registry", "storage_of"]
 
@@ -157,10 +173,13 @@ class StorageCollector:
         self.scan_attempts = bool(scan_attempts)
         self.max_scan_jobs = _check_cap("max_scan_jobs", max_scan_jobs, 0)
         self.max_scan_dead = _check_cap("max_scan_dead", max_scan_dead, 0)
+        self.throughput = ThroughputTotals(self.max_queues, _allowed)
 
     # prometheus-client calls describe() at registration: answer without touching storage.
     def describe(self) -> Iterable[Metric]:
         yield from self._families(with_attempts=self._can_scan())
+        if isinstance(self.storage, SupportsThroughput):
+            yield from ThroughputTotals.families()
 
     def _can_scan(self) -> bool:
         return self.scan_attempts and isinstance(self.storage, SupportsJobScan)
@@ -207,6 +226,8 @@ class StorageCollector:
             stats = self.storage.stats()
             dead, dead_truncated = self._dead_by_task()
             attempts = self._attempts() if self._can_scan() else None
+            if isinstance(self.storage, SupportsThroughput):
+                self.throughput.read(self.storage)
         except Exception:  # noqa: BLE001 - a scrape must answer, and say the storage is down
             log.exception("queue-core metrics: reading the storage failed")
             up = self._families(with_attempts=False)[0]
@@ -229,6 +250,8 @@ class StorageCollector:
             families["queue_core_attempts_scan_jobs"].add_metric([], scanned)
             families["queue_core_attempts_scan_truncated"].add_metric([], 1 if truncated else 0)
         yield from families.values()
+        if isinstance(self.storage, SupportsThroughput):
+            yield from self.throughput.collect()
 
     # ------------------------------------------------------------------ reads
 

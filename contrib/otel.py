@@ -22,8 +22,13 @@ the worker runs each attempt inside a span that is its child:
   succeeded.
 
 Spans go to the tracer provider given to :func:`instrument` (default: the global one
-that your OpenTelemetry setup installs). The attempt span is not made the current span
-inside the task body: spans a body starts itself are not its children (yet).
+that your OpenTelemetry setup installs). Inside the task body the attempt span is the
+current span, so spans the body starts are its children: async bodies (in their task),
+thread bodies (in their body thread) and process-isolated bodies (the child gets the
+span's context as W3C headers and attaches it: :func:`carried_context`, through
+:meth:`~queue_core.events.WorkerListener.attempt_carrier`). The child needs an
+OpenTelemetry SDK set up itself (e.g. at import of the task's module) to export its
+spans; without one they are non-recording, as anywhere.
 
 ``opentelemetry`` is imported only when :func:`instrument` or :class:`TracingListener`
 is used: importing this module without the extra installed is fine.
@@ -31,13 +36,16 @@ is used: importing this module without the extra installed is fine.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from queue_core import ConfigError, Queue
 from queue_core.events import AttemptEnded, AttemptStarted, WorkerListener, job_headers
-from queue_core.model import Outcome
+from queue_core.model import ClaimedJob, Outcome
 
-__all__ = ["TracingListener", "instrument", "trace_headers"]
+__all__ = ["TracingListener", "carried_context", "instrument", "trace_headers"]
 
 _SCOPE = "queue_core"
 
@@ -73,26 +81,55 @@ class TracingListener(WorkerListener):
         self._otel = _otel()
         self._tracer = self._otel.trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         self._spans: dict[tuple[str, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def _span(self, job: ClaimedJob, worker_id: str | None) -> Any:
+        """The attempt's span, started by whichever comes first: the attempt's start
+        event (on the loop) or its body's scope (a body started from the claim thread
+        may run before the loop hears of it)."""
+        key = (job.id, job.attempt)
+        with self._lock:
+            span = self._spans.get(key)
+            if span is None:
+                parent = self._otel.propagate.extract(job_headers(job))
+                span = self._spans[key] = self._tracer.start_span(
+                    f"{job.task_name} attempt",
+                    context=parent,
+                    kind=self._otel.trace.SpanKind.CONSUMER,
+                    attributes={
+                        "queue_core.job_id": job.id,
+                        "queue_core.task": job.task_name,
+                        "queue_core.queue": job.queue,
+                        "queue_core.attempt": job.attempt,
+                    },
+                )
+        if worker_id is not None:
+            span.set_attribute("queue_core.worker_id", worker_id)
+        return span
 
     def attempt_started(self, event: AttemptStarted) -> None:
-        job = event.job
-        parent = self._otel.propagate.extract(job_headers(job))
-        self._spans[(job.id, job.attempt)] = self._tracer.start_span(
-            f"{job.task_name} attempt",
-            context=parent,
-            kind=self._otel.trace.SpanKind.CONSUMER,
-            attributes={
-                "queue_core.job_id": job.id,
-                "queue_core.task": job.task_name,
-                "queue_core.queue": job.queue,
-                "queue_core.attempt": job.attempt,
-                "queue_core.worker_id": event.worker_id,
-            },
+        self._span(event.job, event.worker_id)
+
+    def attempt_scope(self, job: ClaimedJob) -> AbstractContextManager[object] | None:
+        """The attempt span as the current span while the body runs (not ended there)."""
+        return self._otel.trace.use_span(  # type: ignore[no-any-return]
+            self._span(job, None),
+            end_on_exit=False,
+            record_exception=False,
+            set_status_on_exception=False,
         )
+
+    def attempt_carrier(self, job: ClaimedJob) -> tuple[str, Mapping[str, str]] | None:
+        """The attempt span's context as headers, for a process-isolated body."""
+        carrier: dict[str, str] = {}
+        span = self._span(job, None)
+        self._otel.propagate.inject(carrier, context=self._otel.trace.set_span_in_context(span))
+        return "contrib.otel:carried_context", carrier
 
     def attempt_ended(self, event: AttemptEnded) -> None:
         job = event.job
-        span = self._spans.pop((job.id, job.attempt), None)
+        with self._lock:
+            span = self._spans.pop((job.id, job.attempt), None)
         if span is None:  # started before this listener was attached
             return
         span.set_attribute("queue_core.outcome", event.outcome.value)
@@ -106,6 +143,20 @@ class TracingListener(WorkerListener):
             detail = event.error_class or event.reason or event.outcome.value
             span.set_status(status(self._otel.trace.StatusCode.ERROR, detail))
         span.end()
+
+
+@contextmanager
+def carried_context(carrier: Mapping[str, str]) -> Iterator[None]:
+    """In a process-isolated body's child: the carried attempt span context is the current
+    context while the body runs (see :meth:`TracingListener.attempt_carrier`)."""
+    otel = _otel()
+    import opentelemetry.context
+
+    token = opentelemetry.context.attach(otel.propagate.extract(dict(carrier)))
+    try:
+        yield
+    finally:
+        opentelemetry.context.detach(token)
 
 
 def instrument(queue: Queue, tracer_provider: Any = None) -> TracingListener:

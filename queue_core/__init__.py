@@ -58,6 +58,7 @@ from queue_core.storage import (
     SupportsWakeup,
 )
 from queue_core.task import Concurrency, JobHandle, Replay, Task
+from queue_core.throughput import SupportsThroughput, ThroughputCount
 
 __all__ = [
     "AttemptRecord",
@@ -96,9 +97,11 @@ __all__ = [
     "SupportsMigrate",
     "SupportsSchemaVersion",
     "SupportsSchedules",
+    "SupportsThroughput",
     "SupportsWakeup",
     "SystemClock",
     "Task",
     "TaskError",
+    "ThroughputCount",
     "parse_duration",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -96,6 +97,19 @@ class WorkerListener:
 
     def worker_stopped(self, worker: WorkerView) -> None:
         """The worker stopped (after its last recorded end)."""
+
+    def attempt_scope(self, job: ClaimedJob) -> AbstractContextManager[object] | None:
+        """A context the attempt's async or thread body runs in, entered in the body's
+        own task or thread (e.g. a tracing span made current); ``None``: none. It may be
+        called before :meth:`attempt_started` (a body started from the claim thread).
+        See :mod:`queue_core.worker.scopes`."""
+        return None
+
+    def attempt_carrier(self, job: ClaimedJob) -> tuple[str, Mapping[str, str]] | None:
+        """For a process-isolated body: ``("module:factory", data)``; the child imports
+        the factory and runs the body inside ``factory(data)`` (a context manager);
+        ``None``: nothing to carry."""
+        return None
 
 
 HEADERS_KEY = "headers"

@@ -22,12 +22,14 @@ from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
 from backends.redis import connect
+from backends.redis.claimed import decode_claimed
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
 from backends.redis.keys import Keys
 from backends.redis.limits import RedisLimits
 from backends.redis.schedules import RedisSchedules
+from backends.redis.throughput import RedisThroughput
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
 from queue_core.model import (
@@ -183,7 +185,7 @@ def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRec
     )
 
 
-class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
+class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, Storage):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
@@ -389,32 +391,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, Storage):
         args += dict.fromkeys(queues)
         with translate_errors("claim"):
             r = self._run(self._claim, args)
-        out: list[ClaimedJob] = []
-        for i in range(0, len(r), 19):
-            out.append(
-                ClaimedJob(
-                    id=r[i].decode(),
-                    task_name=r[i + 1].decode(),
-                    queue=r[i + 2].decode(),
-                    payload=r[i + 3],
-                    attempt=r[i + 4],
-                    lease_token=r[i + 5].decode(),
-                    lease_expires_at=r[i + 6],
-                    deadline=r[i + 7],
-                    max_attempts=int(r[i + 8]),
-                    priority=int(r[i + 9]),
-                    timeout_ms=_int_or_none(r[i + 10]),
-                    heartbeat_ms=_int_or_none(r[i + 11]),
-                    options=_str_or_none(r[i + 12]),
-                    enqueued_at=int(r[i + 13]),
-                    replay_of=_str_or_none(r[i + 14]),
-                    started_at=r[i + 15],
-                    execution_id=_str_or_none(r[i + 16]),
-                    step_id=_str_or_none(r[i + 17]),
-                    flow_deadline_at=_int_or_none(r[i + 18]),
-                )
-            )
-        return out
+        return decode_claimed(r)
 
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None

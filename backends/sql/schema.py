@@ -15,7 +15,9 @@ Index design (what each query relies on):
 * ``ix_qc_jobs_lease`` / ``_deadline`` / ``_heartbeat``: partial on ``state = 'running'``;
   the reaper's scans.
 * ``ix_qc_jobs_ckey``: active jobs per concurrency key (slot counting).
-* ``ix_qc_jobs_finished``: finished jobs by ``finished_at``; the retention prune.
+* ``ix_qc_jobs_finished``: finished jobs by ``finished_at``; the retention prune and
+  the throughput counts.
+* ``ix_qc_jobs_enqueued``: jobs by ``enqueued_at``; the throughput counts.
 * ``ix_qc_dead_at`` / ``ix_qc_dead_task``: dead-letter pages, newest first.
 """
 
@@ -174,6 +176,8 @@ ix_jobs_execution = _partial(
     jobs.c.id,
 )
 Index("ix_qc_jobs_queue_seq", jobs.c.queue, jobs.c.seq)
+ix_jobs_enqueued = Index("ix_qc_jobs_enqueued", jobs.c.enqueued_at)
+"""Version 9: throughput counts (``enqueued_at`` never changes, so updates stay HOT)."""
 
 attempts = Table(
     "qc_attempts",
@@ -340,8 +344,13 @@ def _v8(conn: Connection) -> None:
     )
 
 
+def _v9(conn: Connection) -> None:
+    """Version 9: ``ix_qc_jobs_enqueued`` for the throughput counts (SupportsThroughput)."""
+    ix_jobs_enqueued.create(conn, checkfirst=True)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9
 }  # fmt: skip
 """Version -> step that upgrades a database from ``version - 1``."""
 

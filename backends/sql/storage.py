@@ -45,6 +45,7 @@ from backends.sql.records import (
     spec_of_dead,
 )
 from backends.sql.schedules import SQLSchedules
+from backends.sql.throughput import SQLThroughput
 from backends.sql.workers import SQLWorkers
 from queue_core.errors import LeaseLost, NotFound
 from queue_core.model import (
@@ -65,7 +66,7 @@ from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, reap_verdict, repla
 __all__ = ["DEFAULT_RETENTION_MS", "SQLStorage"]
 
 
-class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLFlows):
+class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
     """Storage on SQLite (embedded, the default) or PostgreSQL.
 
     ``SQLStorage(url)`` returns the dialect's subclass. Also implements

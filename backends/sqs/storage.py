@@ -40,6 +40,7 @@ from backends.sqs.errors import translate
 from backends.sqs.flows import SQSFlows
 from backends.sqs.schedules import SQSSchedules
 from backends.sqs.tables import ensure_table
+from backends.sqs.throughput import SQSThroughput
 from backends.sqs.uniques import UniqueJobs
 from backends.sqs.workers import SQSWorkers
 from queue_core.durations import parse_duration, to_ms
@@ -90,7 +91,9 @@ def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
         )
 
 
-class SQSStorage(SQSSchedules, SQSWorkers, SQSFlows, UniqueJobs, Attempts, Admin, Storage):
+class SQSStorage(
+    SQSSchedules, SQSWorkers, SQSThroughput, SQSFlows, UniqueJobs, Attempts, Admin, Storage
+):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
     Args:

@@ -31,6 +31,7 @@ from contrib.dashboard.data import (
 )
 from contrib.dashboard.flows import flow_routes
 from contrib.dashboard.security import CSRF_FIELD, CSRF_HEADER, AuthHook, AuthMiddleware, Csrf
+from contrib.dashboard.throughput import queue_throughput
 from contrib.dashboard.workers import workers_route
 from contrib.metrics import STATS_STATES, make_registry, storage_of
 from queue_core import (
@@ -156,6 +157,7 @@ class _Dashboard:
     def queues(self, request: Request) -> Response:
         stats = self.storage.stats()
         totals = {state: sum(getattr(s, state) for s in stats) for state in STATS_STATES}
+        now_ms = int(time.time() * 1000)
         return self.render(
             request,
             "queues.html",
@@ -165,7 +167,8 @@ class _Dashboard:
                 "states": STATS_STATES,
                 "totals": totals,
                 "refresh": self.refresh,
-                "now": fmt_time(int(time.time() * 1000)),
+                "throughput": queue_throughput(self.storage, now_ms),
+                "now": fmt_time(now_ms),
             },
         )
 

@@ -16,7 +16,7 @@ pytest then collects every inherited ``test_*`` method. The tests use only the
 :class:`~queue_core.storage.Storage` protocol, pass explicit ``now`` times (epoch ms
 around :data:`T0`) and never sleep. Tests of an optional ability (``SupportsWakeup``,
 ``SupportsJobScan``, ``SupportsFlows``, ``SupportsWorkerRegistry``,
-``SupportsCancelPoll``) skip with the ability's name when the storage
+``SupportsCancelPoll``, ``SupportsThroughput``) skip with the ability's name when the storage
 lacks it; nothing else skips, except the retention tests: they need a
 ``storage_with_retention`` fixture, a function that builds a fresh storage with a given
 ``?retention=`` value (``"0"``, ``"1d"``) and closes it at teardown, and skip naming it

@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any
@@ -259,7 +260,12 @@ def _run(pipe: _Pipe, request: dict[str, Any]) -> None:
                 step_id=request.get("step_id"),
             )
             kwargs["ctx"] = ctx
-        value = body(*request["args"], **kwargs)
+        with ExitStack() as scopes:
+            if request.get("carried"):  # a listener's attempt scope (queue_core.worker.scopes)
+                from queue_core.worker.scopes import enter_carried
+
+                enter_carried(scopes, request["carried"])
+            value = body(*request["args"], **kwargs)
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
                 value.close()

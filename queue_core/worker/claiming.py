@@ -24,6 +24,7 @@ from queue_core.worker.log import log
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.recording import error_info
 from queue_core.worker.running import Running
+from queue_core.worker.scopes import scoped
 from queue_core.worker.services import deadline_of
 from queue_core.worker.slots import Attempt
 from queue_core.worker.threads import body_call
@@ -217,7 +218,8 @@ class Claiming(Running):
         )
         dumps, submit = self._serializer.dumps_result, self._threads.submit
         for att, task, args, kwargs in direct:
-            submit(att, body_call(dumps, task.func, args, kwargs))
+            func = scoped(self._listeners, att.job, task.func)
+            submit(att, body_call(dumps, func, args, kwargs))
         return len(direct), rest
 
     def _register_direct(self, atts: list[Attempt]) -> None:

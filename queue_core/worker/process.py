@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -45,6 +45,7 @@ from queue_core.worker.process_results import (
     _group_exists,
     _signal_group,
 )
+from queue_core.worker.scopes import Carried
 
 __all__ = [
     "ChildError",
@@ -365,6 +366,7 @@ class ProcessPool:
         wants_ctx: bool = False,
         execution_id: str | None = None,
         step_id: str | None = None,
+        carried: Sequence[Carried] = (),
     ) -> ProcessResult:
         """Run one attempt of a sync body in a child process.
 
@@ -392,6 +394,8 @@ class ProcessPool:
             wants_ctx: pass a ``ctx`` keyword (:class:`~queue_core.worker._child.ChildContext`).
             execution_id: a flow step's execution, for ``ctx.execution_id``.
             step_id: a flow step's id, for ``ctx.step_id``.
+            carried: attempt scopes the child enters around the body
+                (:func:`queue_core.worker.scopes.enter_carried`).
 
         Returns:
             How the attempt ended. Every outcome but ``RETURNED`` and ``RAISED`` means the
@@ -425,6 +429,7 @@ class ProcessPool:
                 "wants_ctx": wants_ctx,
                 "execution_id": execution_id,
                 "step_id": step_id,
+                "carried": list(carried),
             }
             started = anyio.current_time()
             result: ProcessResult | None = None

@@ -22,6 +22,7 @@ from queue_core.task import DEFAULT_KILL_GRACE, Task
 from queue_core.worker.flowsteps import step_call
 from queue_core.worker.log import log
 from queue_core.worker.recording import error_info
+from queue_core.worker.scopes import carried_scopes, scoped, scoped_async
 from queue_core.worker.services import Services, deadline_of
 from queue_core.worker.slots import Attempt
 
@@ -182,7 +183,8 @@ class Running(Services):
         if task.takes_ctx:
             kwargs["ctx"] = self._context(att, loop=False)
         att.deadline = deadline_of(att)
-        func, dumps = task.func, self._serializer.dumps_result
+        func = scoped(self._listeners, att.job, task.func)
+        dumps = self._serializer.dumps_result
         self._threads.submit(att, lambda: dumps(func(*args, **kwargs)))
 
     def _thread_done(self, att: Attempt, ok: bool, value: Any) -> None:
@@ -273,7 +275,7 @@ class Running(Services):
                 scope.cancel()
             try:
                 with anyio.fail_after(timeout) as deadline_scope:
-                    value = await task.func(*args, **kwargs)
+                    value = await scoped_async(self._listeners, att.job, task.func)(*args, **kwargs)
             except TimeoutError as exc:
                 if deadline_scope.cancelled_caught:
                     self._timed_out(att)
@@ -322,6 +324,7 @@ class Running(Services):
             wants_ctx=task.takes_ctx,
             execution_id=job.execution_id,
             step_id=job.step_id,
+            carried=carried_scopes(self._listeners, job),
         )
         if not att.ended:
             self._process_end(att, res)

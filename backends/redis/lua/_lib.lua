@@ -46,6 +46,23 @@ local function count(q, state, d)
   end
 end
 
+-- throughput counters (queue_core.throughput, read by backends/redis/throughput.py):
+-- one hash per minute, P:tp:<epoch minute>, field '<kind>|<queue>' (kind = 'enqueued'
+-- or a final state), kept TP_TTL ms after its last write (the one-hour window + 2 min).
+-- Between defer_counts() and flush_counts() they are summed like count().
+local TP_TTL = 3720000
+local TPD = nil
+local function tp_add(q, kind, d)
+  local f = kind .. '|' .. q
+  if TPD then
+    TPD[f] = (TPD[f] or 0) + d
+    return
+  end
+  local key = P .. ':tp:' .. math.floor(NOW / 60000)
+  redis.call('HINCRBY', key, f, d)
+  redis.call('PEXPIRE', key, TP_TTL)
+end
+
 -- sorted-set writes that may wait for the flush too: ZD[cmd][key] = flat argument list
 local ZD = nil
 
@@ -70,11 +87,16 @@ end
 -- from here to flush_counts(), count() sums and zop() collects (a batch script then
 -- writes each count once and each sorted set with one command); nothing in between may
 -- read those counts or sorted sets
-local function defer_counts() DEFER = {}; ZD = {ZREM = {}, ZADD = {}} end
+local function defer_counts() DEFER = {}; ZD = {ZREM = {}, ZADD = {}}; TPD = {} end
 
 local function flush_counts()
-  local pending, z = DEFER, ZD
-  DEFER, ZD = nil, nil
+  local pending, z, tp = DEFER, ZD, TPD
+  DEFER, ZD, TPD = nil, nil, nil
+  if next(tp) then
+    local key = P .. ':tp:' .. math.floor(NOW / 60000)
+    for f, d in pairs(tp) do redis.call('HINCRBY', key, f, d) end
+    redis.call('PEXPIRE', key, TP_TTL)
+  end
   for q, t in pairs(pending) do
     for state, d in pairs(t) do
       if d ~= 0 then count(q, state, d) end
@@ -188,6 +210,7 @@ local function terminal(id, q, state, reason, ck, lease, res)
   redis.call('PEXPIRE', k, RET + 86400000)
   redis.call('PEXPIRE', ak(id), RET + 86400000)
   count(q, state, 1)
+  tp_add(q, state, 1)
 end
 
 -- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS: the spec as

@@ -8,10 +8,11 @@
 -- Rate-limited jobs (fields rk, rl, rw) are claimed only while their key's sliding window
 -- P:rt:<key> (a zset of claim times) holds fewer than rl claims in (NOW - rw, NOW]
 -- (queue_core.policy.limits.rate_grant, mirrored here); others stay in place, queued.
--- Returns: flat list, 19 per job: id, task_name, queue, payload, attempt, token,
+-- Returns: flat list, 20 per job: id, task_name, queue, payload, attempt, token,
 --   lease_expires_at, deadline|nil, max_attempts, priority, timeout_ms|nil,
 --   heartbeat_ms|nil, options|nil, enqueued_at, replay_of|nil, started_at,
---   execution_id|nil, step_id|nil, flow_deadline_at|nil. For a flow step the deadline is
+--   execution_id|nil, step_id|nil, flow_deadline_at|nil, run_at (when the attempt became
+--   due: the pick-up latency's start; decoded by backends/redis/claimed.py). For a flow step the deadline is
 --   the earlier of the attempt's and the flow's, and the step becomes running (directly
 --   in P:xs:<execution>, or as a pending event when earlier events wait for an advance,
 --   so the order of the step's changes is kept).
@@ -110,6 +111,7 @@ local function try(q, p, r, m, score)
   out[o + 12] = f[11] or false; out[o + 13] = f[12] or false; out[o + 14] = f[13]
   out[o + 15] = f[14] or false; out[o + 16] = NOW
   out[o + 17] = x or false; out[o + 18] = f[18] or false; out[o + 19] = fd or false
+  out[o + 20] = f[3] or false
   return 'claimed'
 end
 

@@ -76,6 +76,7 @@ for i = 0, n - 1 do
     redis.call('HSET', k, unpack(h))
     -- not active: terminal() must not give back a slot it never took
     terminal(id, q, 'skipped', 'concurrency_limit', nil)
+    tp_add(q, 'enqueued', 1)
     out[#out + 1] = 0
   else
     local seq = redis.call('INCR', SEQ)
@@ -96,7 +97,7 @@ for i = 0, n - 1 do
   end
   end
 end
-for q, c in pairs(queued) do count(q, 'queued', c) end
+for q, c in pairs(queued) do count(q, 'queued', c); tp_add(q, 'enqueued', c) end
 for q, qp in pairs(prios) do
   local zargs = {}
   for pr in pairs(qp) do zargs[#zargs + 1] = pr; zargs[#zargs + 1] = pr end

@@ -583,3 +583,19 @@ DELETE FROM qc_unique WHERE job_id = ANY(CAST(%(ids)s AS text[]))
 -- Whether a job is ready in one of the queues (an idle worker's poll behind PgBouncer).
 SELECT EXISTS (SELECT 1 FROM qc_jobs WHERE state = 'queued'
     AND queue = ANY(CAST(%(queues)s AS text[])) AND run_at <= {now}) AS ready
+
+-- ---------------------------------------------------------------- throughput (schema v9)
+
+-- name: throughput_enqueued
+-- Jobs enqueued per queue and minute in [first, now] (ix_qc_jobs_enqueued).
+SELECT queue, enqueued_at - mod(enqueued_at, 60000) AS minute, count(*) AS n FROM qc_jobs
+WHERE enqueued_at >= %(first)s AND enqueued_at <= %(now)s
+GROUP BY queue, minute
+
+-- name: throughput_finished
+-- Jobs finished per queue, final state and minute in [first, now] (ix_qc_jobs_finished).
+SELECT queue, state, finished_at - mod(finished_at, 60000) AS minute, count(*) AS n
+FROM qc_jobs
+WHERE state NOT IN ('queued', 'running') AND finished_at >= %(first)s
+    AND finished_at <= %(now)s
+GROUP BY queue, state, minute

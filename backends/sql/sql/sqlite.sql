@@ -499,3 +499,17 @@ UPDATE qc_rates SET stamps = :stamps WHERE key = :key
 -- name: unique_forget
 -- Prune: the unique keys whose last job is being deleted.
 DELETE FROM qc_unique WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- ---------------------------------------------------------------- throughput (schema v9)
+
+-- name: throughput_enqueued
+-- Jobs enqueued per queue and minute in [:first, :now] (ix_qc_jobs_enqueued).
+SELECT queue, enqueued_at - enqueued_at % 60000 AS minute, count(*) AS n FROM qc_jobs
+WHERE enqueued_at >= :first AND enqueued_at <= :now
+GROUP BY queue, minute
+
+-- name: throughput_finished
+-- Jobs finished per queue, final state and minute in [:first, :now] (ix_qc_jobs_finished).
+SELECT queue, state, finished_at - finished_at % 60000 AS minute, count(*) AS n FROM qc_jobs
+WHERE state NOT IN ('queued', 'running') AND finished_at >= :first AND finished_at <= :now
+GROUP BY queue, state, minute

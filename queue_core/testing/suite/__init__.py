@@ -23,6 +23,7 @@ from queue_core.testing.suite.reap import ReapContract
 from queue_core.testing.suite.schedule import ScheduleToStartContract
 from queue_core.testing.suite.schedules import ScheduleContract
 from queue_core.testing.suite.stats import StatsContract
+from queue_core.testing.suite.throughput import ThroughputContract
 from queue_core.testing.suite.workers import WorkerContract
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "StatsContract",
     "StorageContract",
     "StorageWithRetention",
+    "ThroughputContract",
     "WorkerContract",
     "UniqueContract",
 ]
@@ -71,6 +73,7 @@ class StorageContract(
     ScheduleContract,
     UniqueContract,
     RateLimitContract,
+    ThroughputContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
     ``SupportsFlows`` on a storage without that ability). Subclass it as

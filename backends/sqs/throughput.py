@@ -1,0 +1,64 @@
+"""Throughput counts of ``sqs://`` (see :mod:`queue_core.throughput`), read from the job
+items like the SQL backend: nothing is written on enqueue, claim or finish (0 extra
+requests per job, no hot counter item for concurrent finish transactions to conflict
+on). A read is one paged Query of the ``due`` index's finished partition (``P F``,
+``dx`` = ``finished_at``) over the window, plus one paged Query of the ``all`` index
+filtered on ``enq`` (the pages :meth:`~backends.sqs.admin.Admin.stats` reads too),
+both projecting three attributes. Mixed into :class:`~backends.sqs.SQSStorage`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from backends.sqs.base import StorageBase
+from backends.sqs.codec import Item, vals
+from backends.sqs.errors import translate
+from queue_core.throughput import (
+    ENQUEUED,
+    THROUGHPUT_RESOLUTION_MS,
+    ThroughputCount,
+    bucket_start,
+    check_bucket_ms,
+    fold_counts,
+)
+
+__all__ = ["SQSThroughput"]
+
+
+def _events(enqueued: list[Item], finished: list[Item]) -> Iterator[tuple[str, int, str, int]]:
+    for it in enqueued:
+        yield it["q"], int(it["enq"]), ENQUEUED, 1
+    for it in finished:
+        yield it["q"], int(it["dx"]), it["st"], 1
+
+
+class SQSThroughput(StorageBase):
+    """:class:`~queue_core.throughput.SupportsThroughput` from two index Queries."""
+
+    def throughput(
+        self,
+        since_ms: int,
+        bucket_ms: int = THROUGHPUT_RESOLUTION_MS,
+        *,
+        queues: Sequence[str] | None = None,
+        now: int | None = None,
+    ) -> list[ThroughputCount]:
+        """See :meth:`queue_core.throughput.SupportsThroughput.throughput`."""
+        check_bucket_ms(bucket_ms)
+        t = self._now(now)
+        first = bucket_start(since_ms, bucket_ms)
+        with translate("throughput"):
+            finished = self.db.query(
+                IndexName="due",
+                KeyConditionExpression="dp = :p AND dx BETWEEN :a AND :b",
+                ProjectionExpression="q, st, dx",
+                ExpressionAttributeValues=vals(p=self.keys.finished, a=first, b=t),
+            )
+            enqueued = self.db.query(
+                IndexName="all",
+                KeyConditionExpression="ap = :ap",
+                FilterExpression="enq BETWEEN :a AND :b",
+                ProjectionExpression="q, enq",
+                ExpressionAttributeValues=vals(ap=self.keys.p, a=first, b=t),
+            )
+        return fold_counts(_events(enqueued, finished), since_ms, t, bucket_ms, queues)
