@@ -1,0 +1,55 @@
+-- enqueue_plain: store new plain jobs, the common case of enqueue.lua with ten
+-- arguments per job instead of 22 (no unique key, rate key, concurrency key, replay,
+-- heartbeat, schedule-to-start or per-call options: each job is queued).
+-- The stored job is the one enqueue.lua stores for the same job (same fields, indexes,
+-- counts and wake-up token); backends/redis/limits.py picks this script only for a batch
+-- whose jobs are all plain.
+-- KEYS: none (derived from the prefix, see _lib.lua)
+-- ARGV: prefix, now, retention, then 10 per job: id, task_name, queue, payload, priority,
+--       run_at ('' = now), delay_ms, max_attempts, lost_delay_ms, timeout_ms ('' = None)
+-- Returns: the number of jobs stored; or {'dup', id} when a job id already exists (then
+--          nothing is stored)
+local S = 10
+local n = (#ARGV - 3) / S
+local seen = {}
+for i = 0, n - 1 do
+  local id = ARGV[4 + i * S]
+  if seen[id] or redis.call('EXISTS', jk(id)) == 1 then return {'dup', id} end
+  seen[id] = true
+end
+local SEQ = P .. ':seq'
+local queued, prios, woken = {}, {}, {}
+for i = 0, n - 1 do
+  local b = 3 + i * S
+  local id, q, pr = ARGV[b + 1], ARGV[b + 3], ARGV[b + 5]
+  local ra = NOW
+  if ARGV[b + 6] ~= '' then ra = tonumber(ARGV[b + 6]) end
+  ra = ra + tonumber(ARGV[b + 7])
+  local seq = redis.call('INCR', SEQ)
+  local m = string.format('%016x', seq) .. id
+  local to = ARGV[b + 10]
+  if to ~= '' then
+    redis.call('HSET', jk(id), 'tn', ARGV[b + 2], 'q', q, 'pl', ARGV[b + 4], 'pr', pr,
+               'ma', ARGV[b + 8], 'ld', ARGV[b + 9], 'eq', NOW, 'ra', ra, 'att', 0,
+               'csk', '0', 'to', to, 'st', 'queued', 'mem', m)
+  else
+    redis.call('HSET', jk(id), 'tn', ARGV[b + 2], 'q', q, 'pl', ARGV[b + 4], 'pr', pr,
+               'ma', ARGV[b + 8], 'ld', ARGV[b + 9], 'eq', NOW, 'ra', ra, 'att', 0,
+               'csk', '0', 'st', 'queued', 'mem', m)
+  end
+  redis.call('ZADD', ALL, seq, id)
+  redis.call('ZADD', rk(q, pr), ra, m)
+  queued[q] = (queued[q] or 0) + 1
+  local qp = prios[q]
+  if not qp then qp = {}; prios[q] = qp end
+  qp[pr] = true
+  if ra <= NOW then woken[q] = true end
+end
+for q, c in pairs(queued) do count(q, 'queued', c) end
+for q, qp in pairs(prios) do
+  local zargs = {}
+  for pr in pairs(qp) do zargs[#zargs + 1] = pr; zargs[#zargs + 1] = pr end
+  redis.call('ZADD', pk(q), unpack(zargs))
+end
+for q in pairs(woken) do wake(q) end
+return n
