@@ -112,3 +112,25 @@ def test_a_duplicate_id_stores_nothing(pair: tuple[RedisStorage, RedisStorage]) 
 def test_a_job_with_any_other_field_is_not_plain(field: dict[str, object]) -> None:
     job = NewJob(id="x", task_name="t", queue="q", payload=b"{}", **field)  # type: ignore[arg-type]
     assert not limits._is_plain(job)
+
+
+def test_a_large_batch_matches_too(
+    pair: tuple[RedisStorage, RedisStorage],
+    raw: redis.Redis[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More jobs than one ZADD call takes (the sorted-set writes go in slices)."""
+    plain, full = pair
+    jobs = [
+        NewJob(id=f"j{i:04d}", task_name="t", queue=f"q{i % 2}", payload=b"{}", priority=i % 3)
+        for i in range(1200)
+    ]
+    plain.enqueue(jobs, now=NOW)
+    plain.enqueue([NewJob(id="after", task_name="t", queue="q0", payload=b"{}")], now=NOW)
+    monkeypatch.setattr(limits, "_is_plain", lambda j: False)
+    full.enqueue(jobs, now=NOW)
+    full.enqueue([NewJob(id="after", task_name="t", queue="q0", payload=b"{}")], now=NOW)
+    assert _dump(raw, plain.key_prefix) == _dump(raw, full.key_prefix)
+    assert plain.count_pending(["q0", "q1"], 0, now=NOW) == 1201
+    claimed = plain.claim("w", ["q0"], 3, LEASE, now=NOW)
+    assert [c.id for c in claimed] == ["j0002", "j0008", "j0014"]  # priority 2, then order
