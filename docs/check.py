@@ -64,6 +64,9 @@ def main() -> int:
 
     import queue_core
     from contrib.cli import cli
+    from contrib.cli.commands import load_commands
+
+    load_commands()  # command modules are imported on demand
 
     reference = "\n".join(p.read_text() for p in sorted((DOCS / "reference").glob("*.md")))
     rendered, problems = rendered_objects(reference)

@@ -44,6 +44,27 @@ def enqueue_args(j: NewJob) -> tuple[Any, ...]:
     )
 
 
+_NO_OPTIONS = (None,) * 8
+
+
+def _is_plain(j: NewJob) -> bool:
+    """True when ``enqueue_plain.lua`` stores ``j`` exactly as ``enqueue.lua`` would."""
+    return (
+        not j.concurrency_skip
+        and (
+            j.unique_key,
+            j.rate_key,
+            j.replay_of,
+            j.concurrency_key,
+            j.concurrency_limit,
+            j.heartbeat_ms,
+            j.schedule_to_start_ms,
+            j.options,
+        )
+        == _NO_OPTIONS
+    )
+
+
 class RedisLimits:
     """:class:`~queue_core.storage.SupportsUniqueJobs` and
     :class:`~queue_core.storage.SupportsRateLimits` for
@@ -51,6 +72,7 @@ class RedisLimits:
 
     _r: Any
     _enqueue: Script
+    _plain_script: Script | None = None  # enqueue_plain.lua, registered on first use
     key_prefix: str
 
     def _args(self, now: int | None) -> list[Any]:  # pragma: no cover - RedisStorage's
@@ -64,6 +86,8 @@ class RedisLimits:
         all-or-nothing."""
         if not jobs:
             return []
+        if all(map(_is_plain, jobs)):
+            return self._enqueue_plain(jobs, now)
         args = self._args(now)
         for j in jobs:
             args += enqueue_args(j)
@@ -78,6 +102,35 @@ class RedisLimits:
             else:
                 out.append(Enqueued(j.id, JobState.QUEUED if x else JobState.SKIPPED))
         return out
+
+    def _enqueue_plain(self, jobs: Sequence[NewJob], now: int | None) -> list[Enqueued]:
+        """``enqueue_plain.lua``: the jobs ``enqueue.lua`` would store, for jobs with no
+        unique, rate or concurrency key and no optional field but a timeout; 10 arguments
+        per job instead of 22 (measured in docs/backends/redis.md)."""
+        script = self._plain_script
+        if script is None:
+            from backends.redis.storage import _load_script  # storage imports this module
+
+            script = self._plain_script = self._r.register_script(_load_script("enqueue_plain"))
+        args = self._args(now)
+        for j in jobs:
+            args += (
+                j.id,
+                j.task_name,
+                j.queue,
+                j.payload,
+                j.priority,
+                _opt(j.run_at),
+                j.delay_ms,
+                j.max_attempts,
+                j.lost_delay_ms,
+                _opt(j.timeout_ms),
+            )
+        with translate_errors("enqueue"):
+            res = self._run(script, args)
+        if isinstance(res, list) and res and res[0] == b"dup":
+            raise StorageError(f"job id {res[1].decode()!r} already exists")
+        return [Enqueued(j.id, JobState.QUEUED) for j in jobs]
 
     def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
         """See :meth:`queue_core.storage.SupportsRateLimits.rate_usage`."""

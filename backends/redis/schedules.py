@@ -8,7 +8,7 @@ of every other key of the storage.
 
 from __future__ import annotations
 
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from backends.redis.errors import translate_errors
@@ -23,7 +23,7 @@ _SOURCE: list[str] = []
 
 def _source() -> str:
     if not _SOURCE:
-        lua = resources.files("backends.redis").joinpath("lua")
+        lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
         _SOURCE.append(
             "\n".join(
                 lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from importlib import resources
+from pathlib import Path
 from typing import Any, cast
 
 import redis
@@ -105,7 +105,7 @@ def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
 
 
 def _load_script(name: str) -> str:
-    lua = resources.files("backends.redis").joinpath("lua")
+    lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
     lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
     if name.startswith("flow_"):
         lib += "\n" + lua.joinpath("_flow.lua").read_text(encoding="utf-8")

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from backends.sql import queries
+from backends.sql import pgcopy, queries
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row
 from backends.sql.storage import SQLStorage
@@ -236,6 +236,9 @@ class PostgresStorage(SQLStorage):
                 params = _job_params(jobs[0])
                 params["now"] = now
                 cur.execute(self._q["insert_job"], params)
+                return
+            if len(jobs) >= pgcopy.COPY_MIN:
+                pgcopy.copy_jobs(cur, jobs, now, self._server_now, self._notify)
                 return
             states, reasons = [JobState.QUEUED] * len(jobs), [None] * len(jobs)
         arrays = _job_arrays(jobs, states, reasons)

@@ -22,7 +22,7 @@ The files are loaded once, at import.
 from __future__ import annotations
 
 import re
-from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
@@ -58,8 +58,9 @@ def parse(text: str) -> dict[str, str]:
 
 def load(dialect: Dialect) -> MappingProxyType[str, str]:
     """Every named query of ``dialect``, with ``{now}`` expanded (PostgreSQL)."""
-    path = resources.files("backends.sql").joinpath("sql").joinpath(f"{dialect}.sql")
-    text = path.read_text("utf-8")
+    # A plain file read: importlib.resources (and the zipfile it imports) cost a worker
+    # tens of milliseconds at start-up; the package is installed as files.
+    text = (Path(__file__).parent / "sql" / f"{dialect}.sql").read_text("utf-8")
     queries = parse(text)
     if dialect == "postgresql":
         now = f"coalesce(CAST(%(now)s AS bigint), {PG_NOW})"

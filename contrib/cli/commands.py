@@ -12,11 +12,11 @@ masked.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -34,7 +34,7 @@ from queue_core import (
 )
 from queue_core.registry import mask_url
 
-__all__ = ["cli", "main", "show_progress"]  # show_progress: dlq looks it up here
+__all__ = ["cli", "load_commands", "main", "show_progress"]  # show_progress: dlq looks it up here
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,18 +83,42 @@ def _translated() -> Iterator[None]:
 
 
 class _Group(click.Group):
-    """Translates library errors raised anywhere below into one-line CLI errors."""
+    """Translates library errors raised anywhere below into one-line CLI errors.
+
+    Command modules are imported when a command is looked up, not with this module:
+    ``queue-core worker`` imports only ``contrib.cli.worker`` (a worker's start-up time
+    is spent on imports); listing the commands (``--help``) imports them all.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         with _translated():
             return super().invoke(ctx)
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            load_commands(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        load_commands()
+        return super().list_commands(ctx)
+
 
 def _version() -> str:
+    # importlib.metadata costs tens of ms to import: only ``--version`` pays for it.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("queue-core")
     except PackageNotFoundError:  # running from a source tree that is not installed
         return str(getattr(queue_core, "__version__", "unknown"))
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"queue-core, version {_version()}")
+    ctx.exit()
 
 
 def _storage_options(f: F) -> F:
@@ -136,7 +160,14 @@ def _queue(
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", prog_name="queue-core")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @_storage_options
 @click.pass_context
 def cli(ctx: click.Context, app: str | None, url: str | None) -> None:
@@ -174,14 +205,24 @@ def _attempt_rows(attempts: list[queue_core.AttemptRecord]) -> list[list[Any]]:
 
 
 # --------------------------------------------------------------------------- registration
-# One line per command module (each registers itself on ``cli`` when imported).
-import contrib.cli.config  # noqa: E402, F401
-import contrib.cli.dlq  # noqa: E402, F401
-import contrib.cli.flows  # noqa: E402, F401
-import contrib.cli.jobs  # noqa: E402, F401
-import contrib.cli.schedules  # noqa: E402, F401
-import contrib.cli.worker  # noqa: E402, F401
-import contrib.cli.workers  # noqa: E402, F401
-from contrib.dashboard.cli import dashboard_command  # noqa: E402
+_ALONE = {"worker": "contrib.cli.worker"}  # commands whose start-up time matters
 
-cli.add_command(dashboard_command)
+
+def load_commands(name: str | None = None) -> None:
+    """Register the commands on :data:`cli`: only the module of ``name`` when that one is
+    known to live alone (``worker``), else every command module (idempotent)."""
+    if name in _ALONE:
+        importlib.import_module(_ALONE[name])
+        return
+    # One line per command module (each registers itself on ``cli`` when imported).
+    import contrib.cli.config  # noqa: F401
+    import contrib.cli.dlq  # noqa: F401
+    import contrib.cli.flows  # noqa: F401
+    import contrib.cli.jobs  # noqa: F401
+    import contrib.cli.schedules  # noqa: F401
+    import contrib.cli.worker  # noqa: F401
+    import contrib.cli.workers  # noqa: F401
+    from contrib.dashboard.cli import dashboard_command
+
+    if "dashboard" not in cli.commands:
+        cli.add_command(dashboard_command)

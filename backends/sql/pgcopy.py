@@ -1,0 +1,53 @@
+"""Bulk enqueue on PostgreSQL with ``COPY``: the rows of a large batch of queued jobs.
+
+``COPY qc_jobs (...) FROM STDIN`` streams the rows that :func:`backends.sql.records.job_row`
+builds (the tuple SQLite's ``executemany`` inserts), so the server parses no 19 arrays
+and runs no ``unnest``: for 1,000-job batches about twice the rate of the ``insert_jobs``
+statement (bench/pg_copy.py). ``COPY`` takes values, not expressions, so the
+enqueue time is the caller's ``now`` or the server's clock read first; the wake-up
+(``NOTIFY``) follows in the same transaction, as ``insert_jobs`` sends it in the same
+statement. A batch with a job that is not simply queued (concurrency ``skip``), or a
+small batch (three round trips instead of one), goes through ``insert_jobs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from psycopg.pq import TransactionStatus
+
+from backends.sql.records import JOB_COLUMNS, job_row
+from queue_core.model import NewJob
+
+__all__ = ["COPY_MIN", "copy_jobs"]
+
+COPY_MIN = 64
+"""Batches of at least this many queued jobs are written with ``COPY``."""
+
+_COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN"
+
+
+def copy_jobs(
+    cur: Any,
+    jobs: Sequence[NewJob],
+    now: int | None,
+    server_now: Callable[[Any], int],
+    notify: Callable[[Any], None],
+) -> None:
+    """Store ``jobs`` (all queued) with one ``COPY`` and wake the waiters, atomically.
+
+    ``cur`` is a cursor of the storage's connection (autocommit: a transaction is opened
+    here unless one is open already); ``server_now(cur)`` reads the server's clock when
+    ``now`` is ``None``; ``notify(cur)`` sends the wake-up.
+    """
+    own = cur.connection.info.transaction_status == TransactionStatus.IDLE
+    if own:
+        cur.execute("BEGIN")
+    t = now if now is not None else server_now(cur)
+    with cur.copy(_COPY) as copy:
+        for j in jobs:
+            copy.write_row(job_row(j, t))
+    notify(cur)
+    if own:
+        cur.execute("COMMIT")
