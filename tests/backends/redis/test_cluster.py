@@ -150,7 +150,9 @@ def test_a_script_cache_flush_on_every_node_is_survived(
     try:
         s.enqueue([_job(0)])
         owner = raw.get_node_from_key("{flush1}")
-        sha = s._enqueue.sha
+        plain = s._plain_script  # plain jobs go through enqueue_plain.lua
+        assert plain is not None
+        sha = plain.sha
         assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [1]
         for node in raw.get_primaries():
             raw.execute_command("SCRIPT", "FLUSH", target_nodes=node)
