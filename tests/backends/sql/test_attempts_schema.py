@@ -52,7 +52,7 @@ def test_a_version_7_running_attempt_is_finished_once(tmp_path: Path) -> None:
     storage = SQLStorage(f"sqlite:///{path}")
     try:
         assert [a.number for a in storage.list_attempts(job_id)] == [1]
-        assert storage.schema_version() == SCHEMA_VERSION == 8
+        assert storage.schema_version() == SCHEMA_VERSION >= 8
         assert storage.finish([complete_end(got.ref)], now=T0 + 2 * SEC) == [True]
         attempts = storage.list_attempts(job_id)
         assert [(a.number, a.outcome) for a in attempts] == [(1, Outcome.SUCCEEDED)]
