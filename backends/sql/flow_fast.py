@@ -46,9 +46,7 @@ _indexes: dict[str, StepIndex] = {}
 """The :class:`StepIndex` of each spec by its hash (immutable)."""
 
 
-def changes(
-    tr: Transition, old: Callable[[str], StepState]
-) -> tuple[int, int, list[str]]:
+def changes(tr: Transition, old: Callable[[str], StepState]) -> tuple[int, int, list[str]]:
     """What ``tr`` does to the counters: the change of ``n_succeeded``, of ``n_bad``, and
     the steps it makes succeed (their dependents' ``unmet`` goes down by one).
 
@@ -227,4 +225,3 @@ def _step_row(
 
 def _bytes(value: Any) -> bytes | None:
     return bytes(value) if value is not None else None
-
