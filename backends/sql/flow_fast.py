@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from backends.sql.base import SQLBase
-from backends.sql.records import Row
+from backends.sql.records import EndRow, Row
 from queue_core.errors import NotFound
 from queue_core.flows.decide import Transition
 from queue_core.flows.decide_fast import ExecutionHead, StepIndex, step_ended_fast, step_index
@@ -178,6 +179,77 @@ class FastStepEnd(SQLBase):
         self._apply_fast(cur, head, index, tr, job, t)
         return True
 
+    def _fast_batch(
+        self, cur: Any, head: dict[str, Any], ends: list[EndRow], t: int
+    ) -> tuple[list[bool], list[str]] | None:
+        """Several ends of one execution, all successes or retries of distinct jobs of a
+        fast-path execution: fenced in one statement and folded through
+        :func:`step_ended_fast` (each on the state the previous one left) into one write
+        per table. ``(taken, job ids left for the full path)``; ``None``: not such a
+        batch (nothing written; the caller takes them one by one)."""
+        ids = [v.id for v in ends]
+        if (
+            len(ends) < 2
+            or len(set(ids)) != len(ids)
+            or any(v.state not in ("succeeded", "queued") for v in ends)
+            or not _fast_head(head, t)
+        ):
+            return None
+        taken = self._finish_batch(cur, ends, t)
+        ended = [v for v in ends if v.id in taken]
+        rest = self._fold(cur, head, ended, t) if ended else []
+        return [v.id in taken for v in ends], rest
+
+    def _fold(self, cur: Any, head: dict[str, Any], ended: list[EndRow], t: int) -> list[str]:
+        """Decide and apply ``ended`` in order while :func:`step_ended_fast` applies; the
+        job ids of the ends left for the full path."""
+        index = self._index(cur, head)
+        found = cur.execute(self._q["flow_jobs_of"], {"ids": self._list([v.id for v in ended])})
+        pos = {r["id"]: index.pos.get(r["step_id"]) for r in found.fetchall()}
+        wanted: dict[int, None] = {}
+        for v in ended:
+            i = pos.get(v.id)
+            if i is not None:
+                wanted[i] = None
+                if v.state == "succeeded":
+                    wanted.update(dict.fromkeys(index.dependents[i]))
+        params = {"e": head["id"], "idxs": self._list(list(wanted))}
+        rows = {r["idx"]: r for r in cur.execute(self._q["flow_fast_steps"], params).fetchall()}
+        f = _Fold(head, index, rows, t)
+        for k, v in enumerate(ended):
+            if not f.step(v, pos.get(v.id)):
+                self._write_fold(cur, head, f)
+                return [u.id for u in ended[k:]]
+        self._write_fold(cur, head, f)
+        return []
+
+    def _write_fold(self, cur: Any, head: dict[str, Any], f: _Fold) -> None:
+        """What ``f`` folded: the execution, the unmet counters, the released jobs, the
+        step rows; then ``head`` follows."""
+        if not f.rows:
+            return
+        eid, h = head["id"], f.head
+        reason = h.reason.value if h.reason is not None else None
+        cur.execute(self._q["flow_update_execution"], {
+            "e": eid, "state": h.state.value, "reason": reason, "failed_step": None,
+            "deadline_at": h.deadline_at, "started_at": None,
+            "finished_at": f.t if f.finished else None, "ds": f.ds, "db": 0,
+        })  # fmt: skip
+        if f.lowered:
+            lower = [{"e": eid, "idx": d, "n": n} for d, n in f.lowered.items()]
+            cur.executemany(self._q["flow_lower_unmet_by"], lower)
+        rows = f.rows
+        if f.release:
+            jobs = self._release(cur, eid, f.release, h.deadline_at, f.t)
+            rows += [_step_row(eid, i, _S.QUEUED, None, jobs[i], None) for i in f.release]
+        cur.executemany(self._q["flow_update_step"], rows)
+        head["state"], head["reason"] = h.state.value, reason
+        head["n_succeeded"] += f.ds
+        if f.finished:
+            head["finished_at"] = f.t
+            if head["conc_key"] is not None:
+                self._promote(cur, head, f.t)
+
     def _apply_fast(
         self, cur: Any, head: dict[str, Any], index: StepIndex, tr: Transition, job: Row, t: int
     ) -> list[ReapedJob]:
@@ -225,3 +297,62 @@ def _step_row(
 
 def _bytes(value: Any) -> bytes | None:
     return bytes(value) if value is not None else None
+
+
+def _fast_head(head: dict[str, Any], t: int) -> bool:
+    """The execution row allows the fast path (the rest is judged per event)."""
+    deadline = head["deadline_at"]
+    return (
+        head["n_succeeded"] is not None
+        and not head["n_bad"]
+        and head["state"] == "running"
+        and head["failed_step"] is None
+        and not head["max_parallel"]
+        and (deadline is None or t < deadline)
+    )
+
+
+class _Fold:
+    """The ends of one batch folded on the state each left (as Redis's ``_fold``)."""
+
+    def __init__(self, head: dict[str, Any], index: StepIndex, rows: dict[int, Any], t: int):
+        self.head, self.index, self.t, self.eid = _head(head), index, t, str(head["id"])
+        self.counts = {_S.SUCCEEDED: int(head["n_succeeded"])}
+        self.states = {i: _STEP_STATES[r["state"]] for i, r in rows.items()}
+        self.jobs = {i: r["job_id"] for i, r in rows.items()}
+        self.unmet = {i: r["unmet"] for i, r in rows.items()}
+        self.rows: list[dict[str, Any]] = []
+        self.lowered: dict[int, int] = {}
+        self.release: list[int] = []
+        self.ds = 0
+        self.finished = False
+
+    def step(self, v: EndRow, i: int | None) -> bool:
+        """Fold one end; ``False`` when it needs the full view (nothing folded)."""
+        if i is None or self.jobs.get(i) != v.id or self.head.state is not ExecutionState.RUNNING:
+            return False
+        index, state = self.index, _STEP_STATES[v.state]
+        dependents = index.dependents[i] if state is _S.SUCCEEDED else ()
+        if any(self.unmet.get(d) is None for d in dependents):
+            return False
+        deps = {index.ids[d]: (self.states[d], self.unmet[d]) for d in dependents}
+        sid = index.ids[i]
+        tr = step_ended_fast(
+            self.head, index, self.counts, sid, self.states[i], state, deps, self.t
+        )
+        if tr is None:
+            return False
+        self.rows.append(_step_row(self.eid, i, state, v.reason, None, v.result))
+        self.head = replace(self.head, state=tr.state, reason=tr.reason)
+        self.finished = self.finished or tr.finished
+        self.states[i] = state
+        if state is _S.SUCCEEDED:
+            self.ds += 1
+            self.counts[_S.SUCCEEDED] += 1
+            for d in dependents:
+                self.unmet[d] -= 1
+                self.lowered[d] = self.lowered.get(d, 0) + 1
+        for r in tr.release:
+            self.states[index.pos[r]] = _S.QUEUED
+            self.release.append(index.pos[r])
+        return True

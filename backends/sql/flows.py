@@ -404,6 +404,12 @@ class SQLFlows(FastStepEnd):
             t = self._resolve_now(cur, now)
             head = self._lock_head(cur, eid)
             x: _Exec | None = None
+            batch = self._fast_batch(cur, head, [end_values(e) for e in ends], t) if head else None
+            if batch is not None:
+                for job_id in batch[1]:
+                    x = x or self._lock(cur, eid, key_held=True)
+                    self._step_ended(cur, x, job_id, t)
+                ends, took = [], batch[0]
             for e in ends:
                 v = end_values(e)
                 took.append(v.id in self._finish_batch(cur, [v], t))

@@ -392,6 +392,10 @@ WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
 UPDATE qc_flow_steps SET unmet = unmet - 1
 WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
 
+-- name: flow_lower_unmet_by
+-- A folded batch of step ends: a dependent's dependencies that succeeded in it.
+UPDATE qc_flow_steps SET unmet = unmet - :n WHERE execution_id = :e AND idx = :idx
+
 -- name: flow_insert_job
 -- A released step's job: records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at.
 INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,

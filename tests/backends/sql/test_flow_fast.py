@@ -171,3 +171,41 @@ def test_counters_hold_and_outcomes_equal_memory_whichever_path_decides(
             seen.append((record.state, record.failed_step, states(s, new.id)))
         assert seen[0] == seen[1], (k, step)
         _check_counters(storage, url, runs[1][1].id)
+
+
+def test_a_batch_of_ends_is_folded_on_the_fast_path_like_memory(
+    storage: SQLStorage, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several step ends of one execution in one ``finish`` (successes and a retry) are
+    folded without a full read, and end as memory's one-by-one decisions do."""
+    graph: dict[str, list[str]] = {"root": []}
+    graph.update({f"s{i}": ["root"] for i in range(12)})
+    graph["join"] = [f"s{i}" for i in range(12)]
+    spec = make_spec(graph)
+    runs: list[tuple[Any, NewExecution]] = [
+        (MemoryStorage(), make_execution(spec)),
+        (storage, make_execution(spec)),
+    ]
+    folds: list[int] = []
+    fold = SQLStorage._fold
+    monkeypatch.setattr(SQLStorage, "_fold", lambda me, *a: folds.append(len(a[2])) or fold(me, *a))
+    seen = []
+    for s, new in runs:
+        s.start_execution(new, now=T0)
+        spy = _Spy(monkeypatch)  # the last one counts the SQL run only
+        t, retried = T0, False
+        while got := claim_steps(s, t + SEC, limit=20):
+            t += SEC
+            ends = [complete_end(c.ref) for c in got.values()]
+            if len(ends) > 2 and not retried:
+                ends[1], retried = retry_end(list(got.values())[1].ref, 0), True
+            assert s.finish(ends, now=t) == [True] * len(ends)
+            if s is storage:
+                _check_counters(storage, url, new.id)
+        record = s.get_execution(new.id)
+        assert record is not None
+        seen.append((record.state, states(s, new.id)))
+    assert seen[0] == seen[1]
+    assert seen[1][0] is ExecutionState.SUCCEEDED
+    assert max(folds, default=0) >= 12  # the siblings' ends were folded in one batch
+    assert spy.full_decisions == 0  # (list_steps above reads the steps: not counted)
