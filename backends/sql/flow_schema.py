@@ -12,6 +12,10 @@
 A released step's stored state stays ``queued`` while its job is queued or running: the
 view reads ``running`` from the job row (claim writes nothing else), and the step takes
 its job's final state in the transaction that ends the job.
+
+Version 10 adds the counters of the fast step end (:mod:`backends.sql.flow_fast`):
+``qc_executions.n_succeeded`` / ``n_bad`` and ``qc_flow_steps.unmet``, kept by every
+transaction that writes a step state.
 """
 
 from __future__ import annotations
@@ -61,6 +65,10 @@ executions = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("started_at", BigInteger),
     Column("finished_at", BigInteger),
+    # Version 10: steps succeeded / in a state that ends the fast path (timed_out, dead,
+    # cancelled, skipped, not_run); NULL on executions started before (never counted).
+    Column("n_succeeded", Integer),
+    Column("n_bad", Integer),
 )
 Index("ix_qc_executions_flow", executions.c.flow, executions.c.seq)
 Index("ix_qc_executions_state", executions.c.state, executions.c.seq)
@@ -94,6 +102,7 @@ steps = Table(
     Column("job", Text, nullable=False),  # JSON of the step job's NewJob fields
     Column("payload", LargeBinary, nullable=False),
     Column("result", LargeBinary),
+    Column("unmet", Integer),  # version 10: dependencies not succeeded (NULL: not counted)
     PrimaryKeyConstraint("execution_id", "idx", name="pk_qc_flow_steps"),
 )
 

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
-from backends.sql.base import Grave, SQLBase
+from backends.sql.base import Grave
+from backends.sql.flow_fast import FastStepEnd, changes
 from backends.sql.records import Row, end_values, job_row
 from queue_core.errors import NotFound
 from queue_core.flows import decide
@@ -37,7 +38,7 @@ from queue_core.flows.model import (
     ExecutionState,
     StepState,
 )
-from queue_core.flows.storage import ExecutionRecord, NewExecution, StepInputs, StepRecord
+from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord
 from queue_core.model import AttemptEnd, JobState, NewJob, Outcome, ReapedJob, Reason
 
 __all__ = ["SQLFlows"]
@@ -137,7 +138,7 @@ class _Exec:
         return next((s for s in self.steps if s.job_id == job_id), None)
 
 
-class SQLFlows(SQLBase):
+class SQLFlows(FastStepEnd):
     """The flow operations of :class:`~backends.sql.SQLStorage` (its base class)."""
 
     # ------------------------------------------------------------------ hooks (storage.py)
@@ -184,18 +185,11 @@ class SQLFlows(SQLBase):
 
     def _lock(self, cur: Any, eid: str, *, key_held: bool = False) -> _Exec | None:
         """Lock and read an execution in the design's order (``None``: unknown id)."""
-        if not key_held:
-            row = cur.execute(self._q["flow_conc_key_of"], {"e": eid}).fetchone()
-            if row is None:
-                return None
-            if row["conc_key"] is not None:
-                cur.execute(self._q["flow_lock_key"], {"k": row["conc_key"]})
-        x = cur.execute(self._q["flow_lock_execution"], {"e": eid}).fetchone()
-        if x is None:
+        row = self._lock_head(cur, eid, key_held=key_held)
+        if row is None:
             return None
         jobs = cur.execute(self._q["flow_lock_jobs"], {"e": eid}).fetchall()
         running = {r["id"] for r in jobs if r["state"] == "running"}
-        row = {k: x[k] for k in x.keys()}
         return _Exec(row, self._steps(cur, eid, running), {r["id"]: r["attempt"] for r in jobs})
 
     # ------------------------------------------------------------------ applying
@@ -228,11 +222,15 @@ class SQLFlows(SQLBase):
 
         for sid, state in tr.ended:
             step(sid, state, reason, result=result if state is _S.SUCCEEDED else None)
+        ds, db, succeeded = changes(tr, lambda sid: by_id[sid].state)
         cur.execute(self._q["flow_update_execution"], {
             "e": x.id, "state": tr.state.value, "reason": _value(tr.reason),
             "failed_step": tr.failed_step, "deadline_at": tr.deadline_at,
             "started_at": t if tr.started else None, "finished_at": t if tr.finished else None,
+            "ds": ds, "db": db,
         })  # fmt: skip
+        if succeeded:
+            self._lower_unmet(cur, x.id, self._index(cur, x.row), succeeded)
         reaped: list[ReapedJob] = []
         for sid in tr.time_out:
             step(sid, _S.TIMED_OUT, Reason.FLOW_TIMEOUT.value)
@@ -244,7 +242,7 @@ class SQLFlows(SQLBase):
         for sid in tr.cancel:
             cur.execute(self._q["flow_cancel_job"], {"id": by_id[sid].job_id})
         if tr.release:
-            jobs = self._release(cur, x, [by_id[s].idx for s in tr.release], tr.deadline_at, t)
+            jobs = self._release(cur, x.id, [by_id[s].idx for s in tr.release], tr.deadline_at, t)
             for sid in tr.release:
                 step(sid, _S.QUEUED, None, job_id=jobs[by_id[sid].idx])
         if rows:
@@ -285,12 +283,11 @@ class SQLFlows(SQLBase):
         ]
 
     def _release(
-        self, cur: Any, x: _Exec, idxs: list[int], deadline: int | None, t: int
+        self, cur: Any, eid: str, idxs: list[int], deadline: int | None, t: int
     ) -> dict[int, str]:
         """Enqueue the stored jobs of steps ``idxs``; ``{idx: job id}``."""
-        rows = cur.execute(
-            self._q["flow_step_jobs"], {"e": x.id, "idxs": self._list(idxs)}
-        ).fetchall()
+        rows = cur.execute(self._q["flow_step_jobs"], {"e": eid, "idxs": self._list(idxs)})
+        rows = rows.fetchall()
         jobs = {r["idx"]: _job_of(r["job"], r["payload"]) for r in rows}
         cur.executemany(
             self._q["flow_insert_job"],
@@ -352,12 +349,14 @@ class SQLFlows(SQLBase):
             "state": (_E.QUEUED if admission.state is _E.RUNNING else admission.state).value,
             "reason": _value(admission.reason), "max_parallel": new.max_parallel,
             "timeout_ms": new.timeout_ms, "now": t, "finished_at": t if skipped else None,
+            "n_bad": len(new.steps) if skipped else 0,
         })  # fmt: skip
         state = _S.NOT_RUN.value if skipped else _S.PENDING.value
         why = ExecutionReason.CONCURRENCY_LIMIT.value if skipped else None
         cur.executemany(self._q["flow_insert_step"], [
             {"execution_id": new.id, "idx": i, "step_id": s.id, "state": state, "reason": why,
-             "deps": json.dumps(list(s.depends_on)), "job": _job_json(j), "payload": j.payload}
+             "deps": json.dumps(list(s.depends_on)), "job": _job_json(j), "payload": j.payload,
+             "unmet": len(set(s.depends_on))}
             for i, (s, j) in enumerate(zip(new.steps, new.jobs, strict=True))
         ])  # fmt: skip
 
@@ -398,18 +397,30 @@ class SQLFlows(SQLBase):
 
     def _finish_of(self, eid: str, ends: list[AttemptEnd], now: int | None) -> list[bool]:
         """The step ends of one execution in one transaction: each end fenced, then
-        ``decide.step_ended`` on the view the previous end left (read once)."""
+        ``decide.step_ended`` on the view the previous end left (read once), or the fast
+        path (:mod:`backends.sql.flow_fast`) until an end needs the full view."""
         took: list[bool] = []
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
-            x = self._lock(cur, eid)
+            head = self._lock_head(cur, eid)
+            x: _Exec | None = None
+            batch = self._fast_batch(cur, head, [end_values(e) for e in ends], t) if head else None
+            if batch is not None:
+                for job_id in batch[1]:
+                    x = x or self._lock(cur, eid, key_held=True)
+                    self._step_ended(cur, x, job_id, t)
+                ends, took = [], batch[0]
             for e in ends:
                 v = end_values(e)
                 took.append(v.id in self._finish_batch(cur, [v], t))
-                if took[-1]:
-                    if v.dead_id is not None:
-                        self._bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
-                    self._step_ended(cur, x, v.id, t)
+                if took[-1] and v.dead_id is not None:
+                    self._bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
+                if not took[-1] or head is None:
+                    continue
+                if x is None and self._fast_ended(cur, head, v.id, t):
+                    continue
+                x = x or self._lock(cur, eid, key_held=True)
+                self._step_ended(cur, x, v.id, t)
             if any(took):
                 self._notify(cur)
         return took
@@ -566,23 +577,6 @@ class SQLFlows(SQLBase):
             )
             for s in steps
         ]
-
-    def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs`."""
-        with self._stmt() as cur:
-            x = cur.execute(self._q["flow_get_execution"], {"e": execution_id}).fetchone()
-            if x is None:
-                raise NotFound(f"no flow execution with id {execution_id!r}")
-            rows = cur.execute(self._q["flow_step_results"], {"e": execution_id}).fetchall()
-        by_id = {r["step_id"]: r for r in rows}
-        step = by_id.get(step_id)
-        if step is None:
-            raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-        results = {
-            d: bytes(by_id[d]["result"]) if by_id[d]["result"] is not None else None
-            for d in json.loads(step["deps"])
-        }
-        return StepInputs(input=bytes(x["input"]), results=results)
 
 
 def _value(reason: ExecutionReason | None) -> str | None:

@@ -349,8 +349,20 @@ def _v9(conn: Connection) -> None:
     ix_jobs_enqueued.create(conn, checkfirst=True)
 
 
+def _v10(conn: Connection) -> None:
+    """Version 10: the counters of the fast flow step end (``backends/sql/flow_fast.py``):
+    ``qc_executions.n_succeeded`` / ``n_bad``, ``qc_flow_steps.unmet``. Executions started
+    before keep NULL counters and are always decided on the full view."""
+    added = (("qc_executions", ("n_succeeded", "n_bad")), ("qc_flow_steps", ("unmet",)))
+    for table, names in added:
+        columns = {c["name"] for c in inspect(conn).get_columns(table)}
+        for name in names:
+            if name not in columns:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} INTEGER"))
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10
 }  # fmt: skip
 """Version -> step that upgrades a database from ``version - 1``."""
 

@@ -10,7 +10,7 @@ from queue_core.errors import SchemaMismatch
 
 __all__ = ["SCHEMA_VERSION", "check_version"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The schema version this code reads and writes (the last step of
 :data:`backends.sql.schema.MIGRATIONS`)."""
 

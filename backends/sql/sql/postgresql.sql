@@ -400,13 +400,15 @@ INSERT INTO qc_flow_specs (hash, body) VALUES (%(hash)s, %(body)s) ON CONFLICT (
 
 -- name: flow_insert_execution
 INSERT INTO qc_executions (id, flow, conc_key, conc_limit, conc_skip, spec_hash, input,
-    state, reason, max_parallel, timeout_ms, created_at, finished_at)
+    state, reason, max_parallel, timeout_ms, created_at, finished_at, n_succeeded, n_bad)
 VALUES (%(id)s, %(flow)s, %(conc_key)s, %(conc_limit)s, %(conc_skip)s, %(spec_hash)s, %(input)s, %(state)s,
-    %(reason)s, %(max_parallel)s, %(timeout_ms)s, %(now)s, %(finished_at)s)
+    %(reason)s, %(max_parallel)s, %(timeout_ms)s, %(now)s, %(finished_at)s, 0, %(n_bad)s)
 
 -- name: flow_insert_step
-INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload)
-VALUES (%(execution_id)s, %(idx)s, %(step_id)s, %(state)s, %(reason)s, %(deps)s, %(job)s, %(payload)s)
+INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload,
+    unmet)
+VALUES (%(execution_id)s, %(idx)s, %(step_id)s, %(state)s, %(reason)s, %(deps)s, %(job)s, %(payload)s,
+    %(unmet)s)
 
 -- name: flow_active_of_key
 SELECT id, state, created_at FROM qc_executions
@@ -417,7 +419,8 @@ SELECT conc_key FROM qc_executions WHERE id = %(e)s
 
 -- name: flow_lock_execution
 SELECT id, flow, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
-    timeout_ms, deadline_at, created_at, started_at, finished_at
+    timeout_ms, deadline_at, created_at, started_at, finished_at, spec_hash, n_succeeded,
+    n_bad
 FROM qc_executions WHERE id = %(e)s FOR UPDATE
 
 -- name: flow_lock_jobs
@@ -448,12 +451,27 @@ WHERE execution_id = %(e)s AND idx = %(idx)s
 -- name: flow_update_execution
 UPDATE qc_executions SET state = %(state)s, reason = %(reason)s, failed_step = %(failed_step)s,
     deadline_at = %(deadline_at)s, started_at = coalesce(CAST(%(started_at)s AS bigint), started_at),
-    finished_at = coalesce(CAST(%(finished_at)s AS bigint), finished_at)
+    finished_at = coalesce(CAST(%(finished_at)s AS bigint), finished_at),
+    n_succeeded = n_succeeded + %(ds)s, n_bad = n_bad + %(db)s
 WHERE id = %(e)s
 
 -- name: flow_step_jobs
 SELECT idx, job, payload FROM qc_flow_steps
 WHERE execution_id = %(e)s AND idx = ANY(CAST(%(idxs)s AS int[]))
+
+-- name: flow_fast_steps
+-- The fast step end (backends/sql/flow_fast.py): the ended step and its dependents.
+SELECT idx, state, job_id, unmet FROM qc_flow_steps
+WHERE execution_id = %(e)s AND idx = ANY(CAST(%(idxs)s AS int[]))
+
+-- name: flow_lower_unmet
+-- Dependents of a step that succeeded: one dependency fewer not succeeded.
+UPDATE qc_flow_steps SET unmet = unmet - 1
+WHERE execution_id = %(e)s AND idx = ANY(CAST(%(idxs)s AS int[]))
+
+-- name: flow_lower_unmet_by
+-- A folded batch of step ends: a dependent's dependencies that succeeded in it.
+UPDATE qc_flow_steps SET unmet = unmet - %(n)s WHERE execution_id = %(e)s AND idx = %(idx)s
 
 -- name: flow_insert_job
 -- A released step's job: records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at.
@@ -515,7 +533,7 @@ WHERE id = %(id)s AND state = 'queued' AND expires_at <= %(now)s
 FOR UPDATE
 
 -- name: flow_job_state
-SELECT seq, state, reason, result FROM qc_jobs WHERE id = %(id)s
+SELECT seq, state, reason, result, step_id FROM qc_jobs WHERE id = %(id)s
 
 -- name: flow_get_execution
 SELECT * FROM qc_executions WHERE id = %(e)s
@@ -529,7 +547,8 @@ ORDER BY seq DESC LIMIT %(limit)s OFFSET %(offset)s
 SELECT hash, body FROM qc_flow_specs WHERE hash = ANY(CAST(%(hashes)s AS text[]))
 
 -- name: flow_step_results
-SELECT step_id, deps, result FROM qc_flow_steps WHERE execution_id = %(e)s
+-- The results of some steps (a step's dependencies: get_step_inputs).
+SELECT idx, result FROM qc_flow_steps WHERE execution_id = %(e)s AND idx = ANY(CAST(%(idxs)s AS int[]))
 
 -- name: flow_prunable
 SELECT id, spec_hash FROM qc_executions

@@ -324,13 +324,15 @@ INSERT INTO qc_flow_specs (hash, body) VALUES (:hash, :body) ON CONFLICT (hash) 
 
 -- name: flow_insert_execution
 INSERT INTO qc_executions (id, flow, conc_key, conc_limit, conc_skip, spec_hash, input,
-    state, reason, max_parallel, timeout_ms, created_at, finished_at)
+    state, reason, max_parallel, timeout_ms, created_at, finished_at, n_succeeded, n_bad)
 VALUES (:id, :flow, :conc_key, :conc_limit, :conc_skip, :spec_hash, :input, :state,
-    :reason, :max_parallel, :timeout_ms, :now, :finished_at)
+    :reason, :max_parallel, :timeout_ms, :now, :finished_at, 0, :n_bad)
 
 -- name: flow_insert_step
-INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload)
-VALUES (:execution_id, :idx, :step_id, :state, :reason, :deps, :job, :payload)
+INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, reason, deps, job, payload,
+    unmet)
+VALUES (:execution_id, :idx, :step_id, :state, :reason, :deps, :job, :payload,
+    :unmet)
 
 -- name: flow_active_of_key
 SELECT id, state, created_at FROM qc_executions
@@ -341,7 +343,8 @@ SELECT conc_key FROM qc_executions WHERE id = :e
 
 -- name: flow_lock_execution
 SELECT id, flow, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
-    timeout_ms, deadline_at, created_at, started_at, finished_at
+    timeout_ms, deadline_at, created_at, started_at, finished_at, spec_hash, n_succeeded,
+    n_bad
 FROM qc_executions WHERE id = :e
 
 -- name: flow_lock_jobs
@@ -371,12 +374,27 @@ WHERE execution_id = :e AND idx = :idx
 -- name: flow_update_execution
 UPDATE qc_executions SET state = :state, reason = :reason, failed_step = :failed_step,
     deadline_at = :deadline_at, started_at = coalesce(:started_at, started_at),
-    finished_at = coalesce(:finished_at, finished_at)
+    finished_at = coalesce(:finished_at, finished_at),
+    n_succeeded = n_succeeded + :ds, n_bad = n_bad + :db
 WHERE id = :e
 
 -- name: flow_step_jobs
 SELECT idx, job, payload FROM qc_flow_steps
 WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
+
+-- name: flow_fast_steps
+-- The fast step end (backends/sql/flow_fast.py): the ended step and its dependents.
+SELECT idx, state, job_id, unmet FROM qc_flow_steps
+WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
+
+-- name: flow_lower_unmet
+-- Dependents of a step that succeeded: one dependency fewer not succeeded.
+UPDATE qc_flow_steps SET unmet = unmet - 1
+WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
+
+-- name: flow_lower_unmet_by
+-- A folded batch of step ends: a dependent's dependencies that succeeded in it.
+UPDATE qc_flow_steps SET unmet = unmet - :n WHERE execution_id = :e AND idx = :idx
 
 -- name: flow_insert_job
 -- A released step's job: records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at.
@@ -435,7 +453,7 @@ SELECT seq, id, concurrency_key, :now AS now_ms FROM qc_jobs
 WHERE id = :id AND state = 'queued' AND expires_at <= :now
 
 -- name: flow_job_state
-SELECT seq, state, reason, result FROM qc_jobs WHERE id = :id
+SELECT seq, state, reason, result, step_id FROM qc_jobs WHERE id = :id
 
 -- name: flow_get_execution
 SELECT * FROM qc_executions WHERE id = :e
@@ -449,7 +467,8 @@ ORDER BY seq DESC LIMIT :limit OFFSET :offset
 SELECT hash, body FROM qc_flow_specs WHERE hash IN (SELECT value FROM json_each(:hashes))
 
 -- name: flow_step_results
-SELECT step_id, deps, result FROM qc_flow_steps WHERE execution_id = :e
+-- The results of some steps (a step's dependencies: get_step_inputs).
+SELECT idx, result FROM qc_flow_steps WHERE execution_id = :e AND idx IN (SELECT value FROM json_each(:idxs))
 
 -- name: flow_prunable
 SELECT id, spec_hash FROM qc_executions
