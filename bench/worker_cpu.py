@@ -87,13 +87,17 @@ def main() -> None:
         workdir = Path(tmp)
         (workdir / f"{drain.APP_MODULE}.py").write_text(drain.APP_SOURCE)
         with drain.storage_url(args.backend, workdir) as fresh:
-            reps = [one_rep(args.backend, fresh, workdir, args.n, args.profile)
-                    for _ in range(args.reps)]
+            reps = [
+                one_rep(args.backend, fresh, workdir, args.n, args.profile)
+                for _ in range(args.reps)
+            ]
     us = statistics.median(r["us_per_job"] for r in reps)
     rate = statistics.median(r["jobs_per_s"] for r in reps)
     each = " ".join(f"{r['us_per_job']:.0f}" for r in reps)
-    print(f"{args.backend} n={args.n} cpu_us_per_job={us:.1f} (reps {each}) "
-          f"drain_jobs_per_s={rate:.0f} root={drain.ROOT}")
+    print(
+        f"{args.backend} n={args.n} cpu_us_per_job={us:.1f} (reps {each}) "
+        f"drain_jobs_per_s={rate:.0f} root={drain.ROOT}"
+    )
 
 
 if __name__ == "__main__":
