@@ -11,9 +11,7 @@ the event loop's timer, not service timing: they do not run on the worker's cloc
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -132,32 +130,41 @@ class Claiming(Running):
 
     async def _claim_carrying(self, free: int) -> list[ClaimedJob]:
         """Claim up to ``free`` jobs; the buffered attempt ends (when no finish is in
-        flight) are finished right after, on the same claim-thread wake-up: the claimed
-        jobs start without waiting for that finish, whose answer reaches ``_flushed``."""
-        claim = self.storage.claim
+        flight) are finished first on the same claim-thread call: one hop for both."""
         if not self._ends or self._flushing:
             found: list[ClaimedJob] = await self._claim_io.call(
-                claim, self.id, self._queues, free, self.lease_ms
+                self.storage.claim, self.id, self._queues, free, self.lease_ms
             )
             return found
         batch = self._take_ends()
-        after = functools.partial(self._finish_carried, batch)
-        found = await self._claim_io.call_then(
-            after, claim, self.id, self._queues, free, self.lease_ms
-        )
-        return found
+        claimed: list[ClaimedJob] | StorageError
+        try:
+            with anyio.CancelScope(shield=True):  # the finish's answer is always handled
+                took, exc, claimed = await self._claim_io.call(self._finish_then_claim, batch, free)
+        except BaseException:
+            self._flushing = False
+            raise
+        self._flushed(batch, took, exc)
+        if isinstance(claimed, StorageError):
+            raise claimed
+        return claimed
 
-    def _finish_carried(self, batch: list[AttemptEnd]) -> Callable[[], None]:
-        """On the claim thread, after a claim: ``finish(batch)``; returns what records
-        its answer on the loop (a failed finish is buffered again and retried by the
-        finisher, which raises an error that is not a storage error)."""
+    def _finish_then_claim(
+        self, batch: list[AttemptEnd], free: int
+    ) -> tuple[list[bool] | None, StorageError | None, list[ClaimedJob] | StorageError]:
+        """On the claim thread: ``finish(batch)``, then ``claim``; storage errors are
+        returned (each is handled on the loop as a failed finish or claim would be)."""
+        took: list[bool] | None = None
+        exc: StorageError | None = None
         try:
             took = self.storage.finish(batch)
-        except StorageError as exc:
-            return functools.partial(self._flushed, batch, None, exc)
-        except Exception:  # noqa: BLE001 - the finisher's own retry reports it
-            return functools.partial(self._flushed, batch, None, None, retry=True)
-        return functools.partial(self._flushed, batch, took, None)
+        except StorageError as e:
+            exc = e
+        try:
+            claimed = self.storage.claim(self.id, self._queues, free, self.lease_ms)
+        except StorageError as e:
+            return took, exc, e
+        return took, exc, claimed
 
     async def _idle(self, state: _ClaimState) -> None:
         """Nothing was claimed: wait for a wake-up next time, or poll."""

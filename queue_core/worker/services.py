@@ -86,22 +86,17 @@ class Services(AttemptRecording):
         return batch
 
     def _flushed(
-        self,
-        batch: list[AttemptEnd],
-        took: list[bool] | None,
-        exc: StorageError | None,
-        *,
-        retry: bool = False,
+        self, batch: list[AttemptEnd], took: list[bool] | None, exc: StorageError | None
     ) -> None:
-        """On the loop: a ``finish`` of ``batch`` returned ``took``, or failed (``exc``
-        or ``retry``: the batch is buffered again for the finisher to retry)."""
+        """On the loop: a ``finish`` of ``batch`` returned ``took`` or failed (``exc``,
+        the batch is buffered again for a retry)."""
         self._flushing = False
         if self._ends:
             self._flush_wake.set()  # ends buffered meanwhile: the finisher takes them
-        if exc is not None or retry:
+        if exc is not None:
             self._ends[:0] = batch
             self._flush_wake.set()
-            if exc is not None and not self._outage.failed("finish", exc):
+            if not self._outage.failed("finish", exc):
                 log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
             return
         self._flush_backoff.reset()

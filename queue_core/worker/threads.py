@@ -22,9 +22,6 @@ __all__ = ["BodyThreads", "StorageThread", "body_call", "event_class"]
 
 log = logging.getLogger("queue_core.worker")
 
-_After = Callable[[], Callable[[], None]]
-"""Run on a storage thread after a call; returns what then runs on the loop."""
-
 
 def event_class() -> Callable[[], anyio.Event]:
     """The running async backend's own ``Event`` class (call it on the loop).
@@ -130,23 +127,17 @@ class StorageThread:
         self._event = event_class()
         self._checkpoint = self._token.backend_class.checkpoint_if_cancelled
         self._calls: SimpleQueue[
-            tuple[Callable[..., Any], tuple[Any, ...], list[Any], anyio.Event, _After | None] | None
+            tuple[Callable[..., Any], tuple[Any, ...], list[Any], anyio.Event] | None
         ] = SimpleQueue()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
     async def call(self, func: Callable[..., Any], *args: Any) -> Any:
         """Run ``func(*args)`` on this thread and return (or raise) what it did."""
-        return await self.call_then(None, func, *args)
-
-    async def call_then(self, after: _After | None, func: Callable[..., Any], *args: Any) -> Any:
-        """Like :meth:`call`; then, once the answer is on its way to the caller, run
-        ``after()`` on this thread and the callable it returns on the loop (a second
-        storage call on the same thread wake-up, answered without a waiting task)."""
         await self._checkpoint()  # anyio.lowlevel.checkpoint_if_cancelled, backend known
         done = self._event()
         box: list[Any] = []
-        self._calls.put((func, args, box, done, after))
+        self._calls.put((func, args, box, done))
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
@@ -165,15 +156,13 @@ class StorageThread:
             item = get()
             if item is None:
                 return
-            func, args, box, done, after = item
+            func, args, box, done = item
             try:
                 box[:] = (True, func(*args))
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 box[:] = (False, exc)
             try:
                 soon(done.set, (), native)
-                if after is not None:
-                    soon(after(), (), native)
             except Exception:  # noqa: BLE001 - the loop is gone: nobody is waiting
                 return
 
