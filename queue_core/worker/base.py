@@ -93,9 +93,6 @@ class WorkerState:
     _slot_wake: anyio.Event
     _hb_wake: anyio.Event
     _flushing: bool
-    _gathering: anyio.Event | None = None
-    """Set while the claim loop waits for more free slots before a claim (it is set
-    when that wait ends): the finisher leaves buffered ends for that claim to carry."""
     _wakeup: bool
     _threads: BodyThreads
     _threads_token: Any

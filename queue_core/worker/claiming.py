@@ -18,7 +18,7 @@ import anyio
 from anyio import to_thread
 
 from queue_core.errors import ConfigError, StorageError
-from queue_core.model import AttemptEnd, ClaimedJob, Reason
+from queue_core.model import ClaimedJob, Reason
 from queue_core.task import Task
 from queue_core.worker.log import log
 from queue_core.worker.reaper import Backoff
@@ -93,16 +93,11 @@ class Claiming(Running):
         if free < half and table.running and not state.idle:
             # Busy: let a few more slots free up so one claim fills several (each
             # claim is a write transaction with a fixed cost), but not for long.
-            self._gathering = gathering = self._event()
-            try:
-                with anyio.move_on_after(_GATHER_WAIT):
-                    while free < half and table.running:
-                        self._slot_wake = self._event()
-                        await self._slot_wake.wait()
-                        free = table.free()
-            finally:
-                self._gathering = None
-                gathering.set()
+            with anyio.move_on_after(_GATHER_WAIT):
+                while free < half and table.running:
+                    self._slot_wake = self._event()
+                    await self._slot_wake.wait()
+                    free = table.free()
             free = table.free()
         return free
 
@@ -116,7 +111,9 @@ class Claiming(Running):
                     if not jobs:
                         return None
                 return list(jobs)
-            found = await self._claim_carrying(free)
+            found: list[ClaimedJob] = await self._claim_io.call(
+                self.storage.claim, self.id, self._queues, free, self.lease_ms
+            )
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
@@ -127,44 +124,6 @@ class Claiming(Running):
         state.backoff.reset()
         self._outage.ok()
         return found
-
-    async def _claim_carrying(self, free: int) -> list[ClaimedJob]:
-        """Claim up to ``free`` jobs; the buffered attempt ends (when no finish is in
-        flight) are finished first on the same claim-thread call: one hop for both."""
-        if not self._ends or self._flushing:
-            found: list[ClaimedJob] = await self._claim_io.call(
-                self.storage.claim, self.id, self._queues, free, self.lease_ms
-            )
-            return found
-        batch = self._take_ends()
-        claimed: list[ClaimedJob] | StorageError
-        try:
-            with anyio.CancelScope(shield=True):  # the finish's answer is always handled
-                took, exc, claimed = await self._claim_io.call(self._finish_then_claim, batch, free)
-        except BaseException:
-            self._flushing = False
-            raise
-        self._flushed(batch, took, exc)
-        if isinstance(claimed, StorageError):
-            raise claimed
-        return claimed
-
-    def _finish_then_claim(
-        self, batch: list[AttemptEnd], free: int
-    ) -> tuple[list[bool] | None, StorageError | None, list[ClaimedJob] | StorageError]:
-        """On the claim thread: ``finish(batch)``, then ``claim``; storage errors are
-        returned (each is handled on the loop as a failed finish or claim would be)."""
-        took: list[bool] | None = None
-        exc: StorageError | None = None
-        try:
-            took = self.storage.finish(batch)
-        except StorageError as e:
-            exc = e
-        try:
-            claimed = self.storage.claim(self.id, self._queues, free, self.lease_ms)
-        except StorageError as e:
-            return took, exc, e
-        return took, exc, claimed
 
     async def _idle(self, state: _ClaimState) -> None:
         """Nothing was claimed: wait for a wake-up next time, or poll."""

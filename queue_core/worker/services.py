@@ -13,7 +13,7 @@ import anyio
 from anyio import to_thread
 
 from queue_core.errors import LeaseLost, NotFound, StorageError
-from queue_core.model import AttemptEnd, DeadJob, LeaseRef, Reason, ms_from_dt
+from queue_core.model import DeadJob, LeaseRef, Reason, ms_from_dt
 from queue_core.policy import renew_interval, replay_count
 from queue_core.task import Replay
 from queue_core.worker.flowsteps import flow_deadline_of
@@ -67,41 +67,29 @@ class Services(AttemptRecording):
 
     async def _finisher(self) -> None:
         while True:
-            if not self._ends or self._flushing:  # a claim carries a finish meanwhile
+            if not self._ends:
                 self._flush_wake = self._event()
                 await self._flush_wake.wait()
                 continue
-            gather = self._gathering
-            if gather is not None:
-                # The claim loop claims within its gather wait (a few ms) and carries
-                # these ends on that round trip: one storage-thread hop for both.
-                await gather.wait()
-                continue
             await self._flush_once()
 
-    def _take_ends(self) -> list[AttemptEnd]:
-        """The buffered ends, for one ``finish`` call (at most one in flight)."""
+    async def _flush_once(self) -> None:
         batch, self._ends = self._ends, []
         self._flushing = True
-        return batch
-
-    def _flushed(
-        self, batch: list[AttemptEnd], took: list[bool] | None, exc: StorageError | None
-    ) -> None:
-        """On the loop: a ``finish`` of ``batch`` returned ``took`` or failed (``exc``,
-        the batch is buffered again for a retry)."""
-        self._flushing = False
-        if self._ends:
-            self._flush_wake.set()  # ends buffered meanwhile: the finisher takes them
-        if exc is not None:
+        try:
+            with anyio.CancelScope(shield=True):
+                took = await self._finish_io.call(self.storage.finish, batch)
+        except StorageError as exc:
             self._ends[:0] = batch
-            self._flush_wake.set()
             if not self._outage.failed("finish", exc):
                 log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
+            await self._timing.sleep(self._flush_backoff.next())
             return
+        finally:
+            self._flushing = False
         self._flush_backoff.reset()
         self._outage.ok()
-        for end, ok in zip(batch, took or (), strict=False):
+        for end, ok in zip(batch, took, strict=False):
             if not ok:
                 log.info(
                     "attempt %d of job %s was no longer current; its %s end was refused",
@@ -109,20 +97,6 @@ class Services(AttemptRecording):
                     end.ref.job_id,
                     end.outcome,
                 )
-
-    async def _flush_once(self) -> None:
-        batch = self._take_ends()
-        try:
-            with anyio.CancelScope(shield=True):
-                took = await self._finish_io.call(self.storage.finish, batch)
-        except StorageError as exc:
-            self._flushed(batch, None, exc)
-            await self._timing.sleep(self._flush_backoff.next())
-            return
-        except BaseException:
-            self._flushing = False
-            raise
-        self._flushed(batch, took, None)
 
     async def _flush_all(self) -> None:
         while self._ends or self._flushing:
