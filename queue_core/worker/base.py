@@ -87,6 +87,8 @@ class WorkerState:
     _specs: dict[str, Any]
     """Flow definitions (``FlowSpec``) read for script steps, by spec hash."""
     _io: anyio.CapacityLimiter
+    _event: Callable[[], anyio.Event]
+    """Makes an ``anyio.Event`` of the running backend (see ``threads.event_class``)."""
     _flush_wake: anyio.Event
     _slot_wake: anyio.Event
     _hb_wake: anyio.Event

@@ -86,7 +86,7 @@ class Claiming(Running):
         table = self._table
         free = table.free()
         if free <= 0:
-            self._slot_wake = anyio.Event()
+            self._slot_wake = self._event()
             with anyio.move_on_after(0.2):
                 await self._slot_wake.wait()
             return 0
@@ -96,7 +96,7 @@ class Claiming(Running):
             # claim is a write transaction with a fixed cost), but not for long.
             with anyio.move_on_after(_GATHER_WAIT):
                 while free < half and table.running:
-                    self._slot_wake = anyio.Event()
+                    self._slot_wake = self._event()
                     await self._slot_wake.wait()
                     free = table.free()
             free = table.free()

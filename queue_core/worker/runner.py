@@ -47,7 +47,7 @@ from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
 from queue_core.worker.scheduler import Scheduler, scheduler_for
 from queue_core.worker.slots import SlotTable
-from queue_core.worker.threads import BodyThreads, StorageThread
+from queue_core.worker.threads import BodyThreads, StorageThread, event_class
 from queue_core.worker.timing import DueTimes, Timing
 
 if TYPE_CHECKING:
@@ -246,8 +246,9 @@ class Worker(Claiming):
         self._tasks = {SCRIPT_TASK: script_task(self.queue), **self.queue.tasks}
         self._specs = {}
         self._io = anyio.CapacityLimiter(8)
-        self._flush_wake = anyio.Event()
-        self._slot_wake = anyio.Event()
+        self._event = event_class()
+        self._flush_wake = self._event()
+        self._slot_wake = self._event()
         self._hb_wake = anyio.Event()
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)

@@ -68,7 +68,7 @@ class Services(AttemptRecording):
     async def _finisher(self) -> None:
         while True:
             if not self._ends:
-                self._flush_wake = anyio.Event()
+                self._flush_wake = self._event()
                 await self._flush_wake.wait()
                 continue
             await self._flush_once()

@@ -18,9 +18,19 @@ import anyio.lowlevel
 
 from queue_core.worker.slots import Attempt
 
-__all__ = ["BodyThreads", "StorageThread", "body_call"]
+__all__ = ["BodyThreads", "StorageThread", "body_call", "event_class"]
 
 log = logging.getLogger("queue_core.worker")
+
+
+def event_class() -> Callable[[], anyio.Event]:
+    """The running async backend's own ``Event`` class (call it on the loop).
+
+    ``anyio.Event()`` asks ``sniffio`` which library runs the loop on every call; the
+    class it returns makes the same events without asking (the worker makes a few per
+    claim and per finish).
+    """
+    return type(anyio.Event())
 
 
 def body_call(
@@ -114,6 +124,8 @@ class StorageThread:
 
     def __init__(self, name: str) -> None:
         self._token = anyio.lowlevel.current_token()
+        self._event = event_class()
+        self._checkpoint = self._token.backend_class.checkpoint_if_cancelled
         self._calls: SimpleQueue[
             tuple[Callable[..., Any], tuple[Any, ...], list[Any], anyio.Event] | None
         ] = SimpleQueue()
@@ -122,8 +134,8 @@ class StorageThread:
 
     async def call(self, func: Callable[..., Any], *args: Any) -> Any:
         """Run ``func(*args)`` on this thread and return (or raise) what it did."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        done = anyio.Event()
+        await self._checkpoint()  # anyio.lowlevel.checkpoint_if_cancelled, backend known
+        done = self._event()
         box: list[Any] = []
         self._calls.put((func, args, box, done))
         try:
