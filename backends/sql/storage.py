@@ -308,7 +308,8 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
         taken in job id order; a job named twice in one batch goes to a second round (its
         first end has cleared the lease, so the second is refused unless the first was).
         ``DEAD`` ends then get their dead-letter entries in the same transaction.
-        A flow step's end (job id ``<execution>.<idx>``) goes through :mod:`.flows`.
+        A flow step's end goes through :mod:`.flows`: a dotted id (``<execution>.<idx>``) is
+        looked up and its row's ``execution_id`` decides (a plain dotted id ends as any job).
         """
         if not ends:
             return []

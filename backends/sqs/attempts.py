@@ -200,16 +200,18 @@ class Attempts(FlowApply):
         heartbeat deadline, and the due jobs by schedule-to-start deadline; each is ended
         by one transaction conditional on the version read, so concurrent reapers record
         it once. Which bound wins and what happens to the job is ``reap_verdict``'s.
+        The flow Queries run only once the deployment has flows (:meth:`_flows_exist`).
         """
         t = self._now(now)
         with translate("reap"):
             self._promote(t)
-            flow_out = self._reap_flows_first(t, limit)
+            flows = self._flows_exist()
+            flow_out = self._reap_flows_first(t, limit) if flows else []
             out, requeued = self._reap_running(t, limit)
             if len(out) < limit:
                 out += self._reap_unstarted(t, limit - len(out))
             self._hint(requeued, t)
-            out = flow_out + out + self._reap_flows_after(t, limit)
+            out = flow_out + out + (self._reap_flows_after(t, limit) if flows else [])
         return out
 
     def _stale_running(self, t: int, limit: int) -> list[Item]:

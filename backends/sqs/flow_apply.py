@@ -84,6 +84,9 @@ def _fit(groups: list[list[dict[str, Any]]], room: int, taken: set[str]) -> tupl
 class FlowApply(StorageBase):
     """Events, advance, chunked job writes and promotion of the SQS flows."""
 
+    _flows_seen = False
+    """This process saw the deployment's flows marker (:meth:`_flows_exist`)."""
+
     def _xkey(self, eid: str) -> dict[str, Any]:
         return {"pk": {"S": f"{self.keys.p}X#{eid}"}, "sk": {"S": "X"}}
 
@@ -133,6 +136,22 @@ class FlowApply(StorageBase):
             except StorageError as exc:
                 log.warning("flow advance of %s left to the reaper: %s", eid, exc)
         return reaped
+
+    def _flows_exist(self) -> bool:
+        """Whether this deployment holds any flow execution: one Query of the ``all``
+        index (partition ``P X``, ``Limit=1``) until one is seen, nothing after. A
+        deployment without flows spares ``reap`` its three flow Queries; one whose
+        executions were all pruned since this process saw one keeps paying them."""
+        if not self._flows_seen:
+            resp = self.db.client.query(
+                TableName=self.db.name,
+                IndexName="all",
+                KeyConditionExpression="ap = :ap",
+                ExpressionAttributeValues=vals(ap=f"{self.keys.p}X"),
+                Limit=1,
+            )
+            self._flows_seen = bool(resp.get("Items"))
+        return self._flows_seen
 
     def _reap_flows_first(self, now: int, limit: int) -> list[ReapedJob]:
         """Running executions whose deadline passed: ``decide.advance`` times them out."""

@@ -29,24 +29,8 @@ from queue_core.worker import Worker
 
 pytest.importorskip("yaml", reason="flow files need the flows extra (PyYAML, pydantic)")
 
-SECTION_7 = """\
-id: sync-orders
-concurrency: { limit: 1, behavior: queue }
-max_parallel: 4
-timeout: 2h
-retry: { max_attempts: 3, backoff: exponential, initial: 30s, max: 10m }
-tasks:
-  - id: extract
-    type: script
-    file: pipelines/extract.py
-    timeout: 30m
-  - id: load
-    type: script
-    file: pipelines/load.py
-    depends_on: [extract]
-    retry: { max_attempts: 1 }
-"""
-"""The YAML example of SPEC §7, as written."""
+SECTION_7 = (Path(__file__).parents[1] / "data" / "sync-orders.yaml").read_text()
+"""The YAML example of SPEC §7, as written (tests/data, shared with the flow file tests)."""
 
 EXTRACT = """\
 import json, os, sys

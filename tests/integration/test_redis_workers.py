@@ -1,4 +1,6 @@
-"""Real worker subprocesses on a real redis-server: exactly-once drain, SIGKILL recovery."""
+"""Real worker subprocesses on a real redis-server: SIGKILL recovery. (The exactly-once
+drain of four workers on Redis is ``tests/integration/test_multiworker.py``'s, which reads
+every execution from the workers' log.)"""
 
 from __future__ import annotations
 
@@ -7,13 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from queue_core import JobState, Outcome, Queue
+from queue_core import Outcome, Queue
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.integration.redis_workers_app:queue"
@@ -67,28 +68,6 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
     if proc.stderr:
         proc.stderr.close()
-
-
-def test_four_workers_drain_5000_jobs_each_exactly_once(env: dict[str, str]) -> None:
-    q = _producer(env)
-    try:
-        handles = q.enqueue_many("record", [(i,) for i in range(5000)], allow_unregistered=True)
-        assert len(handles) == 5000
-        workers = [_spawn(env, "--burst") for _ in range(4)]
-        try:
-            for w in workers:
-                _, err = w.communicate(timeout=100)
-                assert w.returncode == 0, err.decode()[-2000:]
-        finally:
-            for w in workers:
-                _reap(w)
-        runs = Counter(int(parts[1]) for parts in _lines(env) if parts[0] == "record")
-        assert set(runs) == set(range(5000))
-        assert max(runs.values()) == 1
-        assert q.storage().count_pending(["default"], 60_000) == 0
-        assert q.job(handles[4999].id).status() is JobState.SUCCEEDED
-    finally:
-        q.close()
 
 
 def test_sigkilled_worker_job_is_reaped_and_succeeds_elsewhere(env: dict[str, str]) -> None:

@@ -33,37 +33,51 @@ APP = "tests.integration.helpers.heartbeat_app:queue"
 _AOF = ["--appendonly", "yes", "--appendfsync", "always"]
 
 
-def _run_through(url: str, tmp_path: Path, fault: Callable[[], None]) -> str:
-    """Run the three beating jobs through ``fault``; return the worker's stderr."""
+def _spawn(
+    url: str, tmp_path: Path, tasks: list[str], *, seconds: int, args: list[str]
+) -> tuple[list[str], subprocess.Popen[bytes], Path, Path]:
+    """Enqueue ``tasks`` on ``url``, start a console-script worker (``args``) and wait
+    until every body beats; return the job ids, the worker, the beats log and the path
+    of the worker's stderr. The caller ends the worker."""
     log = tmp_path / "beats.log"
     q = Queue(url)
     q.migrate()
     try:
-        ids = [q.enqueue(name, allow_unregistered=True).id for name in heartbeat_app.TASKS]
+        ids = [q.enqueue(name, allow_unregistered=True).id for name in tasks]
     finally:
         q.close()
     env = dict(
         os.environ,
         QUEUE_CORE_URL=url,
         QC_BEAT_LOG=str(log),
-        QC_BEAT_SECONDS="5",
+        QC_BEAT_SECONDS=str(seconds),
         PYTHONPATH=str(ROOT),
     )
     err_path = tmp_path / "worker.err"
     with open(err_path, "wb") as err:
         worker = subprocess.Popen(
-            [CLI, "worker", APP, "--burst", "--reap-interval", "0.5"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
+            [CLI, "worker", APP, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err
         )
     try:
         end = time.monotonic() + 60
-        while not (log.exists() and log.read_text().count(" start") == 3):
+        while not (log.exists() and log.read_text().count(" start") == len(tasks)):
             assert worker.poll() is None, err_path.read_text()[-3000:]
-            assert time.monotonic() < end, "the three bodies never all started"
+            assert time.monotonic() < end, f"not every body of {tasks} started"
             time.sleep(0.02)
+    except BaseException:
+        worker.kill()
+        worker.wait(10)
+        raise
+    return ids, worker, log, err_path
+
+
+def _run_through(url: str, tmp_path: Path, fault: Callable[[], None]) -> str:
+    """Run the three beating jobs through ``fault``; return the worker's stderr."""
+    args = ["--burst", "--reap-interval", "0.5"]
+    ids, worker, log, err_path = _spawn(
+        url, tmp_path, list(heartbeat_app.TASKS), seconds=5, args=args
+    )
+    try:
         fault()
         worker.wait(120)
     finally:
@@ -187,31 +201,8 @@ def test_an_orphaned_process_child_exits_quietly(tmp_path: Path) -> None:
     orphaned child's next heartbeat finds the pipe closed and the child exits at once,
     without a BrokenPipeError traceback in the worker's log."""
     url = f"sqlite:///{tmp_path / 'orphan.db'}"
-    log = tmp_path / "beats.log"
-    q = Queue(url)
-    q.migrate()
+    _, worker, log, err_path = _spawn(url, tmp_path, ["beat.process"], seconds=30, args=[])
     try:
-        q.enqueue("beat.process", allow_unregistered=True)
-    finally:
-        q.close()
-    env = dict(
-        os.environ,
-        QUEUE_CORE_URL=url,
-        QC_BEAT_LOG=str(log),
-        QC_BEAT_SECONDS="30",
-        PYTHONPATH=str(ROOT),
-    )
-    err_path = tmp_path / "worker.err"
-    with open(err_path, "wb") as err:
-        worker = subprocess.Popen(
-            [CLI, "worker", APP], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err
-        )
-    try:
-        end = time.monotonic() + 60
-        while not (log.exists() and "beat.process start" in log.read_text()):
-            assert worker.poll() is None, err_path.read_text()[-3000:]
-            assert time.monotonic() < end, "the body never started"
-            time.sleep(0.02)
         child = int(log.read_text().split()[-1])
         assert child != worker.pid
         worker.send_signal(signal.SIGKILL)

@@ -1,7 +1,7 @@
 """Workers survive a restart of the storage server mid-drain without losing a job.
 
 Two console-script burst workers (:mod:`tests.integration.helpers.drain_app`) drain
-2,000 jobs; once a fifth of them have started the server is stopped, kept down for a
+1,000 jobs; once a fifth of them have started the server is stopped, kept down for a
 second, and started again on the same port. Every job must end ``succeeded``, nothing
 may be dead or missing, and no job may run twice at once. The lease (30 s) is far longer
 than the outage, so a running attempt keeps its lease through it: a job runs more than
@@ -30,7 +30,7 @@ from tests.integration.helpers.drain_app import (
 from tests.servers.postgres import PostgresServer
 from tests.servers.redis import RedisServer, start_redis_server, stop_redis_server
 
-N = 2000
+N = 1000
 DOWN = 1.0  # seconds the server stays down
 
 _AOF = ["--appendonly", "yes", "--appendfsync", "everysec"]

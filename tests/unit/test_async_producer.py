@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,21 +15,38 @@ from queue_core import ConfigError, JobFailed, JobState, NotFound, Queue, TaskEr
 
 
 def test_a_thousand_enqueues_never_stall_a_10ms_heartbeat(tmp_path: Path) -> None:
+    """The event loop keeps ticking through 1,000 ``delay_async`` calls: every storage
+    write runs off the loop's thread, and the loop's thread never works 40 ms between two
+    10 ms ticks (the stall the wall-clock form of this test allowed: a 50 ms gap). CPU
+    time of the loop's thread, not the wall-clock gap between ticks: a loaded machine
+    deschedules the whole process (wall gaps of 50 ms and more with nothing blocking),
+    but only work done on the loop adds to its CPU time."""
     queue = Queue(f"sqlite:///{tmp_path / 'jobs.db'}")
+    write_threads: set[int] = set()
+    enqueue = queue._storage.enqueue
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        write_threads.add(threading.get_ident())
+        return enqueue(*args, **kwargs)
+
+    queue._storage.enqueue = spied  # type: ignore[method-assign]
 
     @queue.task(queue="async")
     def record(i: int, label: str) -> int:
         return i
 
     gaps: list[float] = []
+    busy: list[float] = []
+    """The loop thread's CPU time between two ticks."""
 
     async def heartbeat(stop: anyio.Event) -> None:
-        last = time.perf_counter()
+        last, cpu = time.perf_counter(), time.thread_time()
         while not stop.is_set():
             await anyio.sleep(0.010)
-            now = time.perf_counter()
+            now, now_cpu = time.perf_counter(), time.thread_time()
             gaps.append(now - last)
-            last = now
+            busy.append(now_cpu - cpu)
+            last, cpu = now, now_cpu
 
     async def main() -> list[str]:
         stop = anyio.Event()
@@ -42,13 +60,19 @@ def test_a_thousand_enqueues_never_stall_a_10ms_heartbeat(tmp_path: Path) -> Non
             stop.set()
         return ids
 
+    loop_thread = threading.get_ident()  # anyio.run runs the loop on the calling thread
     try:
         ids = anyio.run(main)
         assert len(set(ids)) == 1000
         assert queue.stats()[0].queue == "async" and queue.stats()[0].ready == 1000
         assert queue.job(ids[-1]).info().task_name == record.name
+        assert write_threads and loop_thread not in write_threads
         assert len(gaps) >= 20  # the enqueues took long enough to be observed
-        assert max(gaps) < 0.050, f"the event loop stalled {max(gaps) * 1000:.1f} ms"
+        worst = max(busy)
+        assert worst < 0.040, (
+            f"the event loop's thread ran {worst * 1000:.1f} ms between two ticks "
+            f"(wall gaps up to {max(gaps) * 1000:.1f} ms)"
+        )
     finally:
         queue.close()
 

@@ -17,6 +17,7 @@ from queue_core.storage import Storage
 from queue_core.testing.fixtures import (
     DEFAULT_PAYLOAD,
     LEASE,
+    MIN,
     SEC,
     T0,
     cancel_end,
@@ -25,6 +26,7 @@ from queue_core.testing.fixtures import (
     dead_end,
     enqueue_one,
     error_info,
+    new_job,
     retry_end,
     timed_out_end,
 )
@@ -314,3 +316,25 @@ class FinishContract(ContractBase):
 
     def test_finish_of_nothing_is_empty(self, storage: Storage) -> None:
         assert storage.finish([], now=T0) == []
+
+    def test_a_job_id_with_dots_is_an_ordinary_job_id(self, storage: Storage) -> None:
+        """The core names flow step jobs ``<execution>.<idx>``, but a ``NewJob`` id is any
+        string: a plain job whose id has a dot (even one shaped like a step job's)
+        finishes, is fenced and is cancelled as any other, beside a plain job in one batch."""
+        done, queued = new_job(id="not.a.step"), new_job(id="also.0", delay_ms=MIN)
+        storage.enqueue([done], now=T0)
+        (c,) = storage.claim("w", ["default"], 1, LEASE, now=T0)
+        plain = new_job()
+        storage.enqueue([queued, plain], now=T0 + 1)
+        (p,) = storage.claim("w", ["default"], 5, LEASE, now=T0 + 2)
+        assert p.id == plain.id
+        ends = [complete_end(p.ref), complete_end(c.ref, b'"dotted"')]
+        assert storage.finish(ends, now=T0 + 3) == [True, True]
+        assert (job_of(storage, done.id).state, job_of(storage, done.id).result) == (
+            JobState.SUCCEEDED,
+            b'"dotted"',
+        )
+        assert job_of(storage, plain.id).state is JobState.SUCCEEDED
+        assert storage.finish([complete_end(c.ref)], now=T0 + 4) == [False]
+        assert storage.cancel(queued.id, now=T0 + 5) is JobState.CANCELLED
+        assert job_of(storage, queued.id).state is JobState.CANCELLED

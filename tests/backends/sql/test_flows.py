@@ -1,6 +1,7 @@
-"""Flows on the SQL backend beyond the contract suite: the version 2 -> 3 upgrade, a plain
-job whose id looks like a step job's, and concurrent events on one execution (the lock
-order of ``backends/sql/flows.py``: no deadlock, a consistent end)."""
+"""Flows on the SQL backend beyond the contract suite: the version 2 -> 3 upgrade and
+concurrent events on one execution (the lock order of ``backends/sql/flows.py``: no
+deadlock, a consistent end). A plain job whose id has a dot is a contract case
+(``FinishContract.test_a_job_id_with_dots_is_an_ordinary_job_id``)."""
 
 from __future__ import annotations
 
@@ -79,24 +80,6 @@ def test_a_version_2_database_is_upgraded_and_runs_flows(url: str) -> None:
         assert states(second, new.id) == {"a": StepState.SUCCEEDED, "b": StepState.QUEUED}
     finally:
         second.close()
-
-
-def test_a_plain_job_whose_id_has_a_dot_finishes_and_cancels_as_any_job(
-    storage: SQLStorage,
-) -> None:
-    done, queued = new_job(id="not.a.step"), new_job(id="also.0", delay_ms=MIN)
-    storage.enqueue([done], now=T0)
-    (c,) = storage.claim("w", ["default"], 1, LEASE, now=T0)
-    storage.enqueue([queued], now=T0 + 1)
-    plain = new_job()
-    storage.enqueue([plain], now=T0 + 1)
-    (p,) = [x for x in storage.claim("w", ["default"], 5, LEASE, now=T0 + 2) if x.id == plain.id]
-    assert storage.finish([complete_end(p.ref), complete_end(c.ref)], now=T0 + 3) == [True, True]
-    assert storage.get_job(done.id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
-    assert storage.get_job(plain.id).state is JobState.SUCCEEDED  # type: ignore[union-attr]
-    assert storage.finish([complete_end(c.ref)], now=T0 + 4) == [False]
-    assert storage.cancel(queued.id, now=T0 + 5) is JobState.CANCELLED
-    assert storage.get_job(queued.id).state is JobState.CANCELLED  # type: ignore[union-attr]
 
 
 def test_concurrent_finishes_claims_reaps_and_a_cancel_end_consistently(

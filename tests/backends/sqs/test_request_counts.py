@@ -10,24 +10,37 @@ from collections import Counter
 from typing import Any
 
 from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from queue_core.testing.suite._flows_base import make_execution, make_spec
 from tests.backends.sqs.conftest import Factory
 
 
 class _Counts:
     def __init__(self, storage: Any) -> None:
         self.calls: Counter[str] = Counter()
+        self.queried: list[str] = []
+        """The partition value (``:p``/``:ap``, prefix cut) of each DynamoDB Query."""
+        self._prefix = storage.keys.p
         for client in (storage.ddb, storage.sqs):
             service = client.meta.service_model.service_name
             client.meta.events.register(
                 f"before-call.{service}", lambda model, s=service, **_: self._count(s, model)
             )
+        storage.ddb.meta.events.register("before-parameter-build.dynamodb.Query", self._query)
 
     def _count(self, service: str, model: Any) -> None:
         self.calls[f"{service}.{model.name}"] += 1
 
+    def _query(self, params: Any, **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues", {})
+        for name in (":p", ":ap", ":pk"):
+            if isinstance(values.get(name), dict) and "S" in values[name]:
+                self.queried.append(values[name]["S"].removeprefix(self._prefix))
+                break
+
     def take(self) -> Counter[str]:
         out = Counter(self.calls)
         self.calls.clear()
+        self.queried.clear()
         return out
 
 
@@ -94,3 +107,32 @@ def test_finish_after_a_delivered_hint_deletes_it_in_one_request(make_storage: F
     print(f"\nwith a delivered hint: claim {dict(clm)}; finish {dict(fin)}")
     assert _by_service(clm) <= (3, 0)
     assert fin["sqs.DeleteMessageBatch"] == 1 and _by_service(fin) == (1, 1)
+
+
+_FLOW_PARTS = {"XT", "XA", "XP"}
+"""The partitions of the flow reap Queries (deadlines, events/job writes left, keys)."""
+
+
+def test_reap_skips_the_flow_queries_until_a_flow_exists(make_storage: Factory) -> None:
+    s, other = make_storage(), make_storage()
+    counts = _Counts(s)
+    s.reap()
+    counts.take()  # first use resolves the SQS queue URL
+    s.reap()
+    queried = list(counts.queried)
+    plain = counts.take()
+    print(f"\nreap without flows: {dict(plain)}; partitions {queried}")
+    assert not _FLOW_PARTS & set(queried)
+    assert queried.count("X") == 1  # the one-item probe of the executions index
+
+    other.start_execution(make_execution(make_spec({"a": [], "b": ["a"]})))
+    s.reap()
+    queried = list(counts.queried)
+    flows = counts.take()
+    print(f"reap with a flow: {dict(flows)}; partitions {queried}")
+    assert _FLOW_PARTS <= set(queried)
+    s.reap()
+    queried = list(counts.queried)
+    again = counts.take()
+    assert "X" not in queried  # seen once: no probe any more
+    assert sum(again.values()) == sum(plain.values()) - 1 + len(_FLOW_PARTS)

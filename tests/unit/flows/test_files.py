@@ -14,23 +14,8 @@ from queue_core.errors import ConfigError
 from queue_core.flows.files import DEFAULT_TASK_TIMEOUT_MS, load_flow_file
 from queue_core.flows.model import ConcurrencySpec, FlowSpec
 
-SPEC_EXAMPLE = """\
-id: sync-orders
-concurrency: { limit: 1, behavior: queue }
-max_parallel: 4
-timeout: 2h
-retry: { max_attempts: 3, backoff: exponential, initial: 30s, max: 10m }
-tasks:
-  - id: extract
-    type: script
-    file: pipelines/extract.py
-    timeout: 30m
-  - id: load
-    type: script
-    file: pipelines/load.py
-    depends_on: [extract]
-    retry: { max_attempts: 1 }
-"""
+SPEC_EXAMPLE = (Path(__file__).parents[2] / "data" / "sync-orders.yaml").read_text()
+"""The YAML example of SPEC §7, as written (shared with tests/contrib/test_cli_flow.py)."""
 
 
 @pytest.fixture

@@ -1,0 +1,253 @@
+"""AWS requests per job on ``sqs://`` (SQS + DynamoDB), enqueue -> claim -> finish.
+
+One in-process moto server (the one of ``tests/servers/moto.py``), one queue-core
+``Queue`` on it, ``-n`` jobs (1,000 by default) enqueued one ``delay()`` at a time, then
+drained by one in-process ``Worker`` (``burst=True``, 1 slot); then the same with one
+``map()`` (bulk enqueue). Every AWS request the producer and the worker make is counted
+through botocore's ``before-call`` event on the storage's two clients, so the figures
+are requests as AWS would bill them, not an estimate.
+
+DynamoDB capacity units are computed from those requests (moto does not meter them):
+every write action costs ``ceil(item KB)`` write request units (twice that inside
+``TransactWriteItems``), plus one unit per global secondary index whose key attributes
+the action sets and one per index whose key attributes it removes (an index entry
+moved is a delete and a put; an upper bound, since a SET of an attribute the item did
+not have only puts); every read costs ``ceil(KB / 4)`` read request units (half for an
+eventually consistent read), a Query by the items it returned. Item sizes are measured
+on the items moto stores (attribute names + values, DynamoDB's sizing). SQS requests
+are billed per 64 KB chunk: every request here is below 64 KB.
+
+Prices (AWS list prices, us-east-1): SQS standard $0.40 per million requests; DynamoDB
+on-demand $1.25 per million write request units, $0.25 per million read request units.
+
+Run from the repo root::
+
+    python bench/sqs_requests.py [-n 1000] [--enqueue delay|map|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import re
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SQS_PER_M = 0.40
+WRU_PER_M = 1.25
+RRU_PER_M = 0.25
+_TX_ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
+
+
+def _size(value: dict[str, Any]) -> int:
+    """Bytes of one attribute value by DynamoDB's sizing rules (close enough for units)."""
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "B":
+        return len(v) if isinstance(v, bytes) else len(v) * 3 // 4
+    if kind == "N":
+        return len(str(v).lstrip("-").replace(".", "")) // 2 + 2
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k) + _size(x) for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(1 + _size(x) for x in v)
+    return 3 + sum(len(str(x)) for x in v)
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    return sum(len(k) + _size(v) for k, v in item.items())
+
+
+class Meter:
+    """Counts requests per service and operation, and DynamoDB request units."""
+
+    def __init__(self, storage: Any, indexes: dict[str, tuple[str, str | None]]) -> None:
+        self.calls: Counter[str] = Counter()
+        self.wru = 0.0
+        self.gsi = 0.0
+        """Of ``wru``: the global secondary index writes (an upper bound)."""
+        self.rru = 0.0
+        self.max_item = 0
+        self._index_keys = [tuple(k for k in pair if k) for pair in indexes.values()]
+        for client in (storage.ddb, storage.sqs):
+            service = client.meta.service_model.service_name
+            client.meta.events.register(
+                f"before-call.{service}", lambda model, s=service, **_: self._call(s, model)
+            )
+            client.meta.events.register(f"before-parameter-build.{service}", self._params)
+        storage.ddb.meta.events.register("after-call.dynamodb", self._reads)
+
+    def _call(self, service: str, model: Any) -> None:
+        self.calls[f"{service}.{model.name}"] += 1
+
+    def _indexes_touched(self, names: set[str]) -> int:
+        return sum(1 for keys in self._index_keys if names & set(keys))
+
+    def _write(self, kind: str, body: dict[str, Any], factor: int) -> None:
+        if kind == "Put":
+            size = item_bytes(body["Item"])
+            self.max_item = max(self.max_item, size)
+            gsi = self._indexes_touched(set(body["Item"]))
+        elif kind == "Update":
+            size = 1024  # items here are < 1 KB (max_item checks the puts)
+            expr = body.get("UpdateExpression", "")
+            names = body.get("ExpressionAttributeNames", {})
+            named = {names.get(t, t) for t in re.findall(r"#?\w+", expr)}
+            gsi = 2 * self._indexes_touched(named)
+        else:
+            size, gsi = 1024, 0
+        if kind == "ConditionCheck":
+            self.wru += factor
+            return
+        self.wru += factor * math.ceil(size / 1024) + gsi
+        self.gsi += gsi
+
+    def _params(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        op = model.name
+        if op == "TransactWriteItems":
+            for action in params["TransactItems"]:
+                ((kind, body),) = action.items()
+                self._write(kind, body, 2)
+        elif op in ("PutItem", "UpdateItem", "DeleteItem"):
+            self._write(op.removesuffix("Item"), params, 1)
+        elif op == "BatchWriteItem":
+            for reqs in params["RequestItems"].values():
+                for r in reqs:
+                    if "PutRequest" in r:
+                        self._write("Put", r["PutRequest"], 1)
+                    else:
+                        self._write("Delete", r["DeleteRequest"], 1)
+
+    def _reads(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        op = model.name
+        if op == "Query":
+            size = sum(item_bytes(i) for i in parsed.get("Items", []))
+            self.rru += max(1, math.ceil(size / 4096)) * 0.5  # eventually consistent (GSI)
+        elif op == "GetItem":
+            self.rru += max(1, math.ceil(item_bytes(parsed.get("Item", {})) / 4096))
+        elif op == "BatchGetItem":
+            for items in parsed.get("Responses", {}).values():
+                self.rru += sum(max(1, math.ceil(item_bytes(i) / 4096)) for i in items)
+
+    def take(self) -> tuple[Counter[str], float, float, float]:
+        out = (Counter(self.calls), self.wru, self.rru, self.gsi)
+        self.calls.clear()
+        self.wru = self.rru = self.gsi = 0.0
+        return out
+
+
+def _drain(queue: Any, task: Any, n: int, bulk: bool, meter: Meter) -> dict[str, Any]:
+    from queue_core.worker import Worker
+
+    meter.take()
+    if bulk:
+        task.map([(i,) for i in range(n)])
+    else:
+        for i in range(n):
+            task.delay(i)
+    enq = meter.take()
+    Worker(queue, slots=1, burst=True, install_signal_handlers=False, scheduler=False).run()
+    run = meter.take()
+    stats = {s.queue: s for s in queue.stats()}
+    assert stats["default"].succeeded >= n, stats
+    return {"enqueue": enq, "drain": run}
+
+
+def _per_job(part: tuple[Counter[str], float, float, float], n: int) -> tuple[float, ...]:
+    calls, wru, rru, gsi = part
+    sqs = sum(v for k, v in calls.items() if k.startswith("sqs."))
+    ddb = sum(v for k, v in calls.items() if k.startswith("dynamodb."))
+    return sqs / n, ddb / n, wru / n, gsi / n, rru / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=1000, help="jobs per drain (default 1000)")
+    ap.add_argument(
+        "--enqueue",
+        choices=("delay", "map", "both"),
+        default="both",
+        help="enqueue one delay() per job, one map() of all, or both runs (default)",
+    )
+    args = ap.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
+    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        os.environ.setdefault(k, v)
+    os.environ.pop("AWS_PROFILE", None)
+
+    from backends.sqs import SQSStorage
+    from backends.sqs.tables import INDEXES
+    from queue_core import Queue
+    from queue_core.worker import Worker
+    from tests.servers.moto import _free_port, _MotoServer
+
+    port = _free_port()
+    server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        rows = []
+        for bulk in {"delay": [False], "map": [True], "both": [False, True]}[args.enqueue]:
+            storage = SQSStorage(
+                region="us-east-1",
+                table="qc-bench",
+                prefix=f"b{uuid.uuid4().hex[:10]}",
+                endpoint_url=f"http://127.0.0.1:{port}",
+            )
+            queue = Queue(storage=storage)
+
+            @queue.task(name="bench.noop")
+            def noop(i: int) -> int:
+                return i
+
+            meter = Meter(storage, INDEXES)
+            noop.delay(-1)  # warm-up: queue URLs resolved, one job through
+            Worker(queue, slots=1, burst=True, install_signal_handlers=False, scheduler=False).run()
+            got = _drain(queue, noop, args.n, bulk, meter)
+            rows.append((bulk, got, meter.max_item))
+            queue.close()
+    finally:
+        server.stop()
+    _report(rows, args.n)
+
+
+def _report(rows: list[tuple[bool, dict[str, Any], int]], n: int) -> None:
+    head = (
+        f"{'enqueue':<8} {'phase':<8} {'SQS req/job':>11} {'DDB req/job':>11} "
+        f"{'WRU/job':>8} {'of: GSI':>8} {'RRU/job':>8} {'$/M jobs':>9} {'no GSI':>7}"
+    )
+    print(f"{n} jobs, 1 worker (1 slot), requests per job\n{head}")
+    for bulk, got, biggest in rows:
+        total = [0.0] * 5
+        for phase in ("enqueue", "drain"):
+            per = _per_job(got[phase], n)
+            total = [a + b for a, b in zip(total, per, strict=True)]
+            print(f"{'map' if bulk else 'delay':<8} {phase:<8} " + _cells(per))
+        print(f"{'map' if bulk else 'delay':<8} {'total':<8} " + _cells(tuple(total)))
+        for phase in ("enqueue", "drain"):
+            ops = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(got[phase][0].items()))
+            print(f"    {phase}: {ops}")
+        print(f"    largest item put: {biggest} bytes")
+
+
+def _cells(per: tuple[float, ...]) -> str:
+    sqs, ddb, wru, gsi, rru = per
+    cost = sqs * SQS_PER_M + wru * WRU_PER_M + rru * RRU_PER_M
+    bare = cost - gsi * WRU_PER_M
+    return (
+        f"{sqs:>11.2f} {ddb:>11.2f} {wru:>8.2f} {gsi:>8.2f} {rru:>8.2f} {cost:>9.2f} {bare:>7.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
