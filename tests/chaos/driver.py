@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -67,22 +68,30 @@ class ChaosReport:
     ran_twice: int = 0  # jobs whose body started in a lost attempt and again later
     jobs_lost: int = 0  # jobs missing, unfinished or ended in the wrong state
     dead_letters: int = 0
+    # seconds from a lost attempt's reap (its finished_at) to the next attempt's start
+    reaped_waits: list[float] = field(default_factory=list)
     by_state: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+
+    def reaped_wait(self) -> str:
+        """Median / max seconds a reaped job waited for its next attempt."""
+        if not self.reaped_waits:
+            return "-"
+        return f"{statistics.median(self.reaped_waits):.1f} / {max(self.reaped_waits):.1f} s"
 
     def row(self) -> str:
         return (
             f"| {self.backend} | {self.jobs:,} | {self.kills} | {self.attempts:,} | "
             f"{self.lost_attempts} / {self.recovered_jobs} | {self.ran_twice} | "
             f"{self.dead_letters} | {self.jobs_lost} | {len(self.violations)} | "
-            f"{self.seconds:.0f} s |"
+            f"{self.reaped_wait()} | {self.seconds:.0f} s |"
         )
 
 
 TABLE_HEADER = (
     "| backend | jobs | kills | attempts | attempts lost / jobs recovered | jobs run twice "
-    "| DLQ entries | jobs lost | violations | drain |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| DLQ entries | jobs lost | violations | reaped job's wait (median / max) | drain |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -256,10 +265,20 @@ def _check_job(
         _check_executions(kind, where, records, runs, report)
     lost = [r.number for r in records if r.outcome is Outcome.LOST]
     report.lost_attempts += len(lost)
+    report.reaped_waits += _reaped_waits(records)
     if lost and job.state is want:
         report.recovered_jobs += 1
     if any(runs[n] > 0 for n in lost) and len(runs) > 1:
         report.ran_twice += 1
+
+
+def _reaped_waits(records: list[AttemptRecord]) -> list[float]:
+    """For each lost attempt followed by another: seconds from its reap to the next start."""
+    out = []
+    for rec, nxt in zip(records, records[1:], strict=False):
+        if rec.outcome is Outcome.LOST and rec.finished_at and nxt.started_at:
+            out.append(max(0.0, (nxt.started_at - rec.finished_at).total_seconds()))
+    return out
 
 
 def _check_outcomes(
