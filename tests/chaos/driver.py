@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,9 +104,13 @@ def table(reports: Sequence[ChaosReport]) -> str:
 
 
 class Workers:
-    """A set of ``queue-core worker`` subprocesses that can be killed and replaced."""
+    """A set of ``queue-core worker`` subprocesses of ``app`` that can be killed and
+    replaced."""
 
-    def __init__(self, url: str, folder: Path, n: int, lease: float, slots: int) -> None:
+    def __init__(
+        self, url: str, folder: Path, n: int, lease: float, slots: int, app: str = APP
+    ) -> None:
+        self.app = app
         self.slots = slots
         self.env = dict(
             os.environ,
@@ -124,7 +128,7 @@ class Workers:
         self.started += 1
         with open(self.folder / f"worker{self.started}.err", "wb") as err:
             proc = subprocess.Popen(
-                [CLI, "worker", APP, "--slots", str(self.slots), "--reap-interval", "0.5"]
+                [CLI, "worker", self.app, "--slots", str(self.slots), "--reap-interval", "0.5"]
                 + ["--log-level", "warning"],
                 cwd=ROOT,
                 env=self.env,
@@ -165,6 +169,51 @@ class Workers:
 # --------------------------------------------------------------------------- the drain
 
 
+@dataclass
+class Drive:
+    """How a :func:`drive` went."""
+
+    kills: int = 0
+    seconds: float = 0.0
+    left: int = 0  # work still open when it stopped (0 = drained)
+    crashes: list[str] = field(default_factory=list)  # workers that exited on their own
+
+
+def drive(
+    pool: Workers,
+    rng: random.Random,
+    remaining: Callable[[], int],
+    *,
+    kill_every: tuple[float, float],
+    timeout: float,
+    poll: float = 0.1,
+) -> Drive:
+    """Until ``remaining()`` is 0, SIGKILL a random worker of ``pool`` every
+    ``kill_every`` seconds (uniform, from ``rng``) and start a replacement; stop early
+    when ``timeout`` passes or a worker exits on its own. Stops ``pool`` at the end."""
+    out = Drive()
+    t0 = time.monotonic()
+    next_kill = t0 + rng.uniform(*kill_every)
+    try:
+        while (left := remaining()) > 0:
+            now = time.monotonic()
+            if now - t0 > timeout:
+                out.left = left
+                break
+            out.crashes = pool.crashed()
+            if out.crashes:
+                break
+            if now >= next_kill:
+                pool.kill_one(rng)
+                out.kills += 1
+                next_kill = now + rng.uniform(*kill_every)
+            time.sleep(poll)
+        out.seconds = time.monotonic() - t0
+    finally:
+        pool.stop()
+    return out
+
+
 def _unfinished(q: Queue) -> int:
     n = 0
     for s in q.stats():
@@ -198,26 +247,11 @@ def run_chaos(
             args = [(i,) for i in range(jobs) if kind_of(i) == kind]
             ids[kind] = [h.id for h in tasks[kind].map(args)] if args else []
         pool = Workers(url, folder, workers, lease, slots)
-        t0 = time.monotonic()
-        next_kill = t0 + rng.uniform(*kill_every)
-        try:
-            while _unfinished(q) > 0:
-                now = time.monotonic()
-                if now - t0 > timeout:
-                    report.violations.append(f"drain not finished within {timeout:.0f} s")
-                    break
-                crashed = pool.crashed()
-                if crashed:
-                    report.violations.extend(crashed)
-                    break
-                if now >= next_kill:
-                    pool.kill_one(rng)
-                    report.kills += 1
-                    next_kill = now + rng.uniform(*kill_every)
-                time.sleep(0.1)
-            report.seconds = time.monotonic() - t0
-        finally:
-            pool.stop()
+        run = drive(pool, rng, lambda: _unfinished(q), kill_every=kill_every, timeout=timeout)
+        report.kills, report.seconds = run.kills, run.seconds
+        report.violations.extend(run.crashes)
+        if run.left:
+            report.violations.append(f"drain not finished within {timeout:.0f} s")
         check(q, tasks, ids, folder, report)
     finally:
         q.close()

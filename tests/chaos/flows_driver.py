@@ -19,7 +19,6 @@ storage and the side channel of step-body starts and ends:
 from __future__ import annotations
 
 import random
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from queue_core import Outcome, Queue
 from queue_core.flows import ExecutionState, StepState
-from tests.chaos.driver import CLI, ROOT, Workers
+from tests.chaos.driver import Workers, drive
 from tests.chaos.flows_app import STEPS, declare, expected
 
 APP = "tests.chaos.flows_app:queue"
@@ -57,26 +56,6 @@ class FlowChaosReport:
         )
 
 
-class FlowWorkers(Workers):
-    """:class:`tests.chaos.driver.Workers` running the flows app."""
-
-    def spawn(self) -> Any:
-        import subprocess
-
-        self.started += 1
-        with open(self.folder / f"worker{self.started}.err", "wb") as err:
-            proc = subprocess.Popen(
-                [CLI, "worker", APP, "--slots", str(self.slots), "--reap-interval", "0.5"]
-                + ["--log-level", "warning"],
-                cwd=ROOT,
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-        self.stderr[proc.pid] = self.folder / f"worker{self.started}.err"
-        return proc
-
-
 def run_flow_chaos(
     url: str,
     backend: str,
@@ -99,29 +78,18 @@ def run_flow_chaos(
         flow = declare(q)
         started = {flow.start({"n": n}).id: n for n in range(executions)}
         open_ids = set(started)
-        pool = FlowWorkers(url, folder, workers, lease, 2)
-        t0 = time.monotonic()
-        next_kill = t0 + rng.uniform(*kill_every)
-        try:
-            while open_ids:
-                now = time.monotonic()
-                if now - t0 > timeout:
-                    report.stalled = len(open_ids)
-                    report.violations.append(f"{len(open_ids)} executions stalled")
-                    break
-                crashed = pool.crashed()
-                if crashed:
-                    report.violations.extend(crashed)
-                    break
-                if now >= next_kill:
-                    pool.kill_one(rng)
-                    report.kills += 1
-                    next_kill = now + rng.uniform(*kill_every)
-                open_ids = {i for i in open_ids if q.execution(i).status() not in _FINAL}
-                time.sleep(0.2)
-            report.seconds = time.monotonic() - t0
-        finally:
-            pool.stop()
+        pool = Workers(url, folder, workers, lease, 2, app=APP)
+
+        def still_open() -> int:
+            open_ids.difference_update([i for i in open_ids if q.execution(i).status() in _FINAL])
+            return len(open_ids)
+
+        run = drive(pool, rng, still_open, kill_every=kill_every, timeout=timeout, poll=0.2)
+        report.kills, report.seconds = run.kills, run.seconds
+        report.violations.extend(run.crashes)
+        if run.left:
+            report.stalled = run.left
+            report.violations.append(f"{run.left} executions stalled")
         check_flows(q, started, folder, report)
     finally:
         q.close()

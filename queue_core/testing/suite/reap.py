@@ -81,9 +81,7 @@ class ReapContract(ContractBase):
         again = claim_one(storage, now=T0 + LEASE + 5 * SEC)
         assert (again.id, again.attempt) == (job_id, 2)
 
-    def test_reaped_job_with_lost_delay_0_keeps_its_place_in_line(
-        self, storage: Storage
-    ) -> None:
+    def test_reaped_job_with_lost_delay_0_keeps_its_place_in_line(self, storage: Storage) -> None:
         """A lost delay of 0 requeues the job at its previous ready time and order, so it
         is claimed before jobs enqueued after it (policy.outcomes.reap_ready_at), not
         behind the whole backlog."""
@@ -92,9 +90,7 @@ class ReapContract(ContractBase):
         same_ms = enqueue_one(storage, now=T0, max_attempts=3)
         later = [enqueue_one(storage, now=T0 + k * SEC, max_attempts=3) for k in (1, 2)]
         now = T0 + LEASE
-        assert [(r.job_id, r.state) for r in storage.reap(now=now)] == [
-            (lost, JobState.QUEUED)
-        ]
+        assert [(r.job_id, r.state) for r in storage.reap(now=now)] == [(lost, JobState.QUEUED)]
         assert (job_of(storage, lost).state, job_of(storage, lost).run_at) == (
             JobState.QUEUED,
             T0,
@@ -106,9 +102,7 @@ class ReapContract(ContractBase):
             order.append((got[0].id, got[0].attempt))
         assert order == [(lost, 2), (same_ms, 1), (later[0], 1), (later[1], 1)]
 
-    def test_reaped_job_with_schedule_to_start_restarts_its_wait(
-        self, storage: Storage
-    ) -> None:
+    def test_reaped_job_with_schedule_to_start_restarts_its_wait(self, storage: Storage) -> None:
         """Even with a lost delay of 0, a job with a schedule-to-start bound is ready
         again at the reap (its bound counts from there), not at its old ready time, so
         the reap does not expire it."""
