@@ -108,9 +108,10 @@ def soak(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def chaos(session: nox.Session) -> None:
-    """The full chaos drain (tests/chaos): 10,000 jobs per backend (500 on SQS), three
-    workers, one SIGKILLed every few seconds; prints the table of jobs, kills, attempts
-    lost and recovered, jobs run twice and jobs lost. ``QC_CHAOS_JOBS=N nox -s chaos``
+    """The full chaos drain (tests/chaos): 10,000 jobs per backend (500 on SQS) and 1,000
+    flow executions (50 on SQS), three workers, one SIGKILLed every few seconds; prints
+    the table of jobs, kills, attempts lost and recovered, jobs run twice, jobs lost and
+    the wait of a reaped job. ``QC_CHAOS_JOBS=N nox -s chaos``
     sets another size; ``nox -s chaos -- -k redis`` picks backends."""
     os.environ.setdefault("QC_CHAOS_JOBS", "10000")
     _pytest(session, "tests/chaos", "-m", "chaos", "-q")

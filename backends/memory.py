@@ -341,6 +341,8 @@ class MemoryStorage(
                     attempt=job.attempt,
                     max_attempts=job.spec.max_attempts,
                     lost_delay_ms=job.lost_delay_ms,
+                    run_at=job.ready_at,
+                    schedule_to_start_ms=job.spec.schedule_to_start_ms,
                 )
                 if verdict is not None:
                     stale.append((job.lease_expires_at, job.seq, job, verdict))

@@ -406,6 +406,8 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
                 attempt=r["attempt"],
                 max_attempts=r["max_attempts"],
                 lost_delay_ms=retry_delay if retry_delay is not None else r["lost_delay_ms"],
+                run_at=r["run_at"],
+                schedule_to_start_ms=r["schedule_to_start_ms"],
             )
             if verdict is None:
                 continue

@@ -248,6 +248,8 @@ class Attempts(FlowApply):
                 attempt=it["att"],
                 max_attempts=it["ma"],
                 lost_delay_ms=it.get("ld", 0),
+                run_at=it.get("ra"),
+                schedule_to_start_ms=it.get("s2s"),
             )
             if verdict is None:
                 continue

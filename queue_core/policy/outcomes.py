@@ -7,7 +7,8 @@ rules cannot drift between them:
 * :func:`end_state` -- the job state (and job reason) that ``Storage.finish`` sets for each
   :class:`~queue_core.model.Action`.
 * :func:`reap_verdict` -- which expired bound of a running attempt wins, how the attempt is
-  recorded and what happens to the job (``Storage.reap``).
+  recorded and what happens to the job (``Storage.reap``); :func:`reap_ready_at` -- when
+  a reaped job is ready again (a lost delay of 0 keeps its place in line).
 * :func:`replay_job` -- how ``Storage.retry_dead`` rebuilds a job from the spec that a
   dead-letter entry carries, counting the replay in the job's ``options``
   (:func:`replay_count` reads the count back).
@@ -41,6 +42,7 @@ __all__ = [
     "end_state",
     "parse_retention",
     "reap_outcome",
+    "reap_ready_at",
     "reap_verdict",
     "replay_count",
     "replay_job",
@@ -101,13 +103,34 @@ class ReapVerdict:
     job_reason: str | None
     """The job's reason: ``cancelled``, ``retries_exhausted`` or ``None`` (queued)."""
     ready_at: int | None
-    """``queued`` only: when the retry becomes ready (``now + lost_delay_ms``)."""
+    """``queued`` only: when the retry becomes ready (:func:`reap_ready_at`)."""
 
 
 def reap_outcome(reason: Reason) -> Outcome:
     """The attempt outcome recorded for a reap ``reason``: ``lost`` for an expired lease
     (the worker went silent), ``timed_out`` for a passed deadline or heartbeat bound."""
     return Outcome.LOST if reason is Reason.LEASE_EXPIRED else Outcome.TIMED_OUT
+
+
+def reap_ready_at(
+    now: int, *, run_at: int | None, lost_delay_ms: int, schedule_to_start_ms: int | None
+) -> int:
+    """When a reaped job that has attempts left is ready again (its place in line).
+
+    * ``lost_delay_ms == 0`` and no schedule-to-start bound: the job's previous ready
+      time ``run_at`` (never later than ``now``). Claims order ready jobs by
+      (priority, ready time, enqueue order), so the recovered job keeps the place it had
+      before its attempt was lost, ahead of every job enqueued after it, instead of
+      waiting behind the whole backlog.
+    * otherwise ``now + lost_delay_ms``: a backoff puts the job at the back by design,
+      and a schedule-to-start bound counts from the ready time, so a job with one
+      restarts its wait (keeping an old ready time would expire it at once).
+
+    ``run_at`` is ``None`` when the storage does not know it: ``now + lost_delay_ms``.
+    """
+    if lost_delay_ms == 0 and run_at is not None and schedule_to_start_ms is None:
+        return min(run_at, now)
+    return now + lost_delay_ms
 
 
 def reap_verdict(
@@ -120,6 +143,8 @@ def reap_verdict(
     attempt: int,
     max_attempts: int,
     lost_delay_ms: int,
+    run_at: int | None,
+    schedule_to_start_ms: int | None,
 ) -> ReapVerdict | None:
     """Whether a running attempt is reaped at ``now``, and what the reap does.
 
@@ -129,7 +154,9 @@ def reap_verdict(
 
     1. a pending cancel request ends the job ``cancelled`` (reason ``cancelled``);
     2. attempts remain (``attempt < max_attempts``): queued again, ready at
-       ``now + lost_delay_ms`` (the delay the core precomputed for this attempt);
+       :func:`reap_ready_at` -- ``now + lost_delay_ms`` (the delay the core precomputed
+       for this attempt), or the job's previous ready time ``run_at`` when that delay is
+       0 (and it has no schedule-to-start bound), so it keeps its place in line;
     3. otherwise dead-lettered with reason ``retries_exhausted``.
 
     Every reap releases the attempt's lease and concurrency slot.
@@ -160,7 +187,12 @@ def reap_verdict(
             outcome=outcome,
             state=JobState.QUEUED,
             job_reason=None,
-            ready_at=now + lost_delay_ms,
+            ready_at=reap_ready_at(
+                now,
+                run_at=run_at,
+                lost_delay_ms=lost_delay_ms,
+                schedule_to_start_ms=schedule_to_start_ms,
+            ),
         )
     return ReapVerdict(
         reason=reason,

@@ -16,14 +16,17 @@ limited     3 %   ``Concurrency(3)`` across all workers, sleeps 100 ms
 =========  =====  ===================================================================
 
 Every task allows 30 attempts (kills make attempts ``lost``; a job must not run out of
-them because of the chaos alone), fixed 50 ms backoff, no jitter.
+them because of the chaos alone), fixed 50 ms backoff (``QC_CHAOS_BACKOFF``), no jitter.
+A backoff under half a millisecond rounds to a lost-retry delay of 0, which keeps a
+reaped job's place in line (:func:`queue_core.policy.outcomes.reap_ready_at`).
 
 Side channel: every execution of a body appends ``S <i> <attempt> <pid>`` when it starts
 to ``$QC_CHAOS_DIR/exec-<pid>.log`` (one file per process, one ``O_APPEND`` write per
 line), so the driver counts executions from what actually ran, not from storage.
 
 Env: ``QUEUE_CORE_URL`` (``memory://`` when unset, so importing this module in the test
-process opens nothing), ``QC_CHAOS_DIR``, ``QC_CHAOS_LEASE`` (seconds, default 2).
+process opens nothing), ``QC_CHAOS_DIR``, ``QC_CHAOS_LEASE`` (seconds, default 2),
+``QC_CHAOS_BACKOFF`` (the retry backoff, a duration, default ``50ms``).
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def register(q: Queue) -> dict[str, Task[Any, Any]]:
     """Declare the six tasks on ``q`` (workers and the producer declare them alike)."""
     common: dict[str, Any] = {
         "max_attempts": MAX_ATTEMPTS,
-        "retry_backoff": "50ms",
+        "retry_backoff": os.environ.get("QC_CHAOS_BACKOFF", "50ms"),
         "retry_backoff_kind": "fixed",
         "retry_jitter": 0,
     }

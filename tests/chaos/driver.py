@@ -25,11 +25,12 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,22 +68,30 @@ class ChaosReport:
     ran_twice: int = 0  # jobs whose body started in a lost attempt and again later
     jobs_lost: int = 0  # jobs missing, unfinished or ended in the wrong state
     dead_letters: int = 0
+    # seconds from a lost attempt's reap (its finished_at) to the next attempt's start
+    reaped_waits: list[float] = field(default_factory=list)
     by_state: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+
+    def reaped_wait(self) -> str:
+        """Median / max seconds a reaped job waited for its next attempt."""
+        if not self.reaped_waits:
+            return "-"
+        return f"{statistics.median(self.reaped_waits):.1f} / {max(self.reaped_waits):.1f} s"
 
     def row(self) -> str:
         return (
             f"| {self.backend} | {self.jobs:,} | {self.kills} | {self.attempts:,} | "
             f"{self.lost_attempts} / {self.recovered_jobs} | {self.ran_twice} | "
             f"{self.dead_letters} | {self.jobs_lost} | {len(self.violations)} | "
-            f"{self.seconds:.0f} s |"
+            f"{self.reaped_wait()} | {self.seconds:.0f} s |"
         )
 
 
 TABLE_HEADER = (
     "| backend | jobs | kills | attempts | attempts lost / jobs recovered | jobs run twice "
-    "| DLQ entries | jobs lost | violations | drain |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| DLQ entries | jobs lost | violations | reaped job's wait (median / max) | drain |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -95,9 +104,13 @@ def table(reports: Sequence[ChaosReport]) -> str:
 
 
 class Workers:
-    """A set of ``queue-core worker`` subprocesses that can be killed and replaced."""
+    """A set of ``queue-core worker`` subprocesses of ``app`` that can be killed and
+    replaced."""
 
-    def __init__(self, url: str, folder: Path, n: int, lease: float, slots: int) -> None:
+    def __init__(
+        self, url: str, folder: Path, n: int, lease: float, slots: int, app: str = APP
+    ) -> None:
+        self.app = app
         self.slots = slots
         self.env = dict(
             os.environ,
@@ -115,7 +128,7 @@ class Workers:
         self.started += 1
         with open(self.folder / f"worker{self.started}.err", "wb") as err:
             proc = subprocess.Popen(
-                [CLI, "worker", APP, "--slots", str(self.slots), "--reap-interval", "0.5"]
+                [CLI, "worker", self.app, "--slots", str(self.slots), "--reap-interval", "0.5"]
                 + ["--log-level", "warning"],
                 cwd=ROOT,
                 env=self.env,
@@ -156,6 +169,51 @@ class Workers:
 # --------------------------------------------------------------------------- the drain
 
 
+@dataclass
+class Drive:
+    """How a :func:`drive` went."""
+
+    kills: int = 0
+    seconds: float = 0.0
+    left: int = 0  # work still open when it stopped (0 = drained)
+    crashes: list[str] = field(default_factory=list)  # workers that exited on their own
+
+
+def drive(
+    pool: Workers,
+    rng: random.Random,
+    remaining: Callable[[], int],
+    *,
+    kill_every: tuple[float, float],
+    timeout: float,
+    poll: float = 0.1,
+) -> Drive:
+    """Until ``remaining()`` is 0, SIGKILL a random worker of ``pool`` every
+    ``kill_every`` seconds (uniform, from ``rng``) and start a replacement; stop early
+    when ``timeout`` passes or a worker exits on its own. Stops ``pool`` at the end."""
+    out = Drive()
+    t0 = time.monotonic()
+    next_kill = t0 + rng.uniform(*kill_every)
+    try:
+        while (left := remaining()) > 0:
+            now = time.monotonic()
+            if now - t0 > timeout:
+                out.left = left
+                break
+            out.crashes = pool.crashed()
+            if out.crashes:
+                break
+            if now >= next_kill:
+                pool.kill_one(rng)
+                out.kills += 1
+                next_kill = now + rng.uniform(*kill_every)
+            time.sleep(poll)
+        out.seconds = time.monotonic() - t0
+    finally:
+        pool.stop()
+    return out
+
+
 def _unfinished(q: Queue) -> int:
     n = 0
     for s in q.stats():
@@ -189,26 +247,11 @@ def run_chaos(
             args = [(i,) for i in range(jobs) if kind_of(i) == kind]
             ids[kind] = [h.id for h in tasks[kind].map(args)] if args else []
         pool = Workers(url, folder, workers, lease, slots)
-        t0 = time.monotonic()
-        next_kill = t0 + rng.uniform(*kill_every)
-        try:
-            while _unfinished(q) > 0:
-                now = time.monotonic()
-                if now - t0 > timeout:
-                    report.violations.append(f"drain not finished within {timeout:.0f} s")
-                    break
-                crashed = pool.crashed()
-                if crashed:
-                    report.violations.extend(crashed)
-                    break
-                if now >= next_kill:
-                    pool.kill_one(rng)
-                    report.kills += 1
-                    next_kill = now + rng.uniform(*kill_every)
-                time.sleep(0.1)
-            report.seconds = time.monotonic() - t0
-        finally:
-            pool.stop()
+        run = drive(pool, rng, lambda: _unfinished(q), kill_every=kill_every, timeout=timeout)
+        report.kills, report.seconds = run.kills, run.seconds
+        report.violations.extend(run.crashes)
+        if run.left:
+            report.violations.append(f"drain not finished within {timeout:.0f} s")
         check(q, tasks, ids, folder, report)
     finally:
         q.close()
@@ -256,10 +299,20 @@ def _check_job(
         _check_executions(kind, where, records, runs, report)
     lost = [r.number for r in records if r.outcome is Outcome.LOST]
     report.lost_attempts += len(lost)
+    report.reaped_waits += _reaped_waits(records)
     if lost and job.state is want:
         report.recovered_jobs += 1
     if any(runs[n] > 0 for n in lost) and len(runs) > 1:
         report.ran_twice += 1
+
+
+def _reaped_waits(records: list[AttemptRecord]) -> list[float]:
+    """For each lost attempt followed by another: seconds from its reap to the next start."""
+    out = []
+    for rec, nxt in zip(records, records[1:], strict=False):
+        if rec.outcome is Outcome.LOST and rec.finished_at and nxt.started_at:
+            out.append(max(0.0, (nxt.started_at - rec.finished_at).total_seconds()))
+    return out
 
 
 def _check_outcomes(

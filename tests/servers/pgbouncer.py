@@ -14,29 +14,27 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
 
 from backends.sql.url import parse_sql_url
 from tests.contract.urls import with_option
 from tests.servers.postgres import SUPERUSER, PostgresServer, _free_port, _os_user
+from tests.servers.process import ServerProcess
 
 PGBOUNCER = os.environ.get("QUEUE_CORE_PGBOUNCER", "/usr/sbin/pgbouncer")
 
 
-class PgBouncer:
+class PgBouncer(ServerProcess):
     """One ``pgbouncer`` process forwarding every database to ``upstream``."""
 
-    host = "127.0.0.1"
+    name = "pgbouncer"
+    stop_timeout = 10.0
 
     def __init__(self, upstream: PostgresServer, pool_mode: str = "transaction") -> None:
         if shutil.which(PGBOUNCER) is None:
@@ -66,55 +64,15 @@ class PgBouncer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        run_as: dict[str, Any] = {"user": self.user} if self.user is not None else {}
-        self.proc = subprocess.Popen(
-            [PGBOUNCER, str(self.root / "pgbouncer.ini")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            **run_as,
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited at start-up:\n{self.log_tail()}")
-            try:
-                dsn = f"postgresql://{SUPERUSER}@{self.host}:{self.port}/postgres"
-                with psycopg.connect(dsn, connect_timeout=2, prepare_threshold=None) as c:
-                    c.execute("SELECT 1")
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"pgbouncer did not accept connections in {timeout}s:\n{self.log_tail()}"
-                    ) from None
-                time.sleep(0.05)
+        self.launch([PGBOUNCER, str(self.root / "pgbouncer.ini")], timeout, output_to_log=False)
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+    def probe_dsn(self) -> str:
+        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/postgres"
 
     def url_for(self, direct_url: str) -> str:
         """``direct_url`` (a queue-core PostgreSQL URL) through this bouncer."""
         u = replace(parse_sql_url(direct_url), host=self.host, port=self.port)
         return with_option(u.render(hide_password=False), "pgbouncer", "true")
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

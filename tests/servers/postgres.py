@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +28,8 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from tests.servers.process import ServerProcess
 
 PG_BIN = Path(os.environ.get("QUEUE_CORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PG_USER = "qcpg"
@@ -54,10 +53,10 @@ def _os_user() -> str | None:
     return PG_USER
 
 
-class PostgresServer:
+class PostgresServer(ServerProcess):
     """One PostgreSQL server process on 127.0.0.1 with trust authentication."""
 
-    host = "127.0.0.1"
+    name = "postgres"
 
     def __init__(self) -> None:
         self.user = _os_user()
@@ -73,9 +72,6 @@ class PostgresServer:
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._initdb()
-
-    def _run_as(self) -> dict[str, Any]:
-        return {"user": self.user} if self.user is not None else {}
 
     def _initdb(self) -> None:
         result = subprocess.run(
@@ -99,71 +95,26 @@ class PostgresServer:
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait until it accepts connections."""
-        log = open(self.logfile, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            self.proc = subprocess.Popen(
-                [
-                    str(PG_BIN / "postgres"),
-                    "-D",
-                    str(self.datadir),
-                    "-p",
-                    str(self.port),
-                    "-c",
-                    f"listen_addresses={self.host}",
-                    "-c",
-                    f"unix_socket_directories={self.sockdir}",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
-                    "-c",
-                    "max_connections=300",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                **self._run_as(),
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"postgres exited at start-up:\n{self.log_tail()}")
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2):
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"postgres did not accept connections in {timeout}s:\n{self.log_tail()}"
-                    ) from None
-                time.sleep(0.05)
+        settings = {
+            "listen_addresses": self.host,
+            "unix_socket_directories": self.sockdir,
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "max_connections": 300,
+        }
+        argv = [str(PG_BIN / "postgres"), "-D", str(self.datadir), "-p", str(self.port)]
+        for key, value in settings.items():
+            argv += ["-c", f"{key}={value}"]
+        self.launch(argv, timeout, output_to_log=True)
 
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT): open connections are terminated."""
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def probe_dsn(self) -> str:
+        return self.dsn()
 
     def restart(self) -> None:
         """Stop and start again on the same port (clients see their connections drop)."""
         self.stop()
         self.start()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     def dsn(self, database: str = "postgres") -> str:
         """A libpq URI for psycopg."""
@@ -184,10 +135,6 @@ class PostgresServer:
     def drop_database(self, name: str) -> None:
         with self.admin() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

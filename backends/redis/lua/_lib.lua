@@ -253,9 +253,11 @@ local function leave_running(id, q, ck)
   if ck then release_slot(ck) end
 end
 
-local function to_queued(id, q, pr, ra, ss)
+-- keep_m: the job's previous ready-set member, to keep its place in line (a reap with
+-- lost delay 0, see reap.lua); nil = a fresh sequence number (the back of its ready time)
+local function to_queued(id, q, pr, ra, ss, keep_m)
   local k = jk(id)
-  local m = string.format('%016x', redis.call('INCR', P .. ':seq')) .. id
+  local m = keep_m or (string.format('%016x', redis.call('INCR', P .. ':seq')) .. id)
   redis.call('HSET', k, 'st', 'queued', 'mem', m, 'ra', ra)
   redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'rs')
   count(q, 'queued', 1)

@@ -15,7 +15,7 @@ local stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT', 0, limit)
 for _, id in ipairs(stale) do
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
-                       'wid', 'sa', 'pr', 'ss', 'lc', 'x')
+                       'wid', 'sa', 'pr', 'ss', 'lc', 'x', 'ra', 'mem')
   if f[1] ~= 'running' then
     redis.call('ZREM', RUN, id)
   else
@@ -40,7 +40,15 @@ for _, id in ipairs(stale) do
       terminal(id, q, state, 'cancelled', ck)
     elseif att < tonumber(f[7]) then
       state = 'queued'
-      to_queued(id, q, f[13], NOW + tonumber(f[15] or f[8]), f[14])
+      -- mirrors queue_core.policy.outcomes.reap_ready_at: lost delay 0 and no
+      -- schedule-to-start bound keep the previous ready time and ready-set member (the
+      -- job's place in line); otherwise now + lost delay
+      local ld, ra = tonumber(f[15] or f[8]), tonumber(f[17])
+      if ld == 0 and ra and not f[14] then
+        to_queued(id, q, f[13], math.min(ra, NOW), nil, f[18] or nil)
+      else
+        to_queued(id, q, f[13], NOW + ld, f[14])
+      end
     else
       state = 'dead'
       dead_letter(id, 'retries_exhausted', nil, nil)

@@ -181,6 +181,7 @@ DELETE FROM qc_dead WHERE (:task IS NULL OR task_name = :task)
 -- Running attempts past a bound; which bound wins is policy.outcomes.reap_verdict's.
 SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    run_at, schedule_to_start_ms,
     :now AS now_ms
 FROM qc_jobs
 WHERE state = 'running' AND execution_id IS NULL
@@ -438,6 +439,7 @@ ORDER BY lease_expires_at, seq LIMIT :limit
 -- select_stale for one step job (under its execution's lock).
 SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
+    run_at, schedule_to_start_ms,
     :now AS now_ms
 FROM qc_jobs
 WHERE id = :id AND state = 'running'

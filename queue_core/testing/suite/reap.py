@@ -81,6 +81,42 @@ class ReapContract(ContractBase):
         again = claim_one(storage, now=T0 + LEASE + 5 * SEC)
         assert (again.id, again.attempt) == (job_id, 2)
 
+    def test_reaped_job_with_lost_delay_0_keeps_its_place_in_line(self, storage: Storage) -> None:
+        """A lost delay of 0 requeues the job at its previous ready time and order, so it
+        is claimed before jobs enqueued after it (policy.outcomes.reap_ready_at), not
+        behind the whole backlog."""
+        lost = enqueue_one(storage, max_attempts=3, lost_delay_ms=0)
+        claim_one(storage, now=T0)
+        same_ms = enqueue_one(storage, now=T0, max_attempts=3)
+        later = [enqueue_one(storage, now=T0 + k * SEC, max_attempts=3) for k in (1, 2)]
+        now = T0 + LEASE
+        assert [(r.job_id, r.state) for r in storage.reap(now=now)] == [(lost, JobState.QUEUED)]
+        assert (job_of(storage, lost).state, job_of(storage, lost).run_at) == (
+            JobState.QUEUED,
+            T0,
+        )
+        order = []
+        for k in range(4):
+            got = storage.claim("w", ["default"], 1, LEASE, now=now + k)
+            assert len(got) == 1, got
+            order.append((got[0].id, got[0].attempt))
+        assert order == [(lost, 2), (same_ms, 1), (later[0], 1), (later[1], 1)]
+
+    def test_reaped_job_with_schedule_to_start_restarts_its_wait(self, storage: Storage) -> None:
+        """Even with a lost delay of 0, a job with a schedule-to-start bound is ready
+        again at the reap (its bound counts from there), not at its old ready time, so
+        the reap does not expire it."""
+        job_id = enqueue_one(
+            storage, max_attempts=2, lost_delay_ms=0, schedule_to_start_ms=LEASE + SEC
+        )
+        claim_one(storage, now=T0 + SEC)
+        now = T0 + SEC + LEASE
+        storage.reap(now=now)
+        assert job_of(storage, job_id).run_at == now
+        assert storage.reap(now=now + LEASE) == []
+        again = claim_one(storage, now=now + LEASE)
+        assert (again.id, again.attempt) == (job_id, 2)
+
     def test_each_stale_attempt_is_reaped_once(self, storage: Storage) -> None:
         enqueue_one(storage, max_attempts=3, lost_delay_ms=60 * SEC)
         claim_one(storage, now=T0)

@@ -18,6 +18,7 @@ from queue_core.policy.outcomes import (
     DEFAULT_RETENTION_MS,
     end_state,
     parse_retention,
+    reap_ready_at,
     reap_verdict,
     replay_count,
     replay_job,
@@ -52,6 +53,7 @@ def _verdict(**kw: object):  # type: ignore[no-untyped-def]
     args: dict[str, object] = dict(
         lease_expires_at=NOW + 1, deadline=None, heartbeat_expires_at=None,
         cancel_requested=False, attempt=1, max_attempts=3, lost_delay_ms=250,
+        run_at=NOW - 5000, schedule_to_start_ms=None,
     )
     args.update(kw)
     return reap_verdict(NOW, **args)  # type: ignore[arg-type]
@@ -85,6 +87,31 @@ def test_attempts_left_queue_the_job_again_after_the_precomputed_delay() -> None
     v = _verdict(lease_expires_at=NOW, attempt=2, max_attempts=3)
     assert v is not None
     assert (v.state, v.job_reason, v.ready_at) == (JobState.QUEUED, None, NOW + 250)
+
+
+def test_a_lost_delay_of_0_keeps_the_previous_ready_time() -> None:
+    v = _verdict(lease_expires_at=NOW, lost_delay_ms=0)
+    assert v is not None and (v.state, v.ready_at) == (JobState.QUEUED, NOW - 5000)
+
+
+@pytest.mark.parametrize(
+    ("run_at", "lost_delay_ms", "schedule_to_start_ms", "expected"),
+    [
+        (NOW - 5000, 0, None, NOW - 5000),  # its place in line
+        (NOW + 5000, 0, None, NOW),  # never later than now
+        (None, 0, None, NOW),  # previous ready time unknown
+        (NOW - 5000, 1, None, NOW + 1),  # any backoff: at the back, after it
+        (NOW - 5000, 0, 60_000, NOW),  # a schedule-to-start bound restarts its wait
+    ],
+)
+def test_reap_ready_at(
+    run_at: int | None, lost_delay_ms: int, schedule_to_start_ms: int | None, expected: int
+) -> None:
+    got = reap_ready_at(
+        NOW, run_at=run_at, lost_delay_ms=lost_delay_ms,
+        schedule_to_start_ms=schedule_to_start_ms,
+    )
+    assert got == expected
 
 
 def test_no_attempts_left_dead_letters_retries_exhausted() -> None:
