@@ -9,20 +9,14 @@ from pathlib import Path
 import pytest
 
 from queue_core import JobContext, JobState, Queue
+from tests.integration._backends import backend_url
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "sqs"]
 
 
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    name = request.param
-    if name == "memory":
-        url = "memory://"
-    elif name == "sqlite":
-        url = f"sqlite:///{tmp_path / 'eager.db'}"
-    else:
-        url = request.getfixturevalue(f"{name}_url")
-    q = Queue(url, eager=True)
+    q = Queue(backend_url(request, tmp_path, request.param), eager=True)
     q.migrate()
     yield q
     q.close()

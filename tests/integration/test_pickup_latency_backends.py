@@ -14,20 +14,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from contrib.worker_metrics import WorkerMetrics
 from queue_core import JobState, Queue
 from queue_core.testing import LEASE, SEC, T0, enqueue_one
+from tests.integration._backends import backend_url
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster", "sqs"]
 
 
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    name = request.param
-    if name == "memory":
-        url = "memory://"
-    elif name == "sqlite":
-        url = f"sqlite:///{tmp_path / 'pickup.db'}"
-    else:
-        url = request.getfixturevalue(f"{name}_url")
-    q = Queue(url)
+    q = Queue(backend_url(request, tmp_path, request.param))
     q.migrate()
     yield q
     q.close()

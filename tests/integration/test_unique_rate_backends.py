@@ -12,20 +12,14 @@ import pytest
 
 from queue_core import JobState, Queue
 from queue_core.model import ms_from_dt
+from tests.integration._backends import backend_url
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "sqs"]
 
 
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    name = request.param
-    if name == "memory":
-        url = "memory://"
-    elif name == "sqlite":
-        url = f"sqlite:///{tmp_path / 'limits.db'}"
-    else:
-        url = request.getfixturevalue(f"{name}_url")
-    q = Queue(url)
+    q = Queue(backend_url(request, tmp_path, request.param))
     q.migrate()
     yield q
     q.close()
