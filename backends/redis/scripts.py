@@ -1,0 +1,84 @@
+"""The Lua scripts of the Redis backend: their sources and the lean EVALSHA call.
+
+Every script of ``lua/`` is run with ``_lib.lua`` prepended (and ``_flow.lua`` for the
+``flow_*`` scripts); :func:`load_script` builds that text, :func:`sources` the texts of
+every script :class:`~backends.redis.RedisStorage` registers. :func:`eval_once` is the
+hot paths' call: one pre-packed ``EVALSHA`` on a pooled connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+__all__ = ["SCRIPTS", "eval_once", "load_script", "sources"]
+
+SCRIPTS = (
+    "enqueue",
+    "claim",
+    "renew",
+    "heartbeat",
+    "finish",
+    "reap",
+    "cancel",
+    "retry_dead",
+    "purge_dead",
+    "prune",
+    "list_dead",
+    "stats",
+    "count_pending",
+    "next_ready",
+    "list_jobs",
+    "flow_start",
+    "flow_apply",
+)
+"""The scripts registered when a storage is built (``enqueue_plain`` and
+``schedule_tick`` are registered on first use)."""
+
+# redis-py packs with hiredis when it is installed; the hot paths call it directly
+_hiredis_pack: Any = None
+try:
+    from hiredis import pack_command
+
+    _hiredis_pack = pack_command
+except ImportError:  # pragma: no cover - hiredis is an optional speed-up
+    pass
+
+
+def eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
+    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again."""
+    if _hiredis_pack is not None:
+        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, 0, *args))])
+    else:
+        conn.send_command("EVALSHA", script.sha, 0, *args)
+    try:
+        return conn.read_response()
+    except NoScriptError:
+        conn.send_command("SCRIPT", "LOAD", script.script)
+        sha = conn.read_response()
+        script.sha = sha.decode() if isinstance(sha, bytes) else sha
+        conn.send_command("EVALSHA", script.sha, 0, *args)
+        return conn.read_response()
+
+
+def load_script(name: str) -> str:
+    """The text of script ``name``: ``_lib.lua`` (and ``_flow.lua`` for a ``flow_``
+    script) followed by ``<name>.lua``."""
+    lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
+    lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
+    if name.startswith("flow_"):
+        lib += "\n" + lua.joinpath("_flow.lua").read_text(encoding="utf-8")
+    return lib + "\n" + lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def sources() -> dict[str, str]:
+    """The text of every script of :data:`SCRIPTS`, read once per process."""
+    if not _SOURCES:
+        _SOURCES.update({name: load_script(name) for name in SCRIPTS})
+    return _SOURCES
