@@ -1,7 +1,8 @@
 """The Lua scripts of the Redis backend: their sources and the lean EVALSHA call.
 
 Every script of ``lua/`` is run with ``_lib.lua`` prepended (and ``_flow.lua`` for the
-``flow_*`` scripts); :func:`load_script` builds that text, :func:`sources` the texts of
+``flow_*`` scripts), and a ``-- #include <file>`` line stands for the text of
+``lua/<file>.lua``; :func:`load_script` builds that text, :func:`sources` the texts of
 every script :class:`~backends.redis.RedisStorage` registers. :func:`eval_once` is the
 hot paths' call: one pre-packed ``EVALSHA`` on a pooled connection.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["SCRIPTS", "eval_once", "load_script", "sources"]
+__all__ = ["SCRIPTS", "eval_once", "load_script", "lua_text", "sources"]
 
 SCRIPTS = (
     "enqueue",
@@ -64,14 +65,32 @@ def eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
         return conn.read_response()
 
 
+_LUA = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
+_INCLUDE = "-- #include "
+
+
+def lua_text(name: str) -> str:
+    """``lua/<name>.lua`` with each ``-- #include <file>`` line replaced by the text of
+    ``lua/<file>.lua``: a piece of code two scripts share, inlined (as a function it
+    would cost each call its closure)."""
+    text = _LUA.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    if _INCLUDE not in text:
+        return text
+    lines = text.splitlines(keepends=True)
+    for k, line in enumerate(lines):
+        head, _, included = line.partition(_INCLUDE)
+        if included and not head.strip():
+            lines[k] = lua_text(included.strip())
+    return "".join(lines)
+
+
 def load_script(name: str) -> str:
     """The text of script ``name``: ``_lib.lua`` (and ``_flow.lua`` for a ``flow_``
-    script) followed by ``<name>.lua``."""
-    lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
-    lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
+    script) followed by ``<name>.lua``, includes expanded (:func:`lua_text`)."""
+    lib = lua_text("_lib")
     if name.startswith("flow_"):
-        lib += "\n" + lua.joinpath("_flow.lua").read_text(encoding="utf-8")
-    return lib + "\n" + lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+        lib += "\n" + lua_text("_flow")
+    return lib + "\n" + lua_text(name)
 
 
 _SOURCES: dict[str, str] = {}
