@@ -18,15 +18,12 @@ from redis.commands.core import Script
 from backends.redis.claimed import decode_claimed
 from backends.redis.errors import translate_errors
 from backends.redis.records import OUTCOMES, STATES
+from backends.redis.scripts import opt
 from queue_core.errors import LeaseLost
 from queue_core.model import AttemptEnd, ClaimedJob, LeaseRef, ReapedJob, RenewResult
 from queue_core.policy.outcomes import end_state
 
 __all__ = ["RedisAttempts"]
-
-
-def _opt(value: int | str | None) -> str | int:
-    return "" if value is None else value
 
 
 class RedisAttempts:
@@ -139,8 +136,8 @@ class RedisAttempts:
                 ref.lease_token,
                 state.value,
                 d.delay_ms,
-                _opt(d.lost_delay_ms),
-                _opt(job_reason),
+                opt(d.lost_delay_ms),
+                opt(job_reason),
                 "0" if end.result is None else "1",
                 b"" if end.result is None else end.result,
                 self._info(end),

@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["SCRIPTS", "eval_once", "load_script", "lua_text", "sources"]
+__all__ = ["SCRIPTS", "eval_once", "load_script", "lua_text", "opt", "sources"]
 
 SCRIPTS = (
     "enqueue",
@@ -47,6 +47,11 @@ try:
     _hiredis_pack = pack_command
 except ImportError:  # pragma: no cover - hiredis is an optional speed-up
     pass
+
+
+def opt(value: int | str | None) -> str | int:
+    """An optional argument of a script: ``''`` for ``None`` (what the scripts test)."""
+    return "" if value is None else value
 
 
 def eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:

@@ -24,7 +24,7 @@ from redis.commands.core import Script
 from typing_extensions import Self
 
 from backends.redis import connect
-from backends.redis.attempts import RedisAttempts, _opt
+from backends.redis.attempts import RedisAttempts
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
@@ -39,7 +39,7 @@ from backends.redis.records import (
     running_attempt,
 )
 from backends.redis.schedules import RedisSchedules
-from backends.redis.scripts import SCRIPTS, eval_once, load_script, sources
+from backends.redis.scripts import SCRIPTS, eval_once, load_script, opt, sources
 from backends.redis.throughput import RedisThroughput
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, NotFound, StorageError
@@ -322,7 +322,7 @@ class RedisStorage(
     ) -> list[DeadJob]:
         """See :meth:`queue_core.storage.Storage.list_dead`."""
         args = self._args(None)
-        args += (max(offset, 0), limit, _opt(task_name))
+        args += (max(offset, 0), limit, opt(task_name))
         with translate_errors("list_dead"):
             r = self._call(self._list_dead, args)
         return [dead_job(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
@@ -340,7 +340,7 @@ class RedisStorage(
         """See :meth:`queue_core.storage.Storage.retry_dead`."""
         new_id = os.urandom(16).hex()
         args = self._args(now)
-        args += (dead_id, new_id, _opt(queue))
+        args += (dead_id, new_id, opt(queue))
         with translate_errors("retry_dead"):
             took = self._call(self._retry_dead, args)
         if took == -1:
@@ -355,7 +355,7 @@ class RedisStorage(
         Deletes in batches of 1,000 entries, each batch atomic.
         """
         args = self._args(None)
-        args += (_opt(task_name), _opt(before), _PURGE_BATCH)
+        args += (opt(task_name), opt(before), _PURGE_BATCH)
         total = 0
         with translate_errors("purge_dead"):
             while True:
@@ -429,7 +429,7 @@ class RedisStorage(
         dashboards and the CLI, not for hot paths.
         """
         args = self._args(None)
-        args += ("" if state is None else state.value, _opt(queue), max(offset, 0), limit)
+        args += ("" if state is None else state.value, opt(queue), max(offset, 0), limit)
         with translate_errors("list_jobs"):
             ids = self._call(self._list_jobs, args)
         return self._read_jobs([i.decode() for i in ids])
