@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from backends.redis.records import int_or_none as _int_or_none
+from backends.redis.records import str_or_none as _str_or_none
 from queue_core.model import ClaimedJob
 
 __all__ = ["FIELDS", "decode_claimed"]
 
 FIELDS: Final = 20
 """Values per job in the reply (the order is documented at the top of claim.lua)."""
-
-
-def _int_or_none(value: bytes | int | None) -> int | None:
-    return None if value is None else int(value)
-
-
-def _str_or_none(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
 
 
 def decode_claimed(r: list[Any]) -> list[ClaimedJob]:

@@ -70,6 +70,15 @@ def _redacted(exc: BaseException, url: str) -> str:
     return text
 
 
+def _refused(url: str, exc: BaseException) -> ConfigError:
+    """The error for a URL redis-py refused with ``exc`` (no piece of the password in it)."""
+    return ConfigError(
+        f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
+        code="invalid_url",
+        field="url",
+    )
+
+
 def clients_from_url(url: str) -> Clients:
     """Parse ``url`` and build its clients (see :meth:`RedisStorage.from_url`)."""
     try:
@@ -112,11 +121,7 @@ def clients_from_url(url: str) -> Clients:
             clean, socket_connect_timeout=10, socket_timeout=WAKE_MAX_S + 5, socket_keepalive=True
         )
     except (ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
-            code="invalid_url",
-            field="url",
-        ) from exc
+        raise _refused(url, exc) from exc
     return Clients(client, wake, prefix, retention)
 
 
@@ -138,9 +143,5 @@ def _cluster_client(url: str, clean: str, path: str, prefix: str) -> RedisCluste
                 clean, socket_connect_timeout=10, socket_timeout=30
             )
         except (ValueError, TypeError) as exc:
-            raise ConfigError(
-                f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
-                code="invalid_url",
-                field="url",
-            ) from exc
+            raise _refused(url, exc) from exc
     return client

@@ -8,11 +8,11 @@ of every other key of the storage.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from backends.redis.errors import translate_errors
 from backends.redis.limits import enqueue_args
+from backends.redis.scripts import lua_text
 from queue_core.errors import StorageError
 from queue_core.model import NewJob
 
@@ -23,13 +23,7 @@ _SOURCE: list[str] = []
 
 def _source() -> str:
     if not _SOURCE:
-        lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
-        _SOURCE.append(
-            "\n".join(
-                lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-                for name in ("_lib", "schedule_tick", "enqueue")
-            )
-        )
+        _SOURCE.append("\n".join(map(lua_text, ("_lib", "schedule_tick", "enqueue"))))
     return _SOURCE[0]
 
 

@@ -4,188 +4,65 @@ Every multi-key transition (enqueue, claim, renew, heartbeat, finish, reap, canc
 retry_dead, purge_dead, prune) is a single Lua script from ``lua/`` run by SHA, so a crash
 between two commands cannot leave a job half-moved, and concurrent callers serialize on
 the server. The key layout is documented in ``docs/backends/redis.md``.
+
+This module holds the class, its construction and call paths, control and reads; the
+scripts' sources are in ``scripts.py``, an attempt's claim to reap in ``attempts.py``,
+the decoding of stored records in ``records.py``, the optional abilities in the other
+mixins of this package.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
 from typing_extensions import Self
 
 from backends.redis import connect
-from backends.redis.claimed import decode_claimed
+from backends.redis.attempts import RedisAttempts
 from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
 from backends.redis.keys import Keys
 from backends.redis.limits import RedisLimits
+from backends.redis.records import (
+    DEAD_FIELDS,
+    STATES,
+    attempt_from_json,
+    dead_job,
+    job_record,
+    running_attempt,
+)
 from backends.redis.schedules import RedisSchedules
+from backends.redis.scripts import SCRIPTS, eval_once, load_script, opt, sources
 from backends.redis.throughput import RedisThroughput
 from backends.redis.workers import RedisWorkers
-from queue_core.errors import ConfigError, LeaseLost, NotFound, StorageError
+from queue_core.errors import ConfigError, NotFound, StorageError
 from queue_core.model import (
-    AttemptEnd,
     AttemptRecord,
-    ClaimedJob,
     DeadJob,
-    ErrorInfo,
     JobRecord,
     JobState,
-    LeaseRef,
     NewJob,
-    Outcome,
     QueueStats,
-    ReapedJob,
-    RenewResult,
-    dt_from_ms,
 )
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, end_state
+from queue_core.policy.outcomes import DEFAULT_RETENTION_MS
 from queue_core.storage import Storage
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
 
-
-_SCRIPTS = (
-    "enqueue",
-    "claim",
-    "renew",
-    "heartbeat",
-    "finish",
-    "reap",
-    "cancel",
-    "retry_dead",
-    "purge_dead",
-    "prune",
-    "list_dead",
-    "stats",
-    "count_pending",
-    "next_ready",
-    "list_jobs",
-    "flow_start",
-    "flow_apply",
-)
-_STATES = {s.value.encode(): s for s in JobState}
-_OUTCOMES = {o.value: o for o in Outcome}
 _PURGE_BATCH = 1000
-_DEAD_FIELDS = ["jid", "tn", "q", "pl", "em", "ec", "rs", "at", "da", "ro"]
-
-# redis-py packs with hiredis when it is installed; the hot paths call it directly
-_hiredis_pack: Any = None
-try:
-    from hiredis import pack_command
-
-    _hiredis_pack = pack_command
-except ImportError:  # pragma: no cover - hiredis is an optional speed-up
-    pass
+_load_script = load_script  # backends/redis/limits.py loads enqueue_plain.lua through it
 
 
-def _eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
-    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again."""
-    if _hiredis_pack is not None:
-        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, 0, *args))])
-    else:
-        conn.send_command("EVALSHA", script.sha, 0, *args)
-    try:
-        return conn.read_response()
-    except NoScriptError:
-        conn.send_command("SCRIPT", "LOAD", script.script)
-        sha = conn.read_response()
-        script.sha = sha.decode() if isinstance(sha, bytes) else sha
-        conn.send_command("EVALSHA", script.sha, 0, *args)
-        return conn.read_response()
-
-
-def _load_script(name: str) -> str:
-    lua = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
-    lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
-    if name.startswith("flow_"):
-        lib += "\n" + lua.joinpath("_flow.lua").read_text(encoding="utf-8")
-    return lib + "\n" + lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-
-
-_SOURCES: dict[str, str] = {}
-
-
-def _sources() -> dict[str, str]:
-    if not _SOURCES:
-        _SOURCES.update({name: _load_script(name) for name in _SCRIPTS})
-    return _SOURCES
-
-
-def _opt(value: int | str | None) -> str | int:
-    return "" if value is None else value
-
-
-def _int_or_none(value: bytes | int | None) -> int | None:
-    return None if value is None else int(value)
-
-
-def _str_or_none(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
-
-
-def _attempt_from_json(raw: bytes | str) -> AttemptRecord:
-    n, wid, sa, fa, outcome, reason, ec, et, msg, tb, mode = json.loads(raw)
-    return AttemptRecord(
-        number=n,
-        outcome=_OUTCOMES[outcome] if outcome is not None else None,
-        reason=reason,
-        error_class=ec,
-        error_type=et,
-        message=msg,
-        traceback=tb,
-        worker_id=wid,
-        started_at=dt_from_ms(sa),
-        finished_at=dt_from_ms(fa),
-        mode=mode,
-    )
-
-
-def _job_record(job_id: str, h: dict[bytes, bytes], recs: list[bytes]) -> JobRecord:
-    error: ErrorInfo | None = None
-    for raw in reversed(recs):
-        rec = json.loads(raw)
-        if rec[6] is not None:
-            error = ErrorInfo(
-                error_class=rec[6], error_type=rec[7], message=rec[8], traceback=rec[9]
-            )
-            break
-    g = h.get
-    return JobRecord(
-        id=job_id,
-        task_name=h[b"tn"].decode(),
-        queue=h[b"q"].decode(),
-        state=_STATES[h[b"st"]],
-        reason=_str_or_none(g(b"rs")),
-        payload=h[b"pl"],
-        result=g(b"res"),
-        error=error,
-        attempts=int(h[b"att"]),
-        max_attempts=int(h[b"ma"]),
-        priority=int(h[b"pr"]),
-        enqueued_at=int(h[b"eq"]),
-        run_at=int(h[b"ra"]),
-        started_at=_int_or_none(g(b"sa")),
-        finished_at=_int_or_none(g(b"fa")),
-        options=_str_or_none(g(b"op")),
-        replay_of=_str_or_none(g(b"ro")),
-        dead_id=_str_or_none(g(b"did")),
-        cancel_requested=b"cr" in h,
-        execution_id=_str_or_none(g(b"x")),
-        step_id=_str_or_none(g(b"xn")),
-    )
-
-
-class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, Storage):
+class RedisStorage(
+    RedisAttempts, RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, Storage
+):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
 
@@ -246,8 +123,8 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
         # The scripts derive their keys from ARGV[1]; on a cluster one key of the prefix's
         # slot goes in KEYS so that the client routes the call to the node owning it.
         self._route: list[str] = [self.keys.job("")] if self._cluster else []
-        src = _sources()
-        s: dict[str, Script] = {name: self._r.register_script(src[name]) for name in _SCRIPTS}
+        src = sources()
+        s: dict[str, Script] = {name: self._r.register_script(src[name]) for name in SCRIPTS}
         self._enqueue = s["enqueue"]
         self._claim = s["claim"]
         self._renew = s["renew"]
@@ -333,7 +210,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
             local.conn, local.pid = conn, os.getpid()
         try:
             result = conn.retry.call_with_retry(
-                lambda: _eval_once(conn, script, args), lambda _err: conn.disconnect()
+                lambda: eval_once(conn, script, args), lambda _err: conn.disconnect()
             )
         except BaseException:
             local.conn = None
@@ -344,138 +221,13 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
             conn.disconnect()
         return result
 
-    def _info(self, end: AttemptEnd) -> str:
-        err = end.error
-        if err is None:
-            key = (end.outcome.value, end.reason, end.mode)
-            cached = self._info_cache.get(key)
-            if cached is None:
-                cached = json.dumps([key[0], key[1], None, None, None, None, key[2]])
-                if len(self._info_cache) < 256:
-                    self._info_cache[key] = cached
-            return cached
-        return json.dumps(
-            [
-                end.outcome.value,
-                end.reason,
-                err.error_class,
-                err.error_type,
-                err.message,
-                err.traceback,
-                end.mode,
-            ]
-        )
-
     # ------------------------------------------------------------------ enqueue
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
         return [e.state for e in self.enqueue_unique(jobs, now=now)]  # backends/redis/limits
 
-    # ------------------------------------------------------------------ claim / lease
-
-    def claim(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_ms: int,
-        *,
-        now: int | None = None,
-    ) -> list[ClaimedJob]:
-        """See :meth:`queue_core.storage.Storage.claim`."""
-        if limit <= 0 or not queues:
-            return []
-        args = self._args(now)
-        args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
-        args += dict.fromkeys(queues)
-        with translate_errors("claim"):
-            r = self._run(self._claim, args)
-        return decode_claimed(r)
-
-    def renew(
-        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
-    ) -> RenewResult:
-        """See :meth:`queue_core.storage.Storage.renew`."""
-        result = RenewResult()
-        if not refs:
-            return result
-        args = self._args(now)
-        args.append(lease_ms)
-        for ref in refs:
-            args += (ref.job_id, ref.attempt, ref.lease_token)
-        with translate_errors("renew"):
-            codes = self._run(self._renew, args)
-        for ref, code in zip(refs, codes, strict=True):
-            if code == 0:
-                result.lost.append(ref)
-            elif code == 2:
-                result.cancel_requested.append(ref)
-        return result
-
-    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
-        """See :meth:`queue_core.storage.Storage.heartbeat`."""
-        args = self._args(now)
-        args += (ref.job_id, ref.attempt, ref.lease_token)
-        with translate_errors("heartbeat"):
-            code = self._run(self._heartbeat, args)
-        if code < 0:
-            raise LeaseLost(f"attempt {ref.attempt} of job {ref.job_id} is not current")
-        return bool(code)
-
-    # ------------------------------------------------------------------ attempt end
-
-    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
-        """See :meth:`queue_core.storage.Storage.finish`."""
-        if not ends:
-            return []
-        args = self._args(now)
-        for end in ends:
-            ref, d, err = end.ref, end.decision, end.error
-            state, job_reason = end_state(d, end.reason)
-            args += (
-                ref.job_id,
-                ref.attempt,
-                ref.lease_token,
-                state.value,
-                d.delay_ms,
-                _opt(d.lost_delay_ms),
-                _opt(job_reason),
-                "0" if end.result is None else "1",
-                b"" if end.result is None else end.result,
-                self._info(end),
-                "" if err is None else err.message,
-                "" if err is None else err.error_class,
-            )
-        with translate_errors("finish"):
-            took = self._run(self._finish, args)
-        # a step job's end returns its execution id: advance it now (reap() would later)
-        self._after_ends([x.decode() for x in took if isinstance(x, bytes)], now)
-        return [x != 0 for x in took]
-
-    # ------------------------------------------------------------------ reaper
-
-    def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
-        """See :meth:`queue_core.storage.Storage.reap`."""
-        if limit <= 0:
-            return []
-        t = self._flow_now(now)
-        flows = self._reap_flows_first(t, limit)
-        args = self._args(t)
-        args.append(max(limit - len(flows), 0))
-        with translate_errors("reap"):
-            r = self._call(self._reap, args) if len(flows) < limit else []
-        reaped = [
-            ReapedJob(
-                job_id=r[i].decode(),
-                attempt=r[i + 1],
-                outcome=None if r[i + 2] is None else _OUTCOMES[r[i + 2].decode()],
-                reason=r[i + 3].decode(),
-                state=_STATES[r[i + 4]],
-            )
-            for i in range(0, len(r), 5)
-        ]
-        return flows + reaped + self._reap_flows_after(t, limit)
+    # ------------------------------------------------------------------ retention
 
     def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
         """See :meth:`queue_core.storage.Storage.prune`."""
@@ -498,7 +250,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
             raise NotFound(f"no job with id {job_id!r}")
         if res[1]:
             self._after_ends([res[1].decode()], now)
-        return _STATES[res[0]]
+        return STATES[res[0]]
 
     def get_job(self, job_id: str) -> JobRecord | None:
         """See :meth:`queue_core.storage.Storage.get_job`."""
@@ -517,7 +269,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
         for k, job_id in enumerate(ids):
             h, recs = res[2 * k], res[2 * k + 1]
             if h:
-                out.append(_job_record(job_id, h, recs))
+                out.append(job_record(job_id, h, recs))
         return out
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
@@ -528,23 +280,9 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
             pipe.hmget(self.keys.job(job_id), ["st", "att", "wid", "sa"])
             pipe.lrange(self.keys.attempts(job_id), 0, -1)
             (st, att, wid, sa), recs = pipe.execute()
-        out = [_attempt_from_json(raw) for raw in recs]
+        out = [attempt_from_json(raw) for raw in recs]
         if st == b"running":
-            out.append(
-                AttemptRecord(
-                    number=int(att),
-                    outcome=None,
-                    reason=None,
-                    error_class=None,
-                    error_type=None,
-                    message=None,
-                    traceback=None,
-                    worker_id=_str_or_none(wid),
-                    started_at=dt_from_ms(_int_or_none(sa)),
-                    finished_at=None,
-                    mode=None,
-                )
-            )
+            out.append(running_attempt(att, wid, sa))
         return out
 
     def count_pending(
@@ -579,45 +317,30 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
 
     # ------------------------------------------------------------------ dead letters
 
-    def _dead_entry(self, dead_id: str, f: Sequence[Any]) -> DeadJob:
-        return DeadJob.build(
-            id=dead_id,
-            job_id=f[0].decode(),
-            task_name=f[1].decode(),
-            queue=f[2].decode(),
-            payload=f[3],
-            error=_str_or_none(f[4]),
-            error_class=_str_or_none(f[5]),
-            reason=f[6].decode(),
-            attempts=[_attempt_from_json(json.dumps(a)) for a in json.loads(f[7])],
-            dead_at_ms=int(f[8]),
-            replay_of=_str_or_none(f[9]),
-        )
-
     def list_dead(
         self, limit: int = 20, offset: int = 0, task_name: str | None = None
     ) -> list[DeadJob]:
         """See :meth:`queue_core.storage.Storage.list_dead`."""
         args = self._args(None)
-        args += (max(offset, 0), limit, _opt(task_name))
+        args += (max(offset, 0), limit, opt(task_name))
         with translate_errors("list_dead"):
             r = self._call(self._list_dead, args)
-        return [self._dead_entry(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
+        return [dead_job(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
         """See :meth:`queue_core.storage.Storage.get_dead`."""
         self._args(None)
         with translate_errors("get_dead"):
-            f = self._r.hmget(self.keys.dead(dead_id), _DEAD_FIELDS)
+            f = self._r.hmget(self.keys.dead(dead_id), DEAD_FIELDS)
         if f[0] is None:
             return None
-        return self._dead_entry(dead_id, f)
+        return dead_job(dead_id, f)
 
     def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """See :meth:`queue_core.storage.Storage.retry_dead`."""
         new_id = os.urandom(16).hex()
         args = self._args(now)
-        args += (dead_id, new_id, _opt(queue))
+        args += (dead_id, new_id, opt(queue))
         with translate_errors("retry_dead"):
             took = self._call(self._retry_dead, args)
         if took == -1:
@@ -632,7 +355,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
         Deletes in batches of 1,000 entries, each batch atomic.
         """
         args = self._args(None)
-        args += (_opt(task_name), _opt(before), _PURGE_BATCH)
+        args += (opt(task_name), opt(before), _PURGE_BATCH)
         total = 0
         with translate_errors("purge_dead"):
             while True:
@@ -706,7 +429,7 @@ class RedisStorage(RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, S
         dashboards and the CLI, not for hot paths.
         """
         args = self._args(None)
-        args += ("" if state is None else state.value, _opt(queue), max(offset, 0), limit)
+        args += ("" if state is None else state.value, opt(queue), max(offset, 0), limit)
         with translate_errors("list_jobs"):
             ids = self._call(self._list_jobs, args)
         return self._read_jobs([i.decode() for i in ids])

@@ -9,6 +9,7 @@ from typing import Any
 from backends.sqs.base import SEQ
 from backends.sqs.codec import (
     Item,
+    all_index_query,
     attempt_record,
     dead_job,
     job_record,
@@ -168,21 +169,7 @@ class Admin(FlowApply):
         """A page of jobs, newest (latest enqueued) first, optionally filtered
         (:class:`~queue_core.storage.SupportsJobScan`). Pages the ``all`` index; meant
         for dashboards and the CLI, not for hot paths."""
-        filters: list[str] = []
-        values = vals(ap=self.keys.p)
-        if state is not None:
-            filters.append("st = :st")
-            values.update(vals(st=state.value))
-        if queue is not None:
-            filters.append("q = :q")
-            values.update(vals(q=queue))
-        kw: dict[str, Any] = {
-            "IndexName": "all",
-            "KeyConditionExpression": "ap = :ap",
-            "ExpressionAttributeValues": values,
-        }
-        if filters:
-            kw["FilterExpression"] = " AND ".join(filters)
+        kw = all_index_query(self.keys.p, st=None if state is None else state.value, q=queue)
         with translate("list_jobs"):
             items = self.db.query(**kw)
             items.sort(key=lambda it: (it["enq"], it["seq"]), reverse=True)

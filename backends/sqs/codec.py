@@ -100,6 +100,7 @@ __all__ = [
     "INLINE",
     "Item",
     "Keys",
+    "all_index_query",
     "attempt_record",
     "chunk_count",
     "claimed_job",
@@ -176,6 +177,26 @@ def decode_item(raw: dict[str, Any]) -> Item:
 def vals(**values: Any) -> dict[str, Any]:
     """``ExpressionAttributeValues`` from keywords: ``vals(q="x")`` -> ``{":q": …}``."""
     return {f":{k}": enc(v) for k, v in values.items()}
+
+
+def all_index_query(ap: str, **equal: str | None) -> dict[str, Any]:
+    """``Query`` arguments for partition ``ap`` of the ``all`` index, filtered to the items
+    whose attributes equal the keywords that are not ``None`` (``all_index_query(p,
+    st="dead", q=None)``: every item of ``p`` in state ``dead``)."""
+    values = vals(ap=ap)
+    filters: list[str] = []
+    for name, value in equal.items():
+        if value is not None:
+            filters.append(f"{name} = :{name}")
+            values[f":{name}"] = enc(value)
+    kw: dict[str, Any] = {
+        "IndexName": "all",
+        "KeyConditionExpression": "ap = :ap",
+        "ExpressionAttributeValues": values,
+    }
+    if filters:
+        kw["FilterExpression"] = " AND ".join(filters)
+    return kw
 
 
 def chunk_count(payload: bytes) -> int | None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from backends.sqs.base import SEQ
-from backends.sqs.codec import Item, encode_item, new_item, vals
+from backends.sqs.codec import Item, all_index_query, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.flow_apply import FlowApply, _slots
@@ -219,21 +219,7 @@ class SQSFlows(FlowApply):
         ``all`` index (partition ``P X``) with filters; meant for dashboards and the CLI."""
         if limit <= 0:
             return []
-        filters: list[str] = []
-        values = vals(ap=f"{self.keys.p}X")
-        if flow is not None:
-            filters.append("fl = :fl")
-            values.update(vals(fl=flow))
-        if state is not None:
-            filters.append("st = :st")
-            values.update(vals(st=state.value))
-        kw: dict[str, Any] = {
-            "IndexName": "all",
-            "KeyConditionExpression": "ap = :ap",
-            "ExpressionAttributeValues": values,
-        }
-        if filters:
-            kw["FilterExpression"] = " AND ".join(filters)
+        kw = all_index_query(f"{self.keys.p}X", fl=flow, st=None if state is None else state.value)
         with translate("list_executions"):
             items = self.db.query(**kw)
             items.sort(key=lambda it: (it["ca"], it["seq"]), reverse=True)

@@ -1,5 +1,7 @@
 -- enqueue: store new jobs (queued, or skipped by a `skip` concurrency limit).
 -- KEYS: none (derived from the prefix, see _lib.lua)
+-- Shares its duplicate check and once-per-batch writes with enqueue_plain.lua
+-- (the `-- #include` lines, expanded at load time).
 -- ARGV: prefix, now, retention, then 17 per job: id, task_name, queue, payload,
 --       priority, run_at ('' = now), delay_ms, max_attempts, lost_delay_ms,
 --       timeout_ms, heartbeat_ms, schedule_to_start_ms, concurrency_key,
@@ -17,12 +19,7 @@
 -- priority index entry and wake-up token are written once per batch.
 local S = 22
 local n = (#ARGV - 3) / S
-local seen = {}
-for i = 0, n - 1 do
-  local id = ARGV[4 + i * S]
-  if seen[id] or redis.call('EXISTS', jk(id)) == 1 then return {'dup', id} end
-  seen[id] = true
-end
+-- #include _enqueue_dup
 local SEQ = P .. ':seq'
 local OPT = {'to', 'hb', 'ss', 'ck', 'cl'}
 local out = {}
@@ -88,20 +85,10 @@ for i = 0, n - 1 do
     if ck then redis.call('INCR', active_key) end
     redis.call('ZADD', rk(q, pr), ra, m)
     if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
-    queued[q] = (queued[q] or 0) + 1
-    local qp = prios[q]
-    if not qp then qp = {}; prios[q] = qp end
-    qp[pr] = true
-    if ra <= NOW then woken[q] = true end
+    -- #include _enqueue_queued
     out[#out + 1] = 1
   end
   end
 end
-for q, c in pairs(queued) do count(q, 'queued', c); tp_add(q, 'enqueued', c) end
-for q, qp in pairs(prios) do
-  local zargs = {}
-  for pr in pairs(qp) do zargs[#zargs + 1] = pr; zargs[#zargs + 1] = pr end
-  redis.call('ZADD', pk(q), unpack(zargs))
-end
-for q in pairs(woken) do wake(q) end
+-- #include _enqueue_flush
 return out

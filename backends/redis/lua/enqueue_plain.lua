@@ -5,22 +5,19 @@
 -- number, indexes, counts and wake-up token); backends/redis/limits.py picks this script only for a batch
 -- whose jobs are all plain.
 -- KEYS: none (derived from the prefix, see _lib.lua)
+-- Shares its duplicate check and once-per-batch writes with enqueue.lua
+-- (the `-- #include` lines, expanded at load time).
 -- ARGV: prefix, now, retention, then 10 per job: id, task_name, queue, payload, priority,
 --       run_at ('' = now), delay_ms, max_attempts, lost_delay_ms, timeout_ms ('' = None)
 -- Returns: the number of jobs stored; or {'dup', id} when a job id already exists (then
 --          nothing is stored)
 local S = 10
 local n = (#ARGV - 3) / S
-local seen = {}
-for i = 0, n - 1 do
-  local id = ARGV[4 + i * S]
-  if seen[id] or redis.call('EXISTS', jk(id)) == 1 then return {'dup', id} end
-  seen[id] = true
-end
+-- #include _enqueue_dup
 local SEQ = P .. ':seq'
 -- The batch takes n sequence numbers with one INCRBY (job i gets base + i + 1, as n
 -- INCRs would give) and writes P:jobs and each ready set with one ZADD per key: per job
--- only the EXISTS above and one HSET are calls of their own.
+-- only the EXISTS of the duplicate check and one HSET are calls of their own.
 local base = redis.call('INCRBY', SEQ, n) - n
 local all, ready = {}, {}
 local queued, prios, woken = {}, {}, {}
@@ -47,19 +44,9 @@ for i = 0, n - 1 do
   local zs = ready[rkey]
   if not zs then zs = {}; ready[rkey] = zs end
   zs[#zs + 1] = ra; zs[#zs + 1] = m
-  queued[q] = (queued[q] or 0) + 1
-  local qp = prios[q]
-  if not qp then qp = {}; prios[q] = qp end
-  qp[pr] = true
-  if ra <= NOW then woken[q] = true end
+  -- #include _enqueue_queued
 end
 call_chunked('ZADD', ALL, all)
 for rkey, zs in pairs(ready) do call_chunked('ZADD', rkey, zs) end
-for q, c in pairs(queued) do count(q, 'queued', c); tp_add(q, 'enqueued', c) end
-for q, qp in pairs(prios) do
-  local zargs = {}
-  for pr in pairs(qp) do zargs[#zargs + 1] = pr; zargs[#zargs + 1] = pr end
-  redis.call('ZADD', pk(q), unpack(zargs))
-end
-for q in pairs(woken) do wake(q) end
+-- #include _enqueue_flush
 return n

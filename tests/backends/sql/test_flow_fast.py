@@ -6,8 +6,7 @@ outcome as memory's full decisions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,20 +24,6 @@ from queue_core.testing.suite._flows_base import claim_steps, make_execution, ma
 
 _BAD = {StepState.TIMED_OUT, StepState.DEAD, StepState.CANCELLED, StepState.SKIPPED,
         StepState.NOT_RUN}  # fmt: skip
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'q.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def storage(url: str) -> Iterator[SQLStorage]:
-    s = SQLStorage(url)
-    yield s
-    s.close()
 
 
 def _sql(url: str, statement: str, **params: Any) -> list[Any]:

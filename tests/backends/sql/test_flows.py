@@ -6,10 +6,7 @@ deadlock, a consistent end). A plain job whose id has a dot is a contract case
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine, text
 
 from backends.sql import SQLStorage
@@ -31,20 +28,6 @@ _V3_DOWN = (
     "ALTER TABLE qc_jobs DROP COLUMN flow_deadline_at",
     "UPDATE qc_meta SET value = '2' WHERE key = 'schema_version'",
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'q.db'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def storage(url: str) -> Iterator[SQLStorage]:
-    s = SQLStorage(url)
-    yield s
-    s.close()
 
 
 def _downgrade_to_v2(url: str) -> None:

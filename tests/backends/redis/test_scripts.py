@@ -1,0 +1,30 @@
+"""Loading the Lua scripts (backends/redis/scripts.py): ``-- #include`` lines are
+replaced by the shared piece they name, so enqueue.lua and enqueue_plain.lua run the
+same duplicate check and once-per-batch writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backends.redis.scripts import SCRIPTS, load_script, lua_text
+
+LUA = Path(__file__).resolve().parents[3] / "backends" / "redis" / "lua"
+
+
+def _directives(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip().startswith("-- #include ")]
+
+
+def test_no_loaded_script_keeps_an_include_line() -> None:
+    for name in (*SCRIPTS, "enqueue_plain", "schedule_tick"):
+        assert _directives(load_script(name)) == [], name
+
+
+def test_both_enqueue_scripts_carry_each_shared_piece_once() -> None:
+    pieces = ("_enqueue_dup", "_enqueue_queued", "_enqueue_flush")
+    for name in ("enqueue", "enqueue_plain"):
+        raw = (LUA / f"{name}.lua").read_text(encoding="utf-8")
+        assert [d.strip() for d in _directives(raw)] == [f"-- #include {p}" for p in pieces]
+        loaded = load_script(name)
+        for piece in pieces:
+            assert loaded.count(lua_text(piece)) == 1, (name, piece)
