@@ -62,6 +62,11 @@ def main() -> None:
     ap.add_argument("--roots", default=str(ROOT), help="comma-separated checkouts to alternate")
     a = ap.parse_args()
     roots = a.roots.split(",")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print(
+            "note: PYTHONDONTWRITEBYTECODE is set, so a checkout without __pycache__ compiles"
+            " its sources at every start (unset it to measure cached bytecode, as installed)"
+        )
     print(
         f"worker start-up, spawn -> first body start, {a.reps} reps, median (min-max) s;"
         " cpu: median CPU s of the whole burst worker"

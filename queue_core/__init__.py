@@ -15,6 +15,8 @@
     assert job.result(timeout=5) == 3
 """
 
+from typing import TYPE_CHECKING, Any
+
 from queue_core.clock import Clock, SystemClock
 from queue_core.context import JobContext
 from queue_core.durations import parse_duration
@@ -51,7 +53,6 @@ from queue_core.serializer import Serializer
 from queue_core.storage import (
     Storage,
     StorageFactory,
-    SupportsFlows,
     SupportsJobScan,
     SupportsMigrate,
     SupportsSchemaVersion,
@@ -59,6 +60,9 @@ from queue_core.storage import (
 )
 from queue_core.task import Concurrency, JobHandle, Replay, Task
 from queue_core.throughput import SupportsThroughput, ThroughputCount
+
+if TYPE_CHECKING:
+    from queue_core.flows.storage import SupportsFlows
 
 __all__ = [
     "AttemptRecord",
@@ -105,3 +109,14 @@ __all__ = [
     "ThroughputCount",
     "parse_duration",
 ]
+
+
+if not TYPE_CHECKING:  # PEP 562: flows load on first use (worker start-up); mypy sees above
+
+    def __getattr__(name: str) -> Any:
+        if name == "SupportsFlows":
+            from queue_core.flows.storage import SupportsFlows
+
+            globals()[name] = SupportsFlows
+            return SupportsFlows
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
-
-from typing_extensions import Unpack
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar, overload
 
 from queue_core.clock import Clock, SystemClock
 from queue_core.config import RETRY_KEYS, UNSET, Config, load_config
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, NotFound
 from queue_core.events import HeaderProvider, WorkerListener, with_headers
-from queue_core.flows import api as _flows
-from queue_core.flows.api import ExecutionHandle, Flow
-from queue_core.flows.model import ExecutionInfo, ExecutionState
-from queue_core.flows.scheduled import FlowSchedule
+from queue_core.flows.facade import FlowMethods
 from queue_core.handle import JobHandle
 from queue_core.limits import enqueue_limited
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
@@ -31,7 +25,6 @@ from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
     AsyncTask,
     CallOptions,
-    Concurrency,
     Task,
     TaskOptions,
     build_spec,
@@ -39,6 +32,9 @@ from queue_core.task import (
     check_timeout,
     default_task_name,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Queue"]
 
@@ -63,7 +59,7 @@ EAGER_EVERYWHERE = False
 """Set by the ``queue_core_eager`` fixture: every Queue runs eagerly (also those built before)."""
 
 
-class Queue:
+class Queue(FlowMethods):
     """A job queue bound to one storage.
 
     Args:
@@ -440,52 +436,6 @@ class Queue:
     def cancel(self, job_id: str) -> JobState:
         """Cancel a job; return its state afterwards (``NotFound`` for an unknown id)."""
         return self._storage.cancel(job_id)
-
-    # ------------------------------------------------------------------ flows
-
-    def flow(
-        self,
-        name: str,
-        *,
-        concurrency: Concurrency | int | None = None,
-        max_parallel: int = 0,
-        timeout: float | str | timedelta | None = None,
-        retry: RetryPolicy | None = None,
-        queue: str | None = None,
-        schedule: FlowSchedule | None = None,
-    ) -> Flow:
-        """Declare a flow, a DAG of steps (SPEC §7, :class:`~queue_core.flows.api.Flow`);
-        ``schedule`` starts one execution per tick (:mod:`queue_core.flows.scheduled`)."""
-        return Flow(
-            self,
-            name,
-            concurrency=concurrency,
-            max_parallel=max_parallel,
-            timeout=timeout,
-            retry=retry,
-            queue=queue,
-            schedule=schedule,
-        )
-
-    def load_flow(self, path: str | os.PathLike[str]) -> Flow:
-        """A flow from a YAML flow file (SPEC §7 "Flow files")."""
-        return _flows.load_flow(self, path)
-
-    def execution(self, execution_id: str) -> ExecutionHandle:
-        """A handle on an existing flow execution (``NotFound`` for an unknown id)."""
-        handle = ExecutionHandle(self, execution_id)
-        handle.status()
-        return handle
-
-    def executions(
-        self,
-        flow: str | Flow | None = None,
-        state: ExecutionState | str | None = None,
-        limit: int = 20,
-        offset: int = 0,
-    ) -> list[ExecutionInfo]:
-        """A page of flow executions, newest first (``flow``: a name or a ``Flow``)."""
-        return _flows.executions(self, flow, state, limit, offset)
 
     # ------------------------------------------------------------------ dead letters
 

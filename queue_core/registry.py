@@ -12,7 +12,6 @@ against earlier releases.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import os
@@ -112,6 +111,8 @@ def backend_class(url: str) -> StorageFactory:
     elif scheme in (third := _third_party()):
         target, extra = third[scheme], ""
     else:
+        import difflib  # only for this message
+
         schemes = supported_schemes()
         close = difflib.get_close_matches(scheme, schemes, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

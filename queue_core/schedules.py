@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol, runtime_checkable
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
 from queue_core.model import NewJob
+
+if TYPE_CHECKING:  # zoneinfo loads with the first schedule (it reads sysconfig)
+    from zoneinfo import ZoneInfo
 
 __all__ = [
     "Periodic",
@@ -49,6 +51,8 @@ class Schedule:
     _zone: Any = field(default=None, compare=False, repr=False)
 
     def _zi(self) -> ZoneInfo:
+        from zoneinfo import ZoneInfo
+
         zone: ZoneInfo = self._zone if self._zone is not None else ZoneInfo(self.tz)
         return zone
 
@@ -144,6 +148,8 @@ def _zone(tz: object) -> ZoneInfo:
             field="tz",
             value=tz,
         )
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):

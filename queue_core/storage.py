@@ -37,7 +37,8 @@ until purged. Nothing grows without bound.
 Optional abilities beyond this set are separate ``Supports*`` protocols; the core checks
 for them with ``isinstance`` and degrades without them. Flows are one of them:
 :class:`~queue_core.flows.storage.SupportsFlows` (defined beside its records in
-:mod:`queue_core.flows.storage`, re-exported here).
+:mod:`queue_core.flows.storage`, re-exported here and loaded on first use, so a worker with
+no flow never builds the flow records).
 
 Building a storage from a URL is part of what a backend provides: the backend *class* is a
 :class:`StorageFactory` (it has ``from_url(url) -> Storage``, normally a classmethod), and
@@ -47,9 +48,8 @@ that is what the URL registry (:mod:`queue_core.registry`) holds for each scheme
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from queue_core.flows.storage import SupportsFlows
 from queue_core.model import (
     AttemptEnd,
     AttemptRecord,
@@ -64,6 +64,9 @@ from queue_core.model import (
     ReapedJob,
     RenewResult,
 )
+
+if TYPE_CHECKING:
+    from queue_core.flows.storage import SupportsFlows
 
 __all__ = [
     "Storage",
@@ -385,3 +388,14 @@ class SupportsRateLimits(Protocol):
     def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
         """How many claims of ``rate_key`` started in the window ``(now - window_ms, now]``."""
         ...
+
+
+if not TYPE_CHECKING:  # PEP 562: mypy sees the import above
+
+    def __getattr__(name: str) -> Any:
+        if name == "SupportsFlows":
+            from queue_core.flows.storage import SupportsFlows
+
+            globals()[name] = SupportsFlows
+            return SupportsFlows
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

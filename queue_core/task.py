@@ -20,8 +20,6 @@ from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar
 
-from typing_extensions import Unpack
-
 from queue_core.errors import ConfigError
 from queue_core.handle import JobHandle
 from queue_core.model import NewJob
@@ -60,6 +58,8 @@ from queue_core.spec import build_spec as build_spec
 from queue_core.spec import call_options_json as call_options_json
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from queue_core.policy.limits import RateLimit
     from queue_core.queue import Queue
 

@@ -25,32 +25,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.redis.errors import translate_errors
 from backends.redis.flow_records import Exec, Op, index_of, parse_step, text, transition_ops
-from queue_core.flows.decide_fast import (
-    ExecutionHead,
-    StepIndex,
-    advance_idle,
-    step_ended_fast,
-)
-from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
 from queue_core.model import ReapedJob
 
+if TYPE_CHECKING:  # at run time from backends.redis.flow_names, on a first flow operation
+    from queue_core.flows.decide_fast import ExecutionHead, StepIndex
+    from queue_core.flows.model import ExecutionState, StepState
+
+    Result = tuple[bool, ExecutionState | None, list[ReapedJob], str | None]
+    Event = tuple[int, StepState, str]
+
 __all__ = ["FastAdvance"]
-
-_S = StepState
-_COUNTED = (_S.SUCCEEDED, _S.TIMED_OUT, _S.DEAD, _S.CANCELLED, _S.SKIPPED, _S.NOT_RUN)
-_HEAD = ["st", "rs", "fs", "mp", "dl", "ck", "v", "sp", "c.pending"]
-_HEAD += [f"c.{s.value}" for s in _COUNTED]
-
-Result = tuple[bool, ExecutionState | None, list[ReapedJob], str | None]
-Event = tuple[int, StepState, str]
 
 
 def _head(f: dict[str, bytes | None]) -> tuple[ExecutionHead, dict[StepState, int]]:
     """The execution's fields and its counts of steps by state, as read."""
+    from backends.redis.flow_names import COUNTED, ExecutionHead, ExecutionReason, ExecutionState
+
     rs = text(f["rs"])
     head = ExecutionHead(
         state=ExecutionState(text(f["st"])),
@@ -59,7 +53,7 @@ def _head(f: dict[str, bytes | None]) -> tuple[ExecutionHead, dict[StepState, in
         reason=None if rs is None else ExecutionReason(rs),
         failed_step=text(f["fs"]),
     )
-    return head, {s: int(f[f"c.{s.value}"] or 0) for s in _COUNTED}
+    return head, {s: int(f[f"c.{s.value}"] or 0) for s in COUNTED}
 
 
 class FastAdvance:
@@ -77,12 +71,14 @@ class FastAdvance:
 
     def _try_fast(self, eid: str, now: int) -> Result | None:
         """One optimistic attempt of the fast advance; ``None`` when it does not apply."""
+        from backends.redis.flow_names import FAST_HEAD, ExecutionState, StepState, advance_idle
+
         with translate_errors("read execution"):
             pipe = self._r.pipeline(transaction=True)
-            pipe.hmget(self._x("x", eid), _HEAD)
+            pipe.hmget(self._x("x", eid), FAST_HEAD)
             pipe.lrange(self._x("xe", eid), 0, -1)
             row, raw_events = pipe.execute()
-        f = dict(zip(_HEAD, row, strict=True))
+        f = dict(zip(FAST_HEAD, row, strict=True))
         if f["st"] is None or int(f["c.pending"] or -1) < 0:
             return None  # gone, or started before the counters existed (never counted)
         index = index_of(f["sp"])
@@ -117,11 +113,13 @@ class FastAdvance:
     ) -> tuple[dict[int, StepState] | None, dict[int, int]]:
         """The states of the events' steps and their dependents, and the dependents'
         unmet counters; ``None`` when a counter is missing (the full decision judges)."""
+        from backends.redis.flow_names import S
+
         wanted: dict[int, None] = {}
         dependents: dict[int, None] = {}
         for i, st, _ in events:
             wanted[i] = None
-            if st is _S.SUCCEEDED:
+            if st is S.SUCCEEDED:
                 dependents.update(dict.fromkeys(index.dependents[i]))
         wanted.update(dependents)
         with translate_errors("read execution"):
@@ -154,6 +152,8 @@ def _fold(
     """The ops of ``events``, each judged on the state the previous one left, and the head
     after them; ``None`` when one needs the full decision (an event after the end, or a
     case :func:`step_ended_fast` does not cover)."""
+    from backends.redis.flow_names import ExecutionState, S, step_ended_fast
+
     index = x.index
     ops: list[Op] = []
     for i, st, reason in events:
@@ -161,13 +161,13 @@ def _fold(
         cur = states[i]
         if head.state is not ExecutionState.RUNNING:
             return None  # an event after the end: the full decision judges it
-        if st is _S.RUNNING:  # claimed after an end that was not advanced yet
-            ops.append(["step", eid, str(i), _S.RUNNING.value, "1", ""])
-            states[i] = _S.RUNNING
+        if st is S.RUNNING:  # claimed after an end that was not advanced yet
+            ops.append(["step", eid, str(i), S.RUNNING.value, "1", ""])
+            states[i] = S.RUNNING
             continue
         deps = {
             index.ids[d]: (states[d], unmet[d])
-            for d in (index.dependents[i] if st is _S.SUCCEEDED else ())
+            for d in (index.dependents[i] if st is S.SUCCEEDED else ())
         }
         t = step_ended_fast(head, index, counts, sid, cur, st, deps, now)
         if t is None:
@@ -176,9 +176,9 @@ def _fold(
         head = replace(head, state=t.state, reason=t.reason)
         states[i] = st
         counts[st] = counts.get(st, 0) + 1
-        if st is _S.SUCCEEDED:
+        if st is S.SUCCEEDED:
             for d in index.dependents[i]:
                 unmet[d] -= 1
         for r in t.release:
-            states[index.pos[r]] = _S.QUEUED
+            states[index.pos[r]] = S.QUEUED
     return ops, head

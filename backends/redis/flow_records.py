@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queue_core.errors import ConfigError
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionView, StepView, Transition
-from queue_core.flows.decide_fast import StepIndex, step_index
-from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
-from queue_core.flows.storage import ExecutionRecord, NewExecution
 from queue_core.model import NewJob
+
+if TYPE_CHECKING:  # at run time from backends.redis.flow_names, on a first flow operation
+    from queue_core.flows.decide import ExecutionView, Transition
+    from queue_core.flows.decide_fast import StepIndex
+    from queue_core.flows.model import ExecutionState, StepState
+    from queue_core.flows.storage import ExecutionRecord, NewExecution
 
 __all__ = [
     "EXEC_FIELDS",
@@ -33,7 +34,6 @@ __all__ = [
     "unmet_fields",
 ]
 
-_S = StepState
 EXEC_FIELDS = [
     "fl",
     "sh",
@@ -89,6 +89,8 @@ class Exec:
 
     @property
     def state(self) -> ExecutionState:
+        from backends.redis.flow_names import ExecutionState
+
         return ExecutionState(text(self.f["st"]))
 
     @property
@@ -96,6 +98,8 @@ class Exec:
         return text(self.f["ck"])
 
     def view(self) -> ExecutionView:
+        from backends.redis.flow_names import ExecutionReason, ExecutionView, StepView
+
         rs = text(self.f["rs"])
         return ExecutionView(
             state=self.state,
@@ -118,6 +122,8 @@ _INDEXES: dict[bytes, StepIndex] = {}
 def index_of(sp: bytes | None) -> StepIndex:
     """The :class:`StepIndex` of an execution's ``sp`` field (JSON ``[[id, [deps]], ...]``),
     built once per distinct value (the steps of an execution never change)."""
+    from backends.redis.flow_names import step_index
+
     raw = sp or b"[]"
     got = _INDEXES.get(raw)
     if got is None:
@@ -130,6 +136,8 @@ def index_of(sp: bytes | None) -> StepIndex:
 
 def parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
     """``state|released|reason`` (few distinct values: parsed once each)."""
+    from backends.redis.flow_names import StepState
+
     got = _PARSED.get(raw)
     if got is None:
         state, released, reason = raw.decode().split("|", 2)
@@ -142,13 +150,15 @@ def parse_step(raw: bytes) -> tuple[StepState, bool, str | None]:
 def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None) -> list[Op]:
     """The operations of ``flow_apply.lua`` that apply ``t`` to ``x`` (design §3
     order: the event's step, execution fields, time_out, not_run, cancel, release)."""
+    from backends.redis.flow_names import S
+
     ix = x.index
     eid = x.id
     ops: list[Op] = []
     for sid, st in t.ended:
         i = ix.pos[sid]
         op: Op = ["step", eid, str(i), st.value, "1", (reasons or {}).get(sid, "")]
-        if st is _S.SUCCEEDED:  # its dependents' unmet counters (P:xu) go down by one
+        if st is S.SUCCEEDED:  # its dependents' unmet counters (P:xu) go down by one
             op.append([str(d) for d in ix.dependents[i]])
         ops.append(op)
     sets: list[str] = []
@@ -179,6 +189,8 @@ def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None
 
 
 def execution_record(eid: str, f: dict[str, bytes | None], spec: bytes | None) -> ExecutionRecord:
+    from backends.redis.flow_names import ExecutionReason, ExecutionRecord, ExecutionState
+
     rs = text(f["rs"])
     return ExecutionRecord(
         id=eid,
@@ -241,10 +253,12 @@ def start_plan(
     """What ``flow_start.lua`` writes for an execution admitted ``admitted``: the state
     fields, the operations (``decide.start`` when running; a skipped one is stored
     finished, its steps ``not_run``), the state afterwards and whether it finished."""
+    from backends.redis.flow_names import ExecutionReason, ExecutionState, ExecutionView, S, decide
+
     if admitted is ExecutionState.SKIPPED:
         reason = ExecutionReason.CONCURRENCY_LIMIT.value
         ops: list[Op] = [
-            ["step", new.id, str(i), _S.NOT_RUN.value, "0", reason] for i in range(len(new.steps))
+            ["step", new.id, str(i), S.NOT_RUN.value, "0", reason] for i in range(len(new.steps))
         ]
         ops.append(["finished", new.id, ""])
         return ["st", admitted.value, "rs", reason], ops, admitted, False  # never active
@@ -265,6 +279,8 @@ def start_plan(
 
 def start_index(new: NewExecution) -> StepIndex:
     """The :class:`StepIndex` of a new execution's steps."""
+    from backends.redis.flow_names import step_index
+
     return step_index([(s.id, s.depends_on) for s in new.steps])
 
 

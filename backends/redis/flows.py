@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.commands.core import Script
 
@@ -47,28 +47,17 @@ from backends.redis.flow_records import (
 )
 from backends.redis.keys import Keys
 from queue_core.errors import NotFound, StorageError
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
-from queue_core.flows.model import (
-    ConcurrencySpec,
-    ExecutionState,
-    StepState,
-)
-from queue_core.flows.storage import (
-    ExecutionRecord,
-    NewExecution,
-    StepInputs,
-    StepRecord,
-    step_job_id,
-)
 from queue_core.model import JobState, Outcome, ReapedJob
+
+if TYPE_CHECKING:  # at run time from backends.redis.flow_names, on a first flow operation
+    from queue_core.flows.decide import ExecutionSlot, ExecutionView, Transition
+    from queue_core.flows.model import ConcurrencySpec, ExecutionState
+    from queue_core.flows.storage import ExecutionRecord, NewExecution, StepInputs, StepRecord
 
 __all__ = ["RedisFlows"]
 
 log = logging.getLogger("backends.redis")
 
-_E = ExecutionState
-_S = StepState
 _TRIES = 200
 """Optimistic-lock retries of one advance before it is left to the reaper."""
 
@@ -152,6 +141,8 @@ class RedisFlows(FastAdvance):
         Returns (applied or nothing to do, state after, timed-out jobs, concurrency key to
         promote); ``False`` first when a version moved.
         """
+        from backends.redis.flow_names import S, StepState, StepView, decide
+
         if judge is None and cas is None and extra is None:
             fast = self._try_fast(eid, now)
             if fast is not None:
@@ -166,15 +157,15 @@ class RedisFlows(FastAdvance):
             i, st, reason = raw.decode().split("|", 2)
             sid = x.steps[int(i)][0]
             state = StepState(st)
-            if state is _S.RUNNING:  # claimed after an end that was not advanced yet
+            if state is S.RUNNING:  # claimed after an end that was not advanced yet
                 view = replace(
                     view,
                     steps=tuple(
-                        StepView(s.id, _S.RUNNING, s.depends_on) if s.id == sid else s
+                        StepView(s.id, S.RUNNING, s.depends_on) if s.id == sid else s
                         for s in view.steps
                     ),
                 )
-                ops.append(["step", eid, i, _S.RUNNING.value, "1", ""])
+                ops.append(["step", eid, i, S.RUNNING.value, "1", ""])
                 continue
             ended = decide.step_ended(view, sid, state, now)
             ops += transition_ops(x, ended, {sid: reason})
@@ -219,6 +210,8 @@ class RedisFlows(FastAdvance):
         return self._change(eid, now, None)[1]
 
     def _key_slots(self, ck: str) -> tuple[str, list[ExecutionSlot], ConcurrencySpec | None]:
+        from backends.redis.flow_names import ConcurrencySpec, ExecutionSlot, ExecutionState
+
         with translate_errors("read concurrency"):
             pipe = self._r.pipeline(transaction=True)
             pipe.get(self._x("xkv", ck))
@@ -241,6 +234,8 @@ class RedisFlows(FastAdvance):
     def _promote(self, ck: str, now: int) -> None:
         """Start the queued executions of ``ck`` that have a place (decide.promote), one
         at a time under the key's version; forget the key when none is left to start."""
+        from backends.redis.flow_names import decide
+
         for _ in range(_TRIES):
             kv, slots, spec = self._key_slots(ck)
             ids = decide.promote(spec, slots) if slots else ()
@@ -294,6 +289,8 @@ class RedisFlows(FastAdvance):
 
     def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
         """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`."""
+        from backends.redis.flow_names import E, decide
+
         t = self._flow_now(now)
         ck = new.conc_key
         fields = start_fields(new)
@@ -303,7 +300,7 @@ class RedisFlows(FastAdvance):
             jobs += job_args(j)
         for _ in range(_TRIES):
             cas: list[list[str]] = []
-            admission = decide.Admission(_E.RUNNING)
+            admission = decide.Admission(E.RUNNING)
             if ck is not None:
                 kv, slots, _ = self._key_slots(ck)
                 cas = [["k", ck, kv]]
@@ -319,7 +316,7 @@ class RedisFlows(FastAdvance):
                 "sid": [s.id for s in new.steps],
                 "ck": ck or "",
                 "un": unmet,
-                "active": admission.state is not _E.SKIPPED,
+                "active": admission.state is not E.SKIPPED,
                 "ops": ops,
             }
             res = self._run_flow(
@@ -336,6 +333,8 @@ class RedisFlows(FastAdvance):
 
     def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
         """See :meth:`queue_core.flows.storage.SupportsFlows.cancel_execution`."""
+        from backends.redis.flow_names import decide
+
         t = self._flow_now(now)
         state, _ = self._change(execution_id, t, lambda v: decide.cancel(v, t))
         if state is None:
@@ -405,6 +404,8 @@ class RedisFlows(FastAdvance):
 
     def list_steps(self, execution_id: str) -> list[StepRecord]:
         """See :meth:`queue_core.flows.storage.SupportsFlows.list_steps`."""
+        from backends.redis.flow_names import StepRecord, step_job_id
+
         x, _ = self._read_exec(execution_id)
         if x is None:
             return []
@@ -425,6 +426,8 @@ class RedisFlows(FastAdvance):
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs`."""
+        from backends.redis.flow_names import StepInputs
+
         with translate_errors("get_step_inputs"):
             inp, sp = self._r.hmget(self._x("x", execution_id), ["in", "sp"])
         if sp is None:

@@ -12,9 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, ClassVar
-
-from typing_extensions import Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from backends.sql.connections import ThreadConnections
 from backends.sql.errors import _is_unavailable, translate_errors, translated
@@ -38,6 +36,9 @@ from queue_core.policy.outcomes import (
 )
 from queue_core.storage import Storage
 from queue_core.urls import mask_url
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["Grave", "Order", "SQLBase", "local_ms", "split_url"]
 

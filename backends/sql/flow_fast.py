@@ -25,23 +25,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.sql.base import SQLBase
 from backends.sql.records import EndRow, Row
 from queue_core.errors import NotFound
-from queue_core.flows.decide import Transition
-from queue_core.flows.decide_fast import ExecutionHead, StepIndex, step_ended_fast, step_index
-from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
-from queue_core.flows.storage import StepInputs
 from queue_core.model import ReapedJob
+
+if TYPE_CHECKING:  # at run time from backends.sql.flow_names, on a first flow operation
+    from queue_core.flows.decide import Transition
+    from queue_core.flows.decide_fast import ExecutionHead, StepIndex
+    from queue_core.flows.model import StepState
+    from queue_core.flows.storage import StepInputs
 
 __all__ = ["FastStepEnd", "changes"]
 
-_S = StepState
-_BAD = frozenset({_S.TIMED_OUT, _S.DEAD, _S.CANCELLED, _S.SKIPPED, _S.NOT_RUN})
-"""States counted in ``n_bad``: any of them takes an execution off the fast path."""
-_STEP_STATES = {s.value: s for s in StepState}
 _CACHE_MAX = 1024
 _indexes: dict[str, StepIndex] = {}
 """The :class:`StepIndex` of each spec by its hash (immutable)."""
@@ -54,24 +52,28 @@ def changes(tr: Transition, old: Callable[[str], StepState]) -> tuple[int, int, 
     ``old`` gives a step's state before ``tr``. Writes are taken in the order ``_apply``
     makes them (ended, timed out, not run, released).
     """
+    from backends.sql.flow_names import BAD, S
+
     seq: list[tuple[str, StepState]] = list(tr.ended)
-    seq += [(s, _S.TIMED_OUT) for s in tr.time_out]
-    seq += [(s, _S.NOT_RUN) for s in tr.not_run]
-    seq += [(s, _S.QUEUED) for s in tr.release]
+    seq += [(s, S.TIMED_OUT) for s in tr.time_out]
+    seq += [(s, S.NOT_RUN) for s in tr.not_run]
+    seq += [(s, S.QUEUED) for s in tr.release]
     now: dict[str, StepState] = {}
     ds = db = 0
     succeeded: list[str] = []
     for sid, new in seq:
         prev = now[sid] if sid in now else old(sid)
         now[sid] = new
-        ds += (new is _S.SUCCEEDED) - (prev is _S.SUCCEEDED)
-        db += (new in _BAD) - (prev in _BAD)
-        if new is _S.SUCCEEDED and prev is not _S.SUCCEEDED:
+        ds += (new is S.SUCCEEDED) - (prev is S.SUCCEEDED)
+        db += (new in BAD) - (prev in BAD)
+        if new is S.SUCCEEDED and prev is not S.SUCCEEDED:
             succeeded.append(sid)
     return ds, db, succeeded
 
 
 def _head(row: dict[str, Any]) -> ExecutionHead:
+    from backends.sql.flow_names import ExecutionHead, ExecutionReason, ExecutionState
+
     reason = row["reason"]
     return ExecutionHead(
         state=ExecutionState(row["state"]),
@@ -107,6 +109,8 @@ class FastStepEnd(SQLBase):
 
     def _index(self, cur: Any, row: Row) -> StepIndex:
         """The step index of ``row``'s spec (read once per spec and process)."""
+        from backends.sql.flow_names import step_index
+
         index = _indexes.get(row["spec_hash"])
         if index is None:
             found = cur.execute(self._q["flow_step_deps"], {"e": row["id"]}).fetchall()
@@ -119,6 +123,8 @@ class FastStepEnd(SQLBase):
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs` (reads the
         results of the step's dependencies only)."""
+        from backends.sql.flow_names import StepInputs
+
         with self._stmt() as cur:
             x = cur.execute(self._q["flow_get_execution"], {"e": execution_id}).fetchone()
             if x is None:
@@ -145,6 +151,8 @@ class FastStepEnd(SQLBase):
         """Decide and apply the end of step job ``job_id`` (changed in this transaction)
         on the fast path; ``False`` when it does not apply (nothing written: decide on
         the full view)."""
+        from backends.sql.flow_names import STEP_STATES, S, step_ended_fast
+
         if (
             head["n_succeeded"] is None
             or head["n_bad"]
@@ -154,12 +162,12 @@ class FastStepEnd(SQLBase):
         ):
             return False
         job = cur.execute(self._q["flow_job_state"], {"id": job_id}).fetchone()
-        state = _STEP_STATES.get(job["state"]) if job is not None else None
+        state = STEP_STATES.get(job["state"]) if job is not None else None
         index = self._index(cur, head)
         i = index.pos.get(job["step_id"]) if job is not None else None
-        if state not in (_S.SUCCEEDED, _S.QUEUED) or i is None:
+        if state not in (S.SUCCEEDED, S.QUEUED) or i is None:
             return False
-        dependents = index.dependents[i] if state is _S.SUCCEEDED else ()
+        dependents = index.dependents[i] if state is S.SUCCEEDED else ()
         params = {"e": head["id"], "idxs": self._list([i, *dependents])}
         rows = {r["idx"]: r for r in cur.execute(self._q["flow_fast_steps"], params).fetchall()}
         own = rows.get(i)
@@ -170,9 +178,9 @@ class FastStepEnd(SQLBase):
             r = rows.get(d)
             if r is None or r["unmet"] is None:
                 return False
-            deps[index.ids[d]] = (_STEP_STATES[r["state"]], r["unmet"])
-        counts = {_S.SUCCEEDED: head["n_succeeded"]}
-        current = _STEP_STATES[own["state"]]
+            deps[index.ids[d]] = (STEP_STATES[r["state"]], r["unmet"])
+        counts = {S.SUCCEEDED: head["n_succeeded"]}
+        current = STEP_STATES[own["state"]]
         tr = step_ended_fast(_head(head), index, counts, index.ids[i], current, state, deps, t)
         if tr is None:
             return False
@@ -226,6 +234,8 @@ class FastStepEnd(SQLBase):
     def _write_fold(self, cur: Any, head: dict[str, Any], f: _Fold) -> None:
         """What ``f`` folded: the execution, the unmet counters, the released jobs, the
         step rows; then ``head`` follows."""
+        from backends.sql.flow_names import S
+
         if not f.rows:
             return
         eid, h = head["id"], f.head
@@ -241,7 +251,7 @@ class FastStepEnd(SQLBase):
         rows = f.rows
         if f.release:
             jobs = self._release(cur, eid, f.release, h.deadline_at, f.t)
-            rows += [_step_row(eid, i, _S.QUEUED, None, jobs[i], None) for i in f.release]
+            rows += [_step_row(eid, i, S.QUEUED, None, jobs[i], None) for i in f.release]
         cur.executemany(self._q["flow_update_step"], rows)
         head["state"], head["reason"] = h.state.value, reason
         head["n_succeeded"] += f.ds
@@ -255,11 +265,13 @@ class FastStepEnd(SQLBase):
     ) -> list[ReapedJob]:
         """Apply a transition of :func:`step_ended_fast` (one step ended, maybe some
         released, maybe the execution succeeded) as ``SQLFlows._apply`` would."""
+        from backends.sql.flow_names import S
+
         eid = head["id"]
         ((sid, state),) = tr.ended
-        result = job["result"] if state is _S.SUCCEEDED else None
+        result = job["result"] if state is S.SUCCEEDED else None
         rows = [_step_row(eid, index.pos[sid], state, job["reason"], None, result)]
-        ds = 1 if state is _S.SUCCEEDED else 0
+        ds = 1 if state is S.SUCCEEDED else 0
         reason = tr.reason.value if tr.reason is not None else None
         cur.execute(self._q["flow_update_execution"], {
             "e": eid, "state": tr.state.value, "reason": reason, "failed_step": None,
@@ -271,7 +283,7 @@ class FastStepEnd(SQLBase):
         if tr.release:
             idxs = [index.pos[s] for s in tr.release]
             jobs = self._release(cur, eid, idxs, tr.deadline_at, t)
-            rows += [_step_row(eid, i, _S.QUEUED, None, jobs[i], None) for i in idxs]
+            rows += [_step_row(eid, i, S.QUEUED, None, jobs[i], None) for i in idxs]
         cur.executemany(self._q["flow_update_step"], rows)
         head["state"], head["reason"] = tr.state.value, reason
         head["n_succeeded"] += ds
@@ -316,9 +328,11 @@ class _Fold:
     """The ends of one batch folded on the state each left (as Redis's ``_fold``)."""
 
     def __init__(self, head: dict[str, Any], index: StepIndex, rows: dict[int, Any], t: int):
+        from backends.sql.flow_names import STEP_STATES, S
+
         self.head, self.index, self.t, self.eid = _head(head), index, t, str(head["id"])
-        self.counts = {_S.SUCCEEDED: int(head["n_succeeded"])}
-        self.states = {i: _STEP_STATES[r["state"]] for i, r in rows.items()}
+        self.counts = {S.SUCCEEDED: int(head["n_succeeded"])}
+        self.states = {i: STEP_STATES[r["state"]] for i, r in rows.items()}
         self.jobs = {i: r["job_id"] for i, r in rows.items()}
         self.unmet = {i: r["unmet"] for i, r in rows.items()}
         self.rows: list[dict[str, Any]] = []
@@ -329,10 +343,12 @@ class _Fold:
 
     def step(self, v: EndRow, i: int | None) -> bool:
         """Fold one end; ``False`` when it needs the full view (nothing folded)."""
+        from backends.sql.flow_names import STEP_STATES, ExecutionState, S, step_ended_fast
+
         if i is None or self.jobs.get(i) != v.id or self.head.state is not ExecutionState.RUNNING:
             return False
-        index, state = self.index, _STEP_STATES[v.state]
-        dependents = index.dependents[i] if state is _S.SUCCEEDED else ()
+        index, state = self.index, STEP_STATES[v.state]
+        dependents = index.dependents[i] if state is S.SUCCEEDED else ()
         if any(self.unmet.get(d) is None for d in dependents):
             return False
         deps = {index.ids[d]: (self.states[d], self.unmet[d]) for d in dependents}
@@ -346,13 +362,13 @@ class _Fold:
         self.head = replace(self.head, state=tr.state, reason=tr.reason)
         self.finished = self.finished or tr.finished
         self.states[i] = state
-        if state is _S.SUCCEEDED:
+        if state is S.SUCCEEDED:
             self.ds += 1
-            self.counts[_S.SUCCEEDED] += 1
+            self.counts[S.SUCCEEDED] += 1
             for d in dependents:
                 self.unmet[d] -= 1
                 self.lowered[d] = self.lowered.get(d, 0) + 1
         for r in tr.release:
-            self.states[index.pos[r]] = _S.QUEUED
+            self.states[index.pos[r]] = S.QUEUED
             self.release.append(index.pos[r])
         return True

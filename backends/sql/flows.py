@@ -24,30 +24,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from backends.sql.base import Grave
 from backends.sql.flow_fast import FastStepEnd, changes
 from backends.sql.records import Row, end_values, job_row
 from queue_core.errors import NotFound
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
-from queue_core.flows.model import (
-    ConcurrencySpec,
-    ExecutionReason,
-    ExecutionState,
-    StepState,
-)
-from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord
 from queue_core.model import AttemptEnd, JobState, NewJob, Outcome, ReapedJob, Reason
+
+if TYPE_CHECKING:  # at run time from backends.sql.flow_names, on a first flow operation
+    from queue_core.flows import decide
+    from queue_core.flows.decide import ExecutionView, StepView, Transition
+    from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
+    from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord
 
 __all__ = ["SQLFlows"]
 
-_E = ExecutionState
-_S = StepState
-_STEP_STATES = {s.value: s for s in StepState}
-"""Step states by value (a dict lookup: ``StepState(value)`` costs ~7 us, per step per
-event)."""
 _JOB_FIELDS = tuple(f.name for f in fields(NewJob) if f.name != "payload")
 _CACHE_MAX = 4096
 _deps_cache: dict[str, list[tuple[str, tuple[str, ...], dict[StepState, StepView]]]] = {}
@@ -69,10 +61,6 @@ def _job_json(j: NewJob) -> str:
 
 def _job_of(text: str, payload: Any) -> NewJob:
     return NewJob(payload=bytes(payload), **json.loads(text))
-
-
-def _reason(value: str | None) -> ExecutionReason | None:
-    return ExecutionReason(value) if value is not None else None
 
 
 class _Step(NamedTuple):
@@ -101,20 +89,24 @@ class _Exec:
         return str(self.row["id"])
 
     def view(self) -> ExecutionView:
+        from backends.sql.flow_names import E, ExecutionView, reason_of
+
         r = self.row
         return ExecutionView(
-            state=_E(r["state"]),
+            state=E(r["state"]),
             steps=tuple([s.seen for s in self.steps]),
             max_parallel=r["max_parallel"],
             timeout_ms=r["timeout_ms"],
             deadline_at=r["deadline_at"],
-            reason=_reason(r["reason"]),
+            reason=reason_of(r["reason"]),
             failed_step=r["failed_step"],
         )
 
     def changed(self, tr: Transition, rows: list[dict[str, Any]], t: int) -> None:
         """Follow what :meth:`SQLFlows._apply` wrote (the next event of the same
         transaction reads it from here)."""
+        from backends.sql.flow_names import STEP_STATES, StepView
+
         r = self.row
         r["state"], r["reason"] = tr.state.value, _value(tr.reason)
         r["failed_step"], r["deadline_at"] = tr.failed_step, tr.deadline_at
@@ -125,7 +117,7 @@ class _Exec:
         cached = _deps_cache.get(self.id)
         for u in rows:
             old = self.steps[u["idx"]]
-            state = _STEP_STATES[u["state"]]
+            state = STEP_STATES[u["state"]]
             views = cached[old.idx][2] if cached is not None else {}
             seen = views.get(state)
             if seen is None:
@@ -160,6 +152,8 @@ class SQLFlows(FastStepEnd):
     def _steps(self, cur: Any, eid: str, running: set[str] | None = None) -> list[_Step]:
         """The steps of ``eid`` by index. ``running``: the ids of its running step jobs
         (read under lock by :meth:`_lock`); ``None``: read them with the steps."""
+        from backends.sql.flow_names import STEP_STATES, StepView
+
         if running is None:
             rows = cur.execute(self._q["flow_steps"], {"e": eid}).fetchall()
             running = {r["job_id"] for r in rows if r["job_state"] == "running"}
@@ -170,7 +164,7 @@ class SQLFlows(FastStepEnd):
             found = cur.execute(self._q["flow_step_deps"], {"e": eid}).fetchall()
             deps = [(r["step_id"], tuple(json.loads(r["deps"])), {}) for r in found]
             _remember(_deps_cache, eid, deps)
-        states = _STEP_STATES
+        states = STEP_STATES
         out: list[_Step] = []
         for r, (sid, d, views) in zip(rows, deps, strict=True):
             state, reason, job_id = r["state"], r["reason"], r["job_id"]
@@ -205,6 +199,8 @@ class SQLFlows(FastStepEnd):
     ) -> list[ReapedJob]:
         """Apply ``tr`` to ``x`` in the design's order (§3); the step jobs it timed out.
         ``reason``/``result``: of the event's own step end (``tr.ended``)."""
+        from backends.sql.flow_names import S
+
         by_id = {s.id: s for s in x.steps}
         rows: list[dict[str, Any]] = []
 
@@ -221,7 +217,7 @@ class SQLFlows(FastStepEnd):
             )
 
         for sid, state in tr.ended:
-            step(sid, state, reason, result=result if state is _S.SUCCEEDED else None)
+            step(sid, state, reason, result=result if state is S.SUCCEEDED else None)
         ds, db, succeeded = changes(tr, lambda sid: by_id[sid].state)
         cur.execute(self._q["flow_update_execution"], {
             "e": x.id, "state": tr.state.value, "reason": _value(tr.reason),
@@ -233,10 +229,10 @@ class SQLFlows(FastStepEnd):
             self._lower_unmet(cur, x.id, self._index(cur, x.row), succeeded)
         reaped: list[ReapedJob] = []
         for sid in tr.time_out:
-            step(sid, _S.TIMED_OUT, Reason.FLOW_TIMEOUT.value)
+            step(sid, S.TIMED_OUT, Reason.FLOW_TIMEOUT.value)
             reaped += self._time_out_job(cur, x, by_id[sid].job_id, t)
         for sid in tr.not_run:
-            step(sid, _S.NOT_RUN, _value(tr.not_run_reason))
+            step(sid, S.NOT_RUN, _value(tr.not_run_reason))
             if by_id[sid].job_id is not None:
                 cur.execute(self._q["flow_not_run_job"], {"id": by_id[sid].job_id, "now": t})
         for sid in tr.cancel:
@@ -244,7 +240,7 @@ class SQLFlows(FastStepEnd):
         if tr.release:
             jobs = self._release(cur, x.id, [by_id[s].idx for s in tr.release], tr.deadline_at, t)
             for sid in tr.release:
-                step(sid, _S.QUEUED, None, job_id=jobs[by_id[sid].idx])
+                step(sid, S.QUEUED, None, job_id=jobs[by_id[sid].idx])
         if rows:
             cur.executemany(self._q["flow_update_step"], rows)
         x.changed(tr, rows, t)
@@ -299,10 +295,12 @@ class SQLFlows(FastStepEnd):
     def _promote(self, cur: Any, row: Row, t: int) -> list[ReapedJob]:
         """Start the queued executions of ``row``'s key that now have a place (the key's
         lock is held: every transaction on a keyed execution takes it first)."""
+        from backends.sql.flow_names import ConcurrencySpec, E, ExecutionSlot, decide
+
         key = row["conc_key"]
         conc = ConcurrencySpec(row["conc_limit"], "skip" if row["conc_skip"] else "queue")
         slots = [
-            ExecutionSlot(r["id"], _E(r["state"]), r["created_at"])
+            ExecutionSlot(r["id"], E(r["state"]), r["created_at"])
             for r in cur.execute(self._q["flow_active_of_key"], {"key": key}).fetchall()
         ]
         reaped: list[ReapedJob] = []
@@ -316,6 +314,8 @@ class SQLFlows(FastStepEnd):
 
     def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
         """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`."""
+        from backends.sql.flow_names import E, ExecutionSlot, decide
+
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
             others: list[ExecutionSlot] = []
@@ -323,11 +323,11 @@ class SQLFlows(FastStepEnd):
                 cur.execute(self._q["flow_lock_key"], {"k": new.conc_key})
                 rows = cur.execute(self._q["flow_active_of_key"], {"key": new.conc_key})
                 others = [
-                    ExecutionSlot(r["id"], _E(r["state"]), r["created_at"]) for r in rows.fetchall()
+                    ExecutionSlot(r["id"], E(r["state"]), r["created_at"]) for r in rows.fetchall()
                 ]
             admission = decide.admit(new.concurrency, others)
             self._insert_execution(cur, new, admission, t)
-            if admission.state is _E.RUNNING:
+            if admission.state is E.RUNNING:
                 x = self._lock(cur, new.id, key_held=True)
                 assert x is not None
                 self._apply(cur, x, decide.start(x.view(), t), t)
@@ -338,7 +338,9 @@ class SQLFlows(FastStepEnd):
     ) -> None:
         """Store the spec (if absent), the execution and its steps; an admitted execution
         is stored ``queued`` and started by the caller (``decide.start``)."""
-        skipped = admission.state is _E.SKIPPED
+        from backends.sql.flow_names import E, ExecutionReason, S
+
+        skipped = admission.state is E.SKIPPED
         conc = new.concurrency
         cur.execute(self._q["flow_insert_spec"], {"hash": new.spec_hash, "body": new.spec_json})
         cur.execute(self._q["flow_insert_execution"], {
@@ -346,12 +348,12 @@ class SQLFlows(FastStepEnd):
             "conc_limit": conc.limit if conc else None,
             "conc_skip": conc.behavior == "skip" if conc else None,
             "spec_hash": new.spec_hash, "input": new.input,
-            "state": (_E.QUEUED if admission.state is _E.RUNNING else admission.state).value,
+            "state": (E.QUEUED if admission.state is E.RUNNING else admission.state).value,
             "reason": _value(admission.reason), "max_parallel": new.max_parallel,
             "timeout_ms": new.timeout_ms, "now": t, "finished_at": t if skipped else None,
             "n_bad": len(new.steps) if skipped else 0,
         })  # fmt: skip
-        state = _S.NOT_RUN.value if skipped else _S.PENDING.value
+        state = S.NOT_RUN.value if skipped else S.PENDING.value
         why = ExecutionReason.CONCURRENCY_LIMIT.value if skipped else None
         cur.executemany(self._q["flow_insert_step"], [
             {"execution_id": new.id, "idx": i, "step_id": s.id, "state": state, "reason": why,
@@ -362,6 +364,8 @@ class SQLFlows(FastStepEnd):
 
     def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
         """See :meth:`queue_core.flows.storage.SupportsFlows.cancel_execution`."""
+        from backends.sql.flow_names import decide
+
         with self._tx() as cur:
             t = self._resolve_now(cur, now)
             x = self._lock(cur, execution_id)
@@ -427,11 +431,13 @@ class SQLFlows(FastStepEnd):
 
     def _step_ended(self, cur: Any, x: _Exec | None, job_id: str, t: int) -> list[ReapedJob]:
         """After a step job's change in this transaction: ``decide.step_ended`` applied."""
+        from backends.sql.flow_names import S, decide
+
         step = x.step_of_job(job_id) if x is not None else None
         if x is None or step is None:
             return []
         job = cur.execute(self._q["flow_job_state"], {"id": job_id}).fetchone()
-        state = _S(job["state"])
+        state = S(job["state"])
         tr = decide.step_ended(x.view(), step.id, state, t)
         result = bytes(job["result"]) if job["result"] is not None else None
         return self._apply(cur, x, tr, t, job["reason"], result)
@@ -478,6 +484,8 @@ class SQLFlows(FastStepEnd):
         return reaped
 
     def _advance(self, eid: str, t: int) -> list[ReapedJob]:
+        from backends.sql.flow_names import decide
+
         with self._tx() as cur:
             x = self._lock(cur, eid)
             if x is None:
@@ -519,6 +527,8 @@ class SQLFlows(FastStepEnd):
     # ------------------------------------------------------------------ reads
 
     def _records(self, cur: Any, rows: list[Row]) -> list[ExecutionRecord]:
+        from backends.sql.flow_names import E, ExecutionRecord, reason_of
+
         missing = sorted({r["spec_hash"] for r in rows} - _spec_cache.keys())
         if missing:
             got = cur.execute(self._q["flow_spec_bodies"], {"hashes": self._list(missing)})
@@ -526,7 +536,7 @@ class SQLFlows(FastStepEnd):
                 _remember(_spec_cache, s["hash"], s["body"])
         return [
             ExecutionRecord(
-                id=r["id"], flow=r["flow"], state=_E(r["state"]), reason=_reason(r["reason"]),
+                id=r["id"], flow=r["flow"], state=E(r["state"]), reason=reason_of(r["reason"]),
                 failed_step=r["failed_step"], spec_hash=r["spec_hash"],
                 spec_json=_spec_cache[r["spec_hash"]], input=bytes(r["input"]),
                 max_parallel=r["max_parallel"], timeout_ms=r["timeout_ms"],
@@ -551,9 +561,11 @@ class SQLFlows(FastStepEnd):
         offset: int = 0,
     ) -> list[ExecutionRecord]:
         """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`."""
+        from backends.sql.flow_names import E
+
         params = {
             "flow": flow,
-            "state": _E(state).value if state is not None else None,
+            "state": E(state).value if state is not None else None,
             "limit": max(limit, 0),
             "offset": max(offset, 0),
         }
@@ -563,6 +575,8 @@ class SQLFlows(FastStepEnd):
 
     def list_steps(self, execution_id: str) -> list[StepRecord]:
         """See :meth:`queue_core.flows.storage.SupportsFlows.list_steps`."""
+        from backends.sql.flow_names import StepRecord
+
         with self._stmt() as cur:
             steps = self._steps(cur, execution_id)
         return [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import sys
@@ -53,6 +52,8 @@ def _import_module(module_name: str, spec: str) -> Any:
 
 
 def _close_names(name: str, obj: Any) -> list[str]:
+    import difflib  # only for this message
+
     public = [n for n in dir(obj) if not n.startswith("_")]
     return difflib.get_close_matches(name, public, n=3, cutoff=0.6)
 

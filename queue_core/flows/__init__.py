@@ -19,19 +19,25 @@ Flows in storage and in the facade:
 
 ``model``, ``dag`` and ``decide`` read no clock and do no I/O; ``files`` and ``script`` are
 imported only on demand, so importing :mod:`queue_core` never needs PyYAML or pydantic.
+
+The names below are loaded from :mod:`queue_core.flows.model` on first use (PEP 562): a
+worker with no flow never builds the flow records (worker start-up is spent on imports).
 """
 
-from queue_core.flows.model import (
-    ConcurrencySpec,
-    ExecutionInfo,
-    ExecutionReason,
-    ExecutionState,
-    FlowSpec,
-    StepKind,
-    StepRun,
-    StepSpec,
-    StepState,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from queue_core.flows.model import (
+        ConcurrencySpec,
+        ExecutionInfo,
+        ExecutionReason,
+        ExecutionState,
+        FlowSpec,
+        StepKind,
+        StepRun,
+        StepSpec,
+        StepState,
+    )
 
 __all__ = [
     "ConcurrencySpec",
@@ -44,3 +50,14 @@ __all__ = [
     "StepSpec",
     "StepState",
 ]
+
+
+if not TYPE_CHECKING:  # mypy sees the imports above; a typo stays an error for it
+
+    def __getattr__(name: str) -> Any:
+        if name in __all__:
+            from queue_core.flows import model
+
+            value = globals()[name] = getattr(model, name)
+            return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from typing_extensions import Unpack
-
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError, ExecutionFailed, NotFound
 from queue_core.flows.jobs import build_execution
@@ -53,6 +51,8 @@ from queue_core.task import (
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from queue_core.queue import Queue
 
 __all__ = ["ExecutionHandle", "Flow", "executions", "flows_of", "load_flow"]

@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from queue_core.flows.model import FlowSpec, StepSpec
+from queue_core.flows.names import SCRIPT_TASK
 from queue_core.flows.storage import NewExecution, step_job_id
 from queue_core.model import NewJob
 from queue_core.policy import RetryPolicy, lost_delay_ms, merge_policies
 
 __all__ = ["SCRIPT_TASK", "build_execution", "step_job", "step_options"]
-
-SCRIPT_TASK: Final = "queue_core.flows.script"
-"""The task name of ``type: script`` steps' jobs (no registration needed)."""
 
 
 def step_options(spec: FlowSpec, step: StepSpec) -> str | None:

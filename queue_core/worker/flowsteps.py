@@ -16,36 +16,52 @@ reason ``flow_timeout``, a decision that is never retried.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-from queue_core.flows.calls import step_kwargs, step_values
-from queue_core.flows.jobs import SCRIPT_TASK
-from queue_core.flows.model import FlowSpec
-from queue_core.flows.script import ScriptCall, run_script
-from queue_core.flows.storage import SupportsFlows
+from queue_core.flows.names import SCRIPT_TASK
 from queue_core.task import Task, build_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from inspect import Signature
 
+    from queue_core.flows.model import FlowSpec
+    from queue_core.flows.script import ScriptCall
     from queue_core.model import ClaimedJob
     from queue_core.queue import Queue
     from queue_core.storage import Storage
 
-__all__ = ["SCRIPT_TASK", "flow_binds", "flow_deadline_of", "script_task", "step_call"]
+__all__ = [
+    "SCRIPT_TASK",
+    "flow_binds",
+    "flow_deadline_of",
+    "is_script_failure",
+    "script_task",
+    "step_call",
+]
 
 _DEFAULT_KILL_GRACE = 10.0
 
 
 async def _script_step(call: ScriptCall) -> Any:
     """The body of every ``type: script`` step: run the file, return its result."""
+    from queue_core.flows.script import run_script
+
     return await run_script(call)
 
 
 def script_task(queue: Queue) -> Task[Any, Any]:
     """The task the worker runs ``type: script`` steps with (never registered on the queue)."""
     return Task(queue, _script_step, name=SCRIPT_TASK, spec=build_spec(is_async=True))
+
+
+def is_script_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a script step's non-zero exit (recorded ``exit_code``). Looked up
+    in ``sys.modules``: if no script step ran here, :mod:`queue_core.flows.script` was
+    never imported and no ``ScriptFailed`` exists (a worker with no flow never loads it)."""
+    script = sys.modules.get("queue_core.flows.script")
+    return script is not None and isinstance(exc, script.ScriptFailed)
 
 
 def flow_binds(job: ClaimedJob) -> bool:
@@ -75,7 +91,12 @@ def step_call(
     specs: dict[str, FlowSpec],
 ) -> dict[str, Any]:
     """The keyword arguments of a step attempt (blocking storage reads: call it in a
-    thread). ``specs`` caches parsed definitions by hash (immutable)."""
+    thread). ``specs`` caches parsed definitions by hash (immutable). The flow modules
+    load here, at a worker's first step attempt."""
+    from queue_core.flows.calls import step_kwargs, step_values
+    from queue_core.flows.script import ScriptCall
+    from queue_core.flows.storage import SupportsFlows
+
     assert isinstance(storage, SupportsFlows)
     assert job.execution_id is not None and job.step_id is not None
     inputs = storage.get_step_inputs(job.execution_id, job.step_id)

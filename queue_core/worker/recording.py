@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from queue_core.errors import SerializationError
 from queue_core.events import AttemptEnded, AttemptStarted
-from queue_core.flows.script import ScriptFailed
 from queue_core.model import (
     Action,
     AttemptEnd,
@@ -30,7 +29,7 @@ from queue_core.policy import RetryPolicy, classify, decide, error_names
 from queue_core.task import check_isolation
 from queue_core.worker.base import WorkerState
 from queue_core.worker.caps import cap_message, format_traceback
-from queue_core.worker.flowsteps import flow_binds
+from queue_core.worker.flowsteps import flow_binds, is_script_failure
 from queue_core.worker.log import log, log_attempt_end
 from queue_core.worker.slots import Attempt
 
@@ -145,7 +144,7 @@ class AttemptRecording(WorkerState):
         decision = decide(
             policy, att.job.attempt, Outcome.FAILED, retryable=retryable, rng=self._rng
         )
-        reason = Reason.EXIT_CODE if isinstance(exc, ScriptFailed) else Reason.ERROR
+        reason = Reason.EXIT_CODE if is_script_failure(exc) else Reason.ERROR
         self._decided(att, Outcome.FAILED, reason, decision, info or error_info(exc))
 
     def _dead(

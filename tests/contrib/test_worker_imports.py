@@ -1,0 +1,170 @@
+"""A worker imports only what running a plain job needs: the flow modules, dashboard,
+metrics, OpenTelemetry, SQLAlchemy, YAML/pydantic, zoneinfo and difflib load on first
+use, never for a queue with no flow (a worker's start-up time is its imports). The lazy
+names stay importable from the same modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from queue_core import Queue
+from tests.integration.helpers.drain_app import APP, register
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_WORKER = """
+import json, sys
+from contrib.cli import main
+sys.argv = ["queue-core", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+# Modules a plain job never needs (prefix match on the dotted name).
+_NEVER = (
+    "queue_core.flows.api",
+    "queue_core.flows.calls",
+    "queue_core.flows.dag",
+    "queue_core.flows.decide",
+    "queue_core.flows.decide_fast",
+    "queue_core.flows.jobs",
+    "queue_core.flows.model",
+    "queue_core.flows.scheduled",
+    "queue_core.flows.script",
+    "queue_core.flows.storage",
+    "backends.sql.flow_names",
+    "backends.sql.schema",
+    "contrib.dashboard",
+    "contrib.metrics",
+    "contrib.otel",
+    "contrib.cli.flows",
+    "sqlalchemy",
+    "yaml",
+    "pydantic",
+    "opentelemetry",
+    "prometheus_client",
+    "zoneinfo",
+    "difflib",
+)
+
+
+def _run(
+    code: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+def test_a_sqlite_worker_runs_a_plain_job_without_flow_or_extra_modules(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    log = tmp_path / "executions.log"
+    q = Queue(url)
+    q.migrate()  # migrated: the worker only checks the version (no SQLAlchemy)
+    register(q).delay(7)
+    q.close()
+    proc = _run(
+        _WORKER, "worker", APP, "--burst", env={"QC_DRAIN_LOG": str(log), "QUEUE_CORE_URL": url}
+    )
+    modules: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert log.read_text().split()[:2] == ["S", "7"], proc.stderr[-2000:]  # the job ran
+    assert "backends.sql.flows" in modules  # the flow operations are SQLStorage's base
+    assert "queue_core.worker.flowsteps" in modules
+    assert _loaded(modules, _NEVER) == []
+
+
+def test_a_flow_step_loads_the_flow_modules_on_demand(tmp_path: Path) -> None:
+    """The other side of the laziness: a worker that meets a flow step loads them."""
+    code = """
+import json, sys
+from queue_core import Queue
+q = Queue(sys.argv[1])
+before = "queue_core.flows.model" in sys.modules
+seen = []
+flow = q.flow("f")
+@flow.step()
+def a() -> int:
+    seen.append(1)
+    return 1
+ex = flow.start()
+q.run_worker(burst=True, install_signal_handlers=False)
+print(json.dumps([before, seen, ex.status().value,
+                  "backends.sql.flow_names" in sys.modules]))
+"""
+    proc = _run(code, f"sqlite:///{tmp_path / 'jobs.db'}")
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        False,
+        [1],
+        "succeeded",
+        True,
+    ], proc.stderr[-2000:]
+
+
+def test_lazy_names_stay_importable_from_the_same_modules() -> None:
+    code = """
+import json, sys
+import queue_core, queue_core.storage, queue_core.flows
+out = {"eager": sorted(m for m in sys.modules if m.startswith("queue_core.flows."))}
+from queue_core import SupportsFlows as a
+from queue_core.storage import SupportsFlows as b
+from queue_core.flows.storage import SupportsFlows as c
+from queue_core.flows import FlowSpec, StepState
+from queue_core.flows.model import FlowSpec as F2, StepState as S2
+from queue_core.flows.jobs import SCRIPT_TASK
+from queue_core.flows.names import SCRIPT_TASK as T2
+out["same"] = [a is b is c, FlowSpec is F2, StepState is S2, SCRIPT_TASK == T2]
+errors = []
+for mod, name in ((queue_core, "Nope"), (queue_core.storage, "Nope"), (queue_core.flows, "Nope")):
+    try:
+        getattr(mod, name)
+    except AttributeError as exc:
+        errors.append(str(exc))
+out["errors"] = errors
+print(json.dumps(out))
+"""
+    proc = _run(code)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["eager"] == ["queue_core.flows.facade"], proc.stderr[-2000:]
+    assert out["same"] == [True, True, True, True]
+    assert out["errors"] == [
+        "module 'queue_core' has no attribute 'Nope'",
+        "module 'queue_core.storage' has no attribute 'Nope'",
+        "module 'queue_core.flows' has no attribute 'Nope'",
+    ]
+
+
+def test_a_script_failure_is_told_with_or_without_the_script_module() -> None:
+    code = """
+import json, sys
+from queue_core.worker.flowsteps import is_script_failure
+first = [is_script_failure(RuntimeError("x")), "queue_core.flows.script" in sys.modules]
+from queue_core.flows.script import ScriptFailed, ScriptTimedOut
+print(json.dumps(first + [is_script_failure(ScriptFailed("exit 3", exit_code=3)),
+                          is_script_failure(ScriptTimedOut("late", exit_code=None, sigkill=False)),
+                          is_script_failure(ValueError("x"))]))
+"""
+    proc = _run(code)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        False,
+        False,
+        True,
+        True,
+        False,
+    ], proc.stderr[-2000:]
