@@ -68,6 +68,11 @@ def run_ats(storage: MemoryStorage) -> list[int]:
     return [j.run_at for j in tick_jobs(storage)]
 
 
+def timer_at(clock: ManualClock, at: float) -> bool:
+    """Whether a timer is set for the monotonic time ``at``."""
+    return any(abs(t - at) < 1e-6 for t in clock.pending_timers())
+
+
 def passed(workers: Sequence[Worker], n: int) -> bool:
     """Whether the scheduler of every worker made ``n`` passes (then it sleeps until
     the next tick: it registers that timer before the event loop runs anything else)."""
@@ -222,9 +227,13 @@ async def test_a_storage_outage_delays_the_tick_but_does_not_lose_it(clock: Manu
         storage.failures = 2
         clock.advance_ms(tick(1) - clock.now_ms())
         await until(lambda: storage.failures == 1, "the first failure")
-        clock.advance(0.05)  # the scheduler's backoff, on the worker's clock
+        # the scheduler's backoff, on the worker's clock (advanced once its timer is set:
+        # the failure is counted on a thread before the loop schedules the back-off)
+        await until(partial(timer_at, clock, clock.monotonic() + 0.05), "the back-off")
+        clock.advance(0.05)
         await until(lambda: storage.failures == 0, "the second failure")
         assert tick_jobs(storage) == []
-        clock.advance(0.1)  # the backoff doubled
+        await until(partial(timer_at, clock, clock.monotonic() + 0.1), "the doubled back-off")
+        clock.advance(0.1)
         await until(lambda: len(tick_jobs(storage)) == 1, "the tick enqueued after the outage")
     assert run_ats(storage) == [tick(1)]
