@@ -97,9 +97,10 @@ def _child(url: str, mode: str, n: int, profile: bool) -> dict[str, Any]:
 # serializer is called from Task._make), so each line is read on its own.
 _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("task call total (delay/map)", ("task.py:delay", "task.py:map")),
-    ("job building (Task._make)", ("task.py:_make",)),
-    ("  NewJob(...) construction", ("<string>:__init__", "model.py:__init__")),
-    ("  job ids (new_job_id)", ("task.py:new_job_id",)),
+    ("job building (Task._plain/_make)", ("task.py:_make", "task.py:_plain")),
+    ("  NewJob(...) construction", ("<string>:__init__", "model.py:__init__",
+                                    "jobbuild.py:__call__")),
+    ("  job ids (new_job_id[s])", ("task.py:new_job_id", "jobbuild.py:new_job_ids")),
     ("  payload serialization", ("serializer.py:dumps_payload",)),
     ("submit (Queue._submit_*)", ("queue.py:_submit_one", "queue.py:_submit_many")),
     ("  rows/args building", ("records.py:job_row", "enqueue_script", "lean.py", "args_of")),
