@@ -98,8 +98,10 @@ def _child(url: str, mode: str, n: int, profile: bool) -> dict[str, Any]:
 _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("task call total (delay/map)", ("task.py:delay", "task.py:map")),
     ("job building (Task._plain/_make)", ("task.py:_make", "task.py:_plain")),
-    ("  NewJob(...) construction", ("<string>:__init__", "model.py:__init__",
-                                    "jobbuild.py:__call__")),
+    (
+        "  NewJob(...) construction",
+        ("<string>:__init__", "model.py:__init__", "jobbuild.py:__call__"),
+    ),
     ("  job ids (new_job_id[s])", ("task.py:new_job_id", "jobbuild.py:new_job_ids")),
     ("  payload serialization", ("serializer.py:dumps_payload",)),
     ("submit (Queue._submit_*)", ("queue.py:_submit_one", "queue.py:_submit_many")),
@@ -196,8 +198,10 @@ def _run_child(root: Path, url: str, mode: str, n: int, migrate: bool, profile: 
 
 def _print_profile(backend: str, mode: str, res: dict[str, Any]) -> None:
     prof = res["profile"]
-    print(f"\n== profile {backend} {mode}: {res['rate']:,.0f} jobs/s under cProfile "
-          f"(cProfile inflates Python calls; read the split, not the rate)")
+    print(
+        f"\n== profile {backend} {mode}: {res['rate']:,.0f} jobs/s under cProfile "
+        f"(cProfile inflates Python calls; read the split, not the rate)"
+    )
     for label, us in prof["buckets_us_per_job"].items():
         print(f"  {label:<32} {us:8.2f} µs/job")
     print("  top functions by own time (µs/job own, cumulative):")
@@ -211,16 +215,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("-n", type=int, default=10_000)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--modes", default="single,bulk")
-    p.add_argument("--root", action="append", type=Path,
-                   help="a checkout to measure (repeat: alternated A/B/...; default: this one)")
+    p.add_argument(
+        "--root",
+        action="append",
+        type=Path,
+        help="a checkout to measure (repeat: alternated A/B/...; default: this one)",
+    )
     p.add_argument("--profile", action="store_true")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     roots = [r.resolve() for r in (args.root or [ROOT])]
     modes = [m for m in args.modes.split(",") if m]
     results: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="qc-enq-") as tmp, \
-            _servers(args.backends, Path(tmp)) as fresh:
+    with (
+        tempfile.TemporaryDirectory(prefix="qc-enq-") as tmp,
+        _servers(args.backends, Path(tmp)) as fresh,
+    ):
         for backend in args.backends:
             for mode in modes:
                 if args.profile:
@@ -233,9 +243,11 @@ def main(argv: list[str] | None = None) -> None:
                         url, mig = fresh[backend]()
                         res = _run_child(root, url, mode, args.n, mig, False)
                         results.setdefault(f"{backend} {mode} {root}", []).append(res)
-                        print(f"{backend:8} {mode:6} rep {rep} {root.name:>14}: "
-                              f"{res['rate']:9,.0f} jobs/s {res['cpu_us']:7.1f} µs/job CPU",
-                              flush=True)
+                        print(
+                            f"{backend:8} {mode:6} rep {rep} {root.name:>14}: "
+                            f"{res['rate']:9,.0f} jobs/s {res['cpu_us']:7.1f} µs/job CPU",
+                            flush=True,
+                        )
     if not results:
         return
     print("\nmedians:")

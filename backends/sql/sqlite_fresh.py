@@ -47,7 +47,7 @@ def load_script() -> tuple[int, tuple[str, ...]]:
     body = []
     for line in text.splitlines():
         if line.startswith(_VERSION_TAG):
-            version = int(line[len(_VERSION_TAG):])
+            version = int(line[len(_VERSION_TAG) :])
         elif not line.startswith("--"):
             body.append(line)
     statements = tuple(s.strip() for s in "\n".join(body).split(_SEPARATOR) if s.strip())
@@ -84,11 +84,12 @@ def dump(path: str) -> str:
     indexes, each by name (``create_all`` creates indexes in no fixed order)."""
     conn = sqlite3.connect(path)
     try:
-        version = conn.execute(
-            "SELECT value FROM qc_meta WHERE key = 'schema_version'"
-        ).fetchone()[0]
+        version = conn.execute("SELECT value FROM qc_meta WHERE key = 'schema_version'").fetchone()[
+            0
+        ]
         ddl = [
-            row[0] for row in conn.execute(
+            row[0]
+            for row in conn.execute(
                 "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name LIKE 'qc\\_%'"
                 " ESCAPE '\\' ORDER BY type = 'index', name"
             )

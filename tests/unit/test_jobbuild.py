@@ -30,8 +30,14 @@ def _tasks(queue: queue_core.Queue) -> dict[str, Any]:
         "defaults": queue.task(name="t.defaults")(body),
         "no_jitter": queue.task(name="t.nojit", retry_jitter=0, max_retries=3)(body),
         "options": queue.task(
-            name="t.opts", queue="q2", priority=7, timeout=5, heartbeat=2,
-            schedule_to_start=30, retry_backoff=2.5, retry_jitter=0,
+            name="t.opts",
+            queue="q2",
+            priority=7,
+            timeout=5,
+            heartbeat=2,
+            schedule_to_start=30,
+            retry_backoff=2.5,
+            retry_jitter=0,
             concurrency=Concurrency(limit=2, key="k"),
         )(body),
         "rated": queue.task(name="t.rated", rate_limit="5/s", retry_jitter=0)(body),
@@ -47,8 +53,9 @@ def test_a_plain_job_is_the_job_make_builds(which: str) -> None:
     assert task._factory is not None
     for args in [(1,), ("x", {"k": [1, 2]}), (None, 2.5)]:
         fast = task._plain(args, {}, "job-1")
-        slow = task._make(args, {}, task._template, task._fixed_lost_delay, task.policy,
-                          job_id="job-1")
+        slow = task._make(
+            args, {}, task._template, task._fixed_lost_delay, task.policy, job_id="job-1"
+        )
         assert type(fast) is NewJob
         assert fast == slow
         assert hash(fast) == hash(slow)
