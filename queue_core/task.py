@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import random
 import sys
 from collections.abc import Callable, Coroutine, Iterable
@@ -24,6 +23,7 @@ from typing_extensions import Unpack
 
 from queue_core.errors import ConfigError
 from queue_core.handle import JobHandle
+from queue_core.jobbuild import new_job_id as new_job_id
 from queue_core.jobbuild import new_job_ids, plain_job_factory
 from queue_core.model import NewJob
 
@@ -200,16 +200,6 @@ def _main_module_name(module: str, qualname: str) -> str:
             value=file,
         )
     return stem
-
-
-_UUID4_CLEAR: Final = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_UUID4_SET: Final = (4 << 76) | (0x8000 << 48)
-
-
-def new_job_id() -> str:
-    """A random version-4 UUID as 32 hex digits, like ``uuid.uuid4().hex`` (~5x cheaper)."""
-    n = int.from_bytes(os.urandom(16), "big")
-    return "%032x" % ((n & _UUID4_CLEAR) | _UUID4_SET)
 
 
 # --------------------------------------------------------------------------- Task

@@ -5,6 +5,7 @@ gives, field for field."""
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from typing import Any
 
@@ -13,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import queue_core
-from queue_core.jobbuild import JobFactory, new_job_ids, plain_job_factory
+from queue_core import jobbuild
+from queue_core.jobbuild import JobFactory, new_job_id, new_job_ids, plain_job_factory
 from queue_core.model import NewJob
 from queue_core.task import Concurrency
 
@@ -104,14 +106,52 @@ def test_map_and_delay_store_what_they_build() -> None:
     assert queue.serializer.loads_payload(rec.payload) == ((99,), {})
 
 
-def test_new_job_ids_are_uuid4_hex() -> None:
-    ids = new_job_ids(5000)
-    assert len(set(ids)) == 5000
-    for job_id in ids[:500]:
-        u = uuid.UUID(hex=job_id)
-        assert (u.hex, u.version, u.variant) == (job_id, 4, uuid.RFC_4122)
-    assert {i[16] for i in ids} == set("89ab")
+def _check_uuid7(job_id: str, before_ms: int, after_ms: int) -> None:
+    u = uuid.UUID(hex=job_id)
+    assert (u.hex, u.version, u.variant) == (job_id, 7, uuid.RFC_4122)
+    assert before_ms <= int(job_id[:12], 16) <= after_ms + 2  # a burst may borrow a few ms
+
+
+def test_job_ids_are_time_ordered_uuid7_hex() -> None:
+    before = time.time_ns() // 1_000_000
+    batch = new_job_ids(5000)
+    singles = [new_job_id() for _ in range(2000)]
+    after = time.time_ns() // 1_000_000
+    ids = batch + singles + new_job_ids(3)
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)  # strictly increasing in this process, batch or single
+    for job_id in ids[:300] + ids[-300:]:
+        _check_uuid7(job_id, before, after)
+    assert {i[16] for i in batch} == set("89ab")
     assert new_job_ids(0) == []
+
+
+def test_job_ids_stay_ordered_when_the_clock_steps_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = new_job_id()
+    real = time.time_ns
+    monkeypatch.setattr(jobbuild.time, "time_ns", lambda: real() - 3_600_000_000_000)
+    later = [new_job_id(), *new_job_ids(10), new_job_id()]
+    assert [first, *later] == sorted([first, *later])
+    assert len(set(later)) == len(later)
+
+
+def test_ids_drawn_by_threads_at_once_are_unique() -> None:
+    import threading
+
+    out: list[list[str]] = []
+
+    def draw() -> None:
+        out.append([new_job_id() for _ in range(500)] + new_job_ids(500))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for chunk in out for i in chunk]
+    assert len(ids) == 4000 == len(set(ids))
+    stamps = [i[:16] for i in ids]
+    assert len(set(stamps)) == len(stamps)  # no two ids share a (ms, sequence) stamp
 
 
 def test_factory_rejects_unknown_and_missing_fields() -> None:
