@@ -157,7 +157,8 @@ class NewJob:
     """
 
     id: str
-    """Job id, chosen by the core (unique; a uuid4 hex)."""
+    """Job id, chosen by the core (unique; any string: the core makes time-ordered
+    version-7 UUIDs as 32 hex digits, :func:`queue_core.jobbuild.new_job_id`)."""
     task_name: str
     queue: str
     payload: bytes

@@ -329,12 +329,12 @@ class Queue(FlowMethods):
         if self._header_providers:
             jobs = with_headers(jobs, self._header_providers)
         ids = [j.id for j in jobs]
-        new = set(ids)
         if any(j.unique_key is not None or j.rate_key is not None for j in jobs):
             ids = enqueue_limited(self._storage, jobs)
         else:
             self._storage.enqueue(jobs)
         if self.eager or EAGER_EVERYWHERE:
+            new = {j.id for j in jobs}
             for job_id in dict.fromkeys(ids):
                 if job_id in new:  # a duplicate's holder is not run again
                     self._run_eagerly(job_id)

@@ -195,6 +195,9 @@ class JsonSerializer:
                 change (a non-string dict key, NaN, an infinity), and its type.
         """
         try:
+            if not kwargs and len(args) == 1 and args[0].__class__ is int:
+                # one plain int (an id, an index): the text _ENCODE gives, ~8x cheaper
+                return b'{"args":[%d],"kwargs":{}}' % args[0]
             text = _ENCODE({"args": args, "kwargs": kwargs})
             # The envelope holds two "{"; a third means a dict (or a brace in a string).
             if text.count("{", 2) > 1 and _changed_by_json((args, kwargs)):

@@ -261,8 +261,8 @@ class SQLBase(Storage):
                 return
             version = self._stored_version()
             check_version(version, self._masked)
-            if version == SCHEMA_VERSION:  # the common case: no SQLAlchemy needed
-                self._schema_ready = True
+            if version == SCHEMA_VERSION or (version == 0 and self._create_fresh()):
+                self._schema_ready = True  # the common cases: no SQLAlchemy needed
                 return
             from backends.sql import schema
 
@@ -275,6 +275,11 @@ class SQLBase(Storage):
                         with conn.begin():
                             schema.migrate(conn, where=self._masked)
             self._schema_ready = True
+
+    def _create_fresh(self) -> bool:
+        """Create the schema of an empty database without SQLAlchemy; whether it did
+        (SQLite: :mod:`backends.sql.sqlite_fresh`)."""
+        return False
 
     def _stored_version(self) -> int:
         """The stored schema version read on this thread's DBAPI connection (0 when

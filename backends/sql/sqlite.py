@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends.sql import queries
-from backends.sql.base import local_ms
+from backends.sql.base import _Scope, local_ms
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row, job_row
 from backends.sql.storage import SQLStorage
@@ -84,6 +84,14 @@ class SQLiteStorage(SQLStorage):
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
+
+    def _create_fresh(self) -> bool:
+        from backends.sql.sqlite_fresh import create_fresh
+
+        with translate_errors(self._masked, secret=self._secret):
+            conn = self._conns.get()
+        with _Scope(self, conn, True) as cur:
+            return create_fresh(cur)
 
     def _configure(self, conn: Any) -> None:
         # The driver must not open transactions itself: we issue BEGIN IMMEDIATE.

@@ -83,10 +83,16 @@ def _imports_sqlalchemy(url: str) -> bool:
     return out.stdout.strip().splitlines()[-1] == "True"
 
 
-def test_sqlite_imports_sqlalchemy_only_to_create_the_schema(tmp_path: Path) -> None:
+def test_sqlite_imports_sqlalchemy_only_to_migrate_an_existing_schema(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    assert _imports_sqlalchemy(url)  # a new database: the schema is created
+    # a new database: created from backends/sql/sql/sqlite_schema.sql (sqlite_fresh.py)
+    assert not _imports_sqlalchemy(url)
     assert not _imports_sqlalchemy(url)  # up to date: plain sqlite3 only
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "q.db") as conn:
+        conn.execute("UPDATE qc_meta SET value = '9' WHERE key = 'schema_version'")
+    assert _imports_sqlalchemy(url)  # an older schema is migrated by schema.py
 
 
 def test_an_older_schema_is_still_migrated(tmp_path: Path) -> None:
