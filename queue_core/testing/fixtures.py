@@ -7,10 +7,10 @@ test states only what it checks. Times are epoch milliseconds around :data:`T0`.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
+from queue_core.jobbuild import new_job_id
 from queue_core.model import (
     Action,
     AttemptEnd,
@@ -60,8 +60,8 @@ T = TypeVar("T")
 
 
 def new_id() -> str:
-    """A fresh job id (uuid4 hex, as the core makes them)."""
-    return uuid.uuid4().hex
+    """A fresh job id (a version-7 UUID's 32 hex digits, as the core makes them)."""
+    return new_job_id()
 
 
 def new_job(
