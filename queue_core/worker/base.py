@@ -96,7 +96,6 @@ class WorkerState:
     _flushing: bool
     _wakeup: bool
     _threads: BodyThreads
-    _threads_token: Any
     _claim_io: StorageThread
     _finish_io: FinishThread
     _finish_failed: BaseException | None

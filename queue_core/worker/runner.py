@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import anyio.lowlevel
 
 from queue_core.clock import Clock
 from queue_core.durations import parse_duration, to_ms
@@ -258,7 +257,6 @@ class Worker(Claiming):
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
         self._threads = BodyThreads(self._thread_done)
-        self._threads_token = anyio.lowlevel.current_token()
         self._claim_io = StorageThread("queue-core claim")
         self._finish_failed = None
         self._finish_io = FinishThread(

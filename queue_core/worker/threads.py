@@ -75,7 +75,8 @@ class BodyThreads:
         """Threads awake and about to look at ``_pending`` (woken, started, or done with
         a body): while a call waits, at least one."""
         self._threads: list[threading.Thread] = []
-        self._done: list[tuple[Attempt, bool, Any]] = []
+        self._done: list[tuple[Attempt | None, bool, Any]] = []
+        """Ends reported, and calls announced (``(None, True, call)``), in order."""
         self._delivery_pending = False
 
     def submit(self, att: Attempt, call: Callable[[], Any]) -> None:
@@ -127,7 +128,7 @@ class BodyThreads:
                 continue
             att, call = item
             try:
-                result: tuple[Attempt, bool, Any] = (att, True, call())
+                result: tuple[Attempt | None, bool, Any] = (att, True, call())
             except BaseException as exc:  # noqa: BLE001 - carried back to the loop
                 result = (att, False, exc)
             with lock:
@@ -141,6 +142,17 @@ class BodyThreads:
             except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
                 return
 
+    def announce(self, call: Callable[[], None]) -> None:
+        """Have the loop run ``call`` before it takes any end reported after this (from
+        any thread): the claim thread registers the attempts it starts this way, so
+        their ends can never overtake their registration."""
+        with self._lock:
+            self._done.append((None, True, call))
+            if self._delivery_pending:
+                return
+            self._delivery_pending = True
+        self._token.backend_class.run_sync_soon(self._deliver, (), self._token.native_token)
+
     def _deliver(self) -> None:
         """On the loop: hand every end reported so far over (one loop wake-up for many)."""
         with self._lock:
@@ -148,9 +160,13 @@ class BodyThreads:
             self._delivery_pending = False
         for att, ok, value in ends:
             try:
+                if att is None:
+                    value()
+                    continue
                 self._on_done(att, ok, value)
             except Exception:  # noqa: BLE001 - one bad end must not drop the others
-                log.exception("recording the end of job %s failed", att.ref.job_id)
+                what = "an announced call" if att is None else f"the end of job {att.ref.job_id}"
+                log.exception("recording %s failed", what)
 
     def close(self) -> None:
         for _ in self._threads:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import anyio
@@ -66,6 +67,29 @@ async def test_a_thread_done_with_a_body_takes_the_next_call() -> None:
             await until(functools.partial(_has, ended, n + 1), f"end {n} was delivered")
         assert ended == [0, 1, 2, 3, 4]
         assert len(threads._threads) == 1
+    finally:
+        threads.close()
+
+
+def _spin(cond: Callable[[], bool]) -> None:
+    """Wait for ``cond`` without yielding to the event loop (a thread changes it)."""
+    limit = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < limit, "never happened"
+        time.sleep(0.001)
+
+
+async def test_an_announced_call_runs_before_ends_reported_after_it() -> None:
+    order: list[Any] = []
+    threads = BodyThreads(lambda att, ok, value: order.append(att))
+    try:
+        threads.submit(_att(1), lambda: None)
+        _spin(lambda: threads._delivery_pending)  # its delivery is scheduled, not run
+        threads.announce(lambda: order.append("registered"))
+        threads.submit(_att(2), lambda: None)
+        _spin(lambda: len(threads._done) == 3)  # the second end rides along
+        await until(lambda: len(order) == 3, "all delivered")
+        assert order == [1, "registered", 2]
     finally:
         threads.close()
 
