@@ -107,9 +107,15 @@ class Claiming(Running):
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         try:
             if state.idle and self._wakeup and not self._table.running:
-                started, found = await self._claim_io.call(self._wait_then_claim, free)
-            else:
-                started, found = await self._claim_io.call(self._claim_then_start, free)
+                started, jobs = await self._claim_io.call(self._wait_then_claim, free)
+                if started:
+                    state.found()
+                    if not jobs:
+                        return None
+                return list(jobs)
+            found: list[ClaimedJob] = await self._claim_io.call(
+                self.storage.claim, self.id, self._queues, free, self.lease_ms
+            )
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
@@ -119,11 +125,7 @@ class Claiming(Running):
             return None
         state.backoff.reset()
         self._outage.ok()
-        if started:
-            state.found()
-            if not found:
-                return None
-        return list(found)
+        return found
 
     async def _idle(self, state: _ClaimState) -> None:
         """Nothing was claimed: wait for a wake-up next time, or poll."""
@@ -163,14 +165,6 @@ class Claiming(Running):
             return 0, []
         jobs = self.storage.claim(self.id, self._queues, free, self.lease_ms)
         self._outage.ok()
-        if not jobs:
-            return 0, jobs
-        return self._start_direct(jobs)
-
-    def _claim_then_start(self, free: int) -> tuple[int, list[ClaimedJob]]:
-        """On the claim thread: claim, and start plain sync bodies from here (see
-        :meth:`_start_direct`), so they start without waiting for a loop wake-up."""
-        jobs = self.storage.claim(self.id, self._queues, free, self.lease_ms)
         if not jobs:
             return 0, jobs
         return self._start_direct(jobs)
