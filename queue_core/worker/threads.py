@@ -174,13 +174,14 @@ class BodyThreads:
 
 
 class StorageThread:
-    """A dedicated daemon thread for one kind of hot storage call (claim, finish).
+    """A dedicated daemon thread for one kind of hot storage call (the claim; ends
+    are written by :class:`~queue_core.worker.finishing.FinishThread`).
 
     A call costs a queue put and one loop wake-up, about a third of a ``to_thread``
-    hop (no pool, limiter or cancel scope per call), and with one thread per kind of
-    call a claim and a finish run at the same time. Like ``to_thread.run_sync``, the
-    caller waits for the call to return even when cancelled meanwhile, so claimed jobs
-    or written ends are never abandoned halfway.
+    hop (no pool, limiter or cancel scope per call), and on its own thread a claim
+    runs while ends are written. Like ``to_thread.run_sync``, the caller waits for the
+    call to return even when cancelled meanwhile, so claimed jobs are never abandoned
+    halfway.
     """
 
     def __init__(self, name: str) -> None:
