@@ -6,7 +6,9 @@ Run from a checkout (its code is what is measured)::
     python bench/worker_cpu.py sqlite -n 20000 --reps 3
 
 ``memory`` runs the worker in this process (``time.process_time`` around ``Worker.run``),
-so it has no start-up to subtract. ``--profile FILE`` (memory only) writes a cProfile.
+so it has no start-up to subtract. Voluntary context switches per job (``ru_nvcsw``,
+the same way) count thread hand-offs and GIL waits. ``--profile FILE`` (memory only)
+writes a cProfile.
 """
 
 from __future__ import annotations
@@ -31,9 +33,16 @@ def _child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _burst(url: str, workdir: Path) -> tuple[float, float]:
-    """(CPU s, wall s) of one ``queue-core worker --burst`` subprocess."""
+def _switches(who: int) -> int:
+    """Voluntary context switches (a thread that sleeps: a hand-off or a GIL wait)."""
+    return resource.getrusage(who).ru_nvcsw
+
+
+def _burst(url: str, workdir: Path) -> tuple[float, float, int]:
+    """(CPU s, wall s, voluntary context switches) of one ``queue-core worker --burst``
+    subprocess."""
     before, t0 = _child_cpu(), time.perf_counter()
+    sw0 = _switches(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
         drain._worker_cmd(["--burst"]),
         cwd=workdir,
@@ -43,7 +52,8 @@ def _burst(url: str, workdir: Path) -> tuple[float, float]:
     )
     if proc.returncode != 0:
         raise SystemExit(f"worker exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    return _child_cpu() - before, time.perf_counter() - t0
+    cpu, wall = _child_cpu() - before, time.perf_counter() - t0
+    return cpu, wall, _switches(resource.RUSAGE_CHILDREN) - sw0
 
 
 def one_rep(backend: str, fresh: object, workdir: Path, n: int, profile: str | None) -> dict:
@@ -60,18 +70,22 @@ def one_rep(backend: str, fresh: object, workdir: Path, n: int, profile: str | N
             prof = cProfile.Profile()
             prof.enable()
         c0, t0 = time.process_time(), time.perf_counter()
+        sw0 = _switches(resource.RUSAGE_SELF)
         w.run()
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        switches = _switches(resource.RUSAGE_SELF) - sw0
         if profile:
             prof.disable()
             prof.dump_stats(profile)
         app._marks.clear()
-        return {"us_per_job": cpu / n * 1e6, "jobs_per_s": n / wall}
-    cpu_empty, _ = _burst(fresh(f"empty{time.monotonic_ns()}"), workdir)  # type: ignore[operator]
-    cpu, wall = _burst(url, workdir)
+        return {"us_per_job": cpu / n * 1e6, "jobs_per_s": n / wall, "cs_per_job": switches / n}
+    empty = _burst(fresh(f"empty{time.monotonic_ns()}"), workdir)  # type: ignore[operator]
+    cpu_empty = empty[0]
+    cpu, wall, switches = _burst(url, workdir)
     return {
         "us_per_job": (cpu - cpu_empty) / n * 1e6,
         "jobs_per_s": n / wall,
+        "cs_per_job": (switches - empty[2]) / n,
         "startup_cpu_s": cpu_empty,
     }
 
@@ -93,10 +107,11 @@ def main() -> None:
             ]
     us = statistics.median(r["us_per_job"] for r in reps)
     rate = statistics.median(r["jobs_per_s"] for r in reps)
+    cs = statistics.median(r["cs_per_job"] for r in reps)
     each = " ".join(f"{r['us_per_job']:.0f}" for r in reps)
     print(
         f"{args.backend} n={args.n} cpu_us_per_job={us:.1f} (reps {each}) "
-        f"drain_jobs_per_s={rate:.0f} root={drain.ROOT}"
+        f"vol_switches_per_job={cs:.2f} drain_jobs_per_s={rate:.0f} root={drain.ROOT}"
     )
 
 

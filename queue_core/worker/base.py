@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from queue_core.queue import Queue
     from queue_core.serializer import Serializer
     from queue_core.task import Task
+    from queue_core.worker.finishing import FinishThread
     from queue_core.worker.recording import CallOptions
     from queue_core.worker.threads import BodyThreads, StorageThread
 
@@ -95,9 +96,10 @@ class WorkerState:
     _flushing: bool
     _wakeup: bool
     _threads: BodyThreads
-    _threads_token: Any
     _claim_io: StorageThread
-    _finish_io: StorageThread
+    _finish_io: FinishThread
+    _finish_failed: BaseException | None
+    """The finish thread's last failed write, not yet handled by the finisher."""
     _tg: anyio.abc.TaskGroup
 
     def _request_stop(self) -> None:

@@ -11,6 +11,7 @@ the event loop's timer, not service timing: they do not run on the worker's cloc
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Final
 
@@ -197,10 +198,11 @@ class Claiming(Running):
         """On the claim thread: start plain sync bodies straight on a body thread,
         without a loop round trip; every other job is returned for :meth:`_start`.
 
-        The attempts are registered on the loop by a callback scheduled *before* their
-        bodies are handed over, so the loop records them (slot, claim time, deadline)
-        before any end can be delivered: both travel through the loop's FIFO of
-        thread-scheduled callbacks.
+        The attempts are registered on the loop by a call announced to the body threads
+        *before* their bodies are handed over (:meth:`BodyThreads.announce`): it travels
+        in the same ordered list as the ends, so the loop records them (slot, claim
+        time, deadline) before it takes any of their ends, even when those ride along
+        with a delivery scheduled earlier; and before the claim returns to the loop.
         """
         direct: list[_Direct] = []
         rest: list[ClaimedJob] = []
@@ -212,10 +214,7 @@ class Claiming(Running):
                 direct.append(found)
         if not direct:
             return 0, rest
-        token = self._threads_token
-        token.backend_class.run_sync_soon(
-            self._register_direct, ([d[0] for d in direct],), token.native_token
-        )
+        self._threads.announce(functools.partial(self._register_direct, [d[0] for d in direct]))
         dumps, submit = self._serializer.dumps_result, self._threads.submit
         for att, task, args, kwargs in direct:
             func = scoped(self._listeners, att.job, task.func)

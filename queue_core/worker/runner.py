@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import anyio.lowlevel
 
 from queue_core.clock import Clock
 from queue_core.durations import parse_duration, to_ms
@@ -39,6 +38,7 @@ from queue_core.events import WorkerListener
 from queue_core.storage import SupportsWakeup
 from queue_core.task import check_isolation
 from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
+from queue_core.worker.finishing import FinishThread
 from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
@@ -235,8 +235,12 @@ class Worker(Claiming):
             "stuck": self._table.stuck,
             "free": self._table.free(),
             "processed": self._processed,
-            "buffered_ends": len(self._ends),
+            "buffered_ends": len(self._ends) + self._unwritten(),
         }
+
+    def _unwritten(self) -> int:
+        finish_io = getattr(self, "_finish_io", None)  # set by run_async
+        return 0 if finish_io is None else finish_io.unwritten()
 
     # ------------------------------------------------------------------ main
 
@@ -253,9 +257,11 @@ class Worker(Claiming):
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
         self._threads = BodyThreads(self._thread_done)
-        self._threads_token = anyio.lowlevel.current_token()
         self._claim_io = StorageThread("queue-core claim")
-        self._finish_io = StorageThread("queue-core finish")
+        self._finish_failed = None
+        self._finish_io = FinishThread(
+            self.storage.finish, self._finish_written, self._finish_failed_soon
+        )
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
         self._notify("worker_started", self)
         async with anyio.create_task_group() as tg:

@@ -7,13 +7,14 @@ so tests drive the services by advancing a manual clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
 from anyio import to_thread
 
 from queue_core.errors import LeaseLost, NotFound, StorageError
-from queue_core.model import DeadJob, LeaseRef, Reason, ms_from_dt
+from queue_core.model import AttemptEnd, DeadJob, LeaseRef, Reason, ms_from_dt
 from queue_core.policy import renew_interval, replay_count
 from queue_core.task import Replay
 from queue_core.worker.flowsteps import flow_deadline_of
@@ -66,27 +67,38 @@ class Services(AttemptRecording):
     # ------------------------------------------------------------------ finisher
 
     async def _finisher(self) -> None:
+        """Hands buffered ends to the finish thread (which writes them without a loop
+        round trip per batch, see :mod:`queue_core.worker.finishing`); after a failed
+        write, backs off on the worker's clock and lets the thread write again."""
         while True:
+            failed = self._finish_failed
+            if failed is not None:
+                self._finish_failed = None
+                if not isinstance(failed, StorageError):
+                    raise failed
+                if not self._outage.failed("finish", failed):
+                    log.warning(
+                        "finish of %d attempt ends failed (%s); will retry",
+                        self._finish_io.unwritten(),
+                        failed,
+                    )
+                await self._timing.sleep(self._flush_backoff.next())
+                self._finish_io.resume()
+                continue
             if not self._ends:
                 self._flush_wake = self._event()
                 await self._flush_wake.wait()
                 continue
-            await self._flush_once()
+            batch, self._ends = self._ends, []
+            self._finish_io.put(batch)
 
-    async def _flush_once(self) -> None:
-        batch, self._ends = self._ends, []
-        self._flushing = True
-        try:
-            with anyio.CancelScope(shield=True):
-                took = await self._finish_io.call(self.storage.finish, batch)
-        except StorageError as exc:
-            self._ends[:0] = batch
-            if not self._outage.failed("finish", exc):
-                log.warning("finish of %d attempt ends failed (%s); will retry", len(batch), exc)
-            await self._timing.sleep(self._flush_backoff.next())
-            return
-        finally:
-            self._flushing = False
+    def _finish_failed_soon(self, exc: BaseException) -> None:
+        """On the loop: the finish thread's write raised (it holds the batch)."""
+        self._finish_failed = exc
+        self._flush_wake.set()
+
+    def _finish_written(self, batch: list[AttemptEnd], took: Sequence[bool]) -> None:
+        """On the finish thread: a batch was written."""
         self._flush_backoff.reset()
         self._outage.ok()
         for end, ok in zip(batch, took, strict=False):
@@ -99,11 +111,11 @@ class Services(AttemptRecording):
                 )
 
     async def _flush_all(self) -> None:
-        while self._ends or self._flushing:
-            if self._flushing:
-                await anyio.sleep(0.001)
-            else:
-                await self._flush_once()
+        """Wait until every buffered end is written (the finisher hands them over)."""
+        while self._ends or self._finish_io.unwritten():
+            if self._ends:
+                self._flush_wake.set()
+            await anyio.sleep(0.001)
 
     # ------------------------------------------------------------------ leases
 

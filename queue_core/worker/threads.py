@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
@@ -51,42 +52,87 @@ class BodyThreads:
     scheduled on the loop without a round trip (``run_sync_soon``), coalesced: ends that
     arrive while a delivery is pending ride along with it, so a burst of short bodies
     wakes the loop once. No task or thread is created per job.
+
+    Submitted calls wait in one FIFO. A thread that has run a body takes the next
+    waiting call itself, without sleeping; a sleeping thread is woken only when no
+    thread is awake to take a waiting call (*searching*). A thread that takes a call
+    while more wait wakes (or starts) another searcher before it runs its body, so a
+    waiting call never sits behind a body that blocks: every call starts at once on a
+    free thread, as with one wake-up per call, but a burst of short bodies costs one or
+    two thread wake-ups instead of one per body.
     """
 
     def __init__(self, on_done: Callable[[Attempt, bool, Any], None]) -> None:
         self._token = anyio.lowlevel.current_token()
         self._on_done = on_done
-        self._jobs: SimpleQueue[tuple[Attempt, Callable[[], Any]] | None] = SimpleQueue()
+        self._pending: deque[tuple[Attempt, Callable[[], Any]]] = deque()
+        self._wake: SimpleQueue[bool] = SimpleQueue()
+        """One ``True`` per wake-up of a sleeping thread, one ``False`` per exit."""
         self._lock = threading.Lock()
         self._idle = 0
+        """Threads asleep on ``_wake`` that no one has woken yet."""
+        self._searching = 0
+        """Threads awake and about to look at ``_pending`` (woken, started, or done with
+        a body): while a call waits, at least one."""
         self._threads: list[threading.Thread] = []
-        self._done: list[tuple[Attempt, bool, Any]] = []
+        self._done: list[tuple[Attempt | None, bool, Any]] = []
+        """Ends reported, and calls announced (``(None, True, call)``), in order."""
         self._delivery_pending = False
 
     def submit(self, att: Attempt, call: Callable[[], Any]) -> None:
         with self._lock:
+            self._pending.append((att, call))
+            if self._searching:
+                return
+            self._searching += 1
             if self._idle:
                 self._idle -= 1
-            else:
-                t = threading.Thread(target=self._main, name="queue-core body", daemon=True)
-                self._threads.append(t)
-                t.start()
-        self._jobs.put((att, call))
+                self._wake.put(True)
+                return
+        self._spawn()
+
+    def _spawn(self) -> None:
+        """Start a thread (already counted as searching)."""
+        t = threading.Thread(target=self._main, name="queue-core body", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _take(self) -> tuple[Attempt, Callable[[], Any]] | None:
+        """As a searching thread: the next waiting call, or ``None`` (then asleep)."""
+        spawn = False
+        with self._lock:
+            self._searching -= 1
+            if not self._pending:
+                self._idle += 1
+                return None
+            item = self._pending.popleft()
+            if self._pending and not self._searching:
+                self._searching += 1
+                if self._idle:
+                    self._idle -= 1
+                    self._wake.put(True)
+                else:
+                    spawn = True
+        if spawn:
+            self._spawn()
+        return item
 
     def _main(self) -> None:
-        get, lock, token = self._jobs.get, self._lock, self._token
+        wait, lock, token = self._wake.get, self._lock, self._token
         soon, deliver = token.backend_class.run_sync_soon, self._deliver
         while True:
-            item = get()
+            item = self._take()
             if item is None:
-                return
+                if not wait():
+                    return
+                continue
             att, call = item
             try:
-                result: tuple[Attempt, bool, Any] = (att, True, call())
+                result: tuple[Attempt | None, bool, Any] = (att, True, call())
             except BaseException as exc:  # noqa: BLE001 - carried back to the loop
                 result = (att, False, exc)
             with lock:
-                self._idle += 1
+                self._searching += 1
                 self._done.append(result)
                 if self._delivery_pending:
                     continue  # the scheduled delivery will take this end too
@@ -96,6 +142,17 @@ class BodyThreads:
             except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
                 return
 
+    def announce(self, call: Callable[[], None]) -> None:
+        """Have the loop run ``call`` before it takes any end reported after this (from
+        any thread): the claim thread registers the attempts it starts this way, so
+        their ends can never overtake their registration."""
+        with self._lock:
+            self._done.append((None, True, call))
+            if self._delivery_pending:
+                return
+            self._delivery_pending = True
+        self._token.backend_class.run_sync_soon(self._deliver, (), self._token.native_token)
+
     def _deliver(self) -> None:
         """On the loop: hand every end reported so far over (one loop wake-up for many)."""
         with self._lock:
@@ -103,23 +160,28 @@ class BodyThreads:
             self._delivery_pending = False
         for att, ok, value in ends:
             try:
+                if att is None:
+                    value()
+                    continue
                 self._on_done(att, ok, value)
             except Exception:  # noqa: BLE001 - one bad end must not drop the others
-                log.exception("recording the end of job %s failed", att.ref.job_id)
+                what = "an announced call" if att is None else f"the end of job {att.ref.job_id}"
+                log.exception("recording %s failed", what)
 
     def close(self) -> None:
         for _ in self._threads:
-            self._jobs.put(None)
+            self._wake.put(False)
 
 
 class StorageThread:
-    """A dedicated daemon thread for one kind of hot storage call (claim, finish).
+    """A dedicated daemon thread for one kind of hot storage call (the claim; ends
+    are written by :class:`~queue_core.worker.finishing.FinishThread`).
 
     A call costs a queue put and one loop wake-up, about a third of a ``to_thread``
-    hop (no pool, limiter or cancel scope per call), and with one thread per kind of
-    call a claim and a finish run at the same time. Like ``to_thread.run_sync``, the
-    caller waits for the call to return even when cancelled meanwhile, so claimed jobs
-    or written ends are never abandoned halfway.
+    hop (no pool, limiter or cancel scope per call), and on its own thread a claim
+    runs while ends are written. Like ``to_thread.run_sync``, the caller waits for the
+    call to return even when cancelled meanwhile, so claimed jobs are never abandoned
+    halfway.
     """
 
     def __init__(self, name: str) -> None:

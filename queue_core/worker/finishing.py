@@ -1,0 +1,108 @@
+"""The finish thread: writes buffered attempt ends, batch after batch, on its own.
+
+The finisher task (on the event loop) hands each batch of ends over with
+:meth:`FinishThread.put` and does not wait for the write. The thread writes whatever has
+been handed over since its last ``finish`` call, one call at a time (at most one in
+flight, as before), and goes back to sleep only when nothing is left. A successful write
+costs the event loop nothing: no wake-up to report it, no task step, no event; only a
+failed one is reported (``on_failed``, on the loop), and then the thread holds the batch
+(first in line) and writes nothing more until the finisher has backed off on the
+worker's clock and called :meth:`FinishThread.resume`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from queue import SimpleQueue
+
+import anyio.lowlevel
+
+from queue_core.model import AttemptEnd
+from queue_core.worker.log import log
+
+__all__ = ["FinishThread"]
+
+
+class FinishThread:
+    """A daemon thread that writes attempt ends with ``finish``; see the module doc.
+
+    ``on_written(batch, took)`` runs on this thread after each successful write;
+    ``on_failed(exc)`` runs on the event loop after a write raised.
+    """
+
+    def __init__(
+        self,
+        finish: Callable[[list[AttemptEnd]], Sequence[bool]],
+        on_written: Callable[[list[AttemptEnd], Sequence[bool]], None],
+        on_failed: Callable[[BaseException], None],
+    ) -> None:
+        self._token = anyio.lowlevel.current_token()
+        self._finish = finish
+        self._on_written = on_written
+        self._on_failed = on_failed
+        self._lock = threading.Lock()
+        self._pending: list[AttemptEnd] = []
+        self._writing = 0
+        """Ends in the ``finish`` call in flight (0: none)."""
+        self._busy = False
+        """The thread was woken (or is writing): ``put`` need not wake it."""
+        self._held = False
+        """A write failed: nothing is written until :meth:`resume`."""
+        self._wake: SimpleQueue[bool] = SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name="queue-core finish", daemon=True)
+        self._thread.start()
+
+    def put(self, ends: list[AttemptEnd]) -> None:
+        """Hand ``ends`` over to be written after those handed over before."""
+        with self._lock:
+            self._pending += ends
+            if self._busy or self._held:
+                return
+            self._busy = True
+        self._wake.put(True)
+
+    def resume(self) -> None:
+        """After a failed write (and the caller's back-off): write again."""
+        with self._lock:
+            self._held = False
+            if self._busy or not self._pending:
+                return
+            self._busy = True
+        self._wake.put(True)
+
+    def unwritten(self) -> int:
+        """Ends handed over and not written yet (in flight included)."""
+        with self._lock:
+            return len(self._pending) + self._writing
+
+    def _main(self) -> None:
+        soon, native = self._token.backend_class.run_sync_soon, self._token.native_token
+        while self._wake.get():
+            while True:
+                with self._lock:
+                    batch, self._pending = self._pending, []
+                    self._writing = len(batch)
+                    if not batch:
+                        self._busy = False
+                        break
+                try:
+                    took = self._finish(batch)
+                except BaseException as exc:  # noqa: BLE001 - reported to the loop
+                    with self._lock:
+                        self._pending[:0] = batch
+                        self._writing = 0
+                        self._held = True
+                        self._busy = False
+                    try:
+                        soon(self._on_failed, (exc,), native)
+                    except Exception:  # noqa: BLE001 - the loop is gone: nobody to tell
+                        return
+                    break
+                try:
+                    self._on_written(batch, took)
+                except Exception:  # noqa: BLE001 - a report must not stop the writes
+                    log.exception("reporting %d written attempt ends failed", len(batch))
+
+    def close(self) -> None:
+        self._wake.put(False)
