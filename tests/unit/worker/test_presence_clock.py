@@ -33,6 +33,11 @@ pytestmark = pytest.mark.anyio
 __all__ = ["anyio_backend", "clock", "gate", "queue", "storage"]
 
 
+def timers_at(clock: ManualClock, at: float) -> int:
+    """How many timers are set for the monotonic time ``at``."""
+    return sum(abs(t - at) < 1e-6 for t in clock.pending_timers())
+
+
 def only(storage: RecordingStorage) -> WorkerInfo:
     workers = storage.list_workers()
     assert len(workers) == 1, workers
@@ -187,7 +192,9 @@ async def test_a_stuck_thread_body_shows_in_the_refreshed_record(
     async with running(worker, gate):
         block.delay()
         await until(lambda: worker.stats()["running"] == 1, "the body runs")
-        await until(lambda: timer_at(clock, 1.0), "the refresh waits a third of the ttl")
+        # two timers at 1.0: the body's timeout and the refresh (a third of the ttl); the
+        # timeout's alone would let the refresh register after the advance, at 2.0
+        await until(lambda: timers_at(clock, 1.0) == 2, "the refresh waits a third of the ttl")
         clock.advance(1.0)  # past the timeout: the thread cannot stop, its slot is stuck
         await until(lambda: worker.stats()["stuck"] == 1, "the slot is stuck")
         await until(lambda: only(storage).last_seen == T0 + 1000, "refreshed at 1.0")
