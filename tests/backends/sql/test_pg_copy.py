@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from backends.sql import SQLStorage, pgcopy
+from backends.sql.records import JOB_COLUMNS
 from queue_core.model import JobState, NewJob
 from queue_core.testing import LEASE
 
@@ -99,3 +100,24 @@ def test_a_copied_batch_wakes_listeners(storage: SQLStorage, postgres_url: str) 
         storage.enqueue(_jobs("w", pgcopy.COPY_MIN), now=NOW)
         got = list(listener.notifies(timeout=10, stop_after=1))
     assert [n.channel for n in got] == ["qc_jobs"]
+
+
+def test_the_binary_copy_types_are_the_columns_types(
+    storage: SQLStorage, postgres_url: str
+) -> None:
+    """Binary COPY sends each value in the wire format of a declared type: a type that is
+    not the column's (``int4`` for a ``BIGINT``) would be refused or misread."""
+    storage.enqueue(_jobs("t", 1), now=NOW)  # the schema exists
+    dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT attname, atttypid::regtype::text FROM pg_attribute"
+            " WHERE attrelid = 'qc_jobs'::regclass AND attnum > 0 AND NOT attisdropped"
+        ).fetchall()
+    wire = {"character varying": "text", "text": "text", "bigint": "int8", "integer": "int4",
+            "bytea": "bytea", "boolean": "bool"}  # fmt: skip
+    declared = {name: wire[kind] for name, kind in rows}
+    assert len(pgcopy.COPY_TYPES) == len(JOB_COLUMNS)
+    assert dict(zip(JOB_COLUMNS, pgcopy.COPY_TYPES, strict=True)) == {
+        c: declared[c] for c in JOB_COLUMNS
+    }
