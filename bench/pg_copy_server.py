@@ -109,7 +109,9 @@ def main() -> None:
     try:
         server.start()
         server.create_database("tmpl")
-        SQLStorage(server.url("tmpl")).migrate()
+        storage = SQLStorage(server.url("tmpl"))
+        storage.migrate()
+        storage.close()  # CREATE DATABASE ... TEMPLATE needs it unused
         with psycopg.connect(server.dsn("tmpl"), autocommit=True) as conn:
             data = {f: [_render(conn, a.size, b, f) for b in range(a.batches)]
                     for f in ("text", "binary")}  # fmt: skip
