@@ -6,12 +6,11 @@ and runs no ``unnest``: for 1,000-job batches about twice the rate of the ``inse
 statement (bench/pg_copy.py). ``COPY`` takes values, not expressions, so the
 enqueue time is the caller's ``now`` or the server's clock read first; the wake-up
 (``NOTIFY``) follows in the same transaction, as ``insert_jobs`` sends it in the same
-statement. ``BEGIN`` goes with the clock reading and ``COMMIT`` with the wake-up: four
-round trips per batch (the ``COPY`` takes two) instead of six. The rows go in
-PostgreSQL's binary ``COPY`` format (:data:`COPY_TYPES`, the columns' types): integers
-are packed, not printed and parsed back, and payloads, ids and options are not escaped;
-about a fifth less client CPU per row than the text format. A batch with a job that is
-not simply queued (concurrency ``skip``), or a small batch, goes through ``insert_jobs``.
+statement. The rows go in PostgreSQL's binary ``COPY`` format (:data:`COPY_TYPES`, the
+columns' types): integers are packed, not printed and parsed back, and no text escaping
+is applied to payloads, ids and options; about a fifth less client CPU per row
+(bench/pg_copy.py). A batch with a job that is not simply queued (concurrency ``skip``), or a
+small batch (three round trips instead of one), goes through ``insert_jobs``.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Any
 
 from psycopg.pq import TransactionStatus
 
-from backends.sql.queries import PG_NOW
 from backends.sql.records import JOB_COLUMNS, job_row
 from queue_core.model import NewJob
 
@@ -41,7 +39,6 @@ the binary ``COPY`` sends it; ``text`` is accepted by the ``VARCHAR`` columns to
 checks them against :data:`backends.sql.schema.jobs`."""
 
 _COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-_BEGIN_NOW = f"BEGIN; SELECT {PG_NOW} AS now_ms"
 
 
 def copy_jobs(
@@ -49,34 +46,22 @@ def copy_jobs(
     jobs: Sequence[NewJob],
     now: int | None,
     server_now: Callable[[Any], int],
-    notify_sql: str,
+    notify: Callable[[Any], None],
 ) -> None:
     """Store ``jobs`` (all queued) with one ``COPY`` and wake the waiters, atomically.
 
     ``cur`` is a cursor of the storage's connection (autocommit: a transaction is opened
     here unless one is open already); ``server_now(cur)`` reads the server's clock when
-    ``now`` is ``None`` inside the caller's transaction; ``notify_sql`` (no parameters)
-    sends the wake-up. In its own transaction ``BEGIN`` goes with the clock reading and
-    ``COMMIT`` with the wake-up (simple-query statements sent together).
+    ``now`` is ``None``; ``notify(cur)`` sends the wake-up.
     """
-    if cur.connection.info.transaction_status != TransactionStatus.IDLE:
-        t = now if now is not None else server_now(cur)
-        _copy(cur, jobs, t)
-        cur.execute(notify_sql)
-        return
-    if now is None:
-        cur.execute(_BEGIN_NOW)
-        cur.nextset()  # the clock reading, after BEGIN's empty result
-        t = int(cur.fetchone()["now_ms"])
-    else:
+    own = cur.connection.info.transaction_status == TransactionStatus.IDLE
+    if own:
         cur.execute("BEGIN")
-        t = now
-    _copy(cur, jobs, t)
-    cur.execute(f"{notify_sql}; COMMIT")
-
-
-def _copy(cur: Any, jobs: Sequence[NewJob], t: int) -> None:
+    t = now if now is not None else server_now(cur)
     with cur.copy(_COPY) as copy:
         copy.set_types(COPY_TYPES)
         for j in jobs:
             copy.write_row(job_row(j, t))
+    notify(cur)
+    if own:
+        cur.execute("COMMIT")

@@ -238,7 +238,7 @@ class PostgresStorage(SQLStorage):
                 cur.execute(self._q["insert_job"], params)
                 return
             if len(jobs) >= pgcopy.COPY_MIN:
-                pgcopy.copy_jobs(cur, jobs, now, self._server_now, self._q["notify"])
+                pgcopy.copy_jobs(cur, jobs, now, self._server_now, self._notify)
                 return
             states, reasons = [JobState.QUEUED] * len(jobs), [None] * len(jobs)
         arrays = _job_arrays(jobs, states, reasons)
