@@ -8,9 +8,11 @@ enqueue time is the caller's ``now`` or the server's clock read first; the wake-
 (``NOTIFY``) follows in the same transaction, as ``insert_jobs`` sends it in the same
 statement. The rows go in PostgreSQL's binary ``COPY`` format (:data:`COPY_TYPES`, the
 columns' types): integers are packed, not printed and parsed back, and no text escaping
-is applied to payloads, ids and options; about a fifth less client CPU per row
-(bench/pg_copy.py). A batch with a job that is not simply queued (concurrency ``skip``), or a
-small batch (three round trips instead of one), goes through ``insert_jobs``.
+is applied to payloads, ids and options: the client's ``job_row`` + ``write_row`` went
+from 3.2 to 2.4 µs per row (the server's CPU per row is the same in both formats,
+bench/pg_copy_server.py). A batch with a job that is not simply queued (concurrency
+``skip``), or a small batch (three round trips instead of one), goes through
+``insert_jobs``.
 """
 
 from __future__ import annotations
