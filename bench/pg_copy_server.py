@@ -7,11 +7,13 @@ backends/sql/pgcopy.py sends it. Reported per variant: the server backend's CPU 
 per job (utime + stime from ``/proc/<pid>/stat``, so load from other processes on the
 machine does not count; resolution one clock tick over the whole run), the WAL bytes
 per job (``pg_current_wal_insert_lsn`` difference) and the wall rate. Variants, each on
-a fresh copy of a migrated database, alternated rep by rep:
+a fresh copy of a migrated database, in turn (the order reversed every other rep):
 
 * ``binary`` / ``text``: the schema as migrated, binary or text ``COPY`` format;
 * ``drop:<index>``: binary, with that ``qc_jobs`` index (or constraint) dropped first,
-  which prices one index entry per job.
+  which prices one index entry per job;
+* ``heap``: binary, with the four indexes a queued job is entered in dropped (the
+  heap rows, the ``seq`` default and the ``NOTIFY`` are left).
 
 Run from the repo root (Linux only: reads ``/proc``)::
 
@@ -42,8 +44,8 @@ from queue_core.model import NewJob  # noqa: E402
 from tests.servers.postgres import PostgresServer  # noqa: E402
 
 _COLS = ", ".join(JOB_COLUMNS)
-_DEFAULT = ["binary", "text", "drop:ix_qc_jobs_enqueued", "drop:ix_qc_jobs_ready",
-            "drop:qc_jobs_id_key", "drop:qc_jobs_pkey"]  # fmt: skip
+_HEAP = ["ix_qc_jobs_enqueued", "ix_qc_jobs_ready", "qc_jobs_id_key", "qc_jobs_pkey"]
+_DEFAULT = ["binary", "text", *(f"drop:{n}" for n in _HEAP), "heap"]
 
 
 def _cpu_s(pid: int) -> float:
@@ -74,8 +76,8 @@ def _render(conn: Any, size: int, block: int, fmt: str) -> bytes:
 def _measure(dsn: str, variant: str, data: dict[str, list[bytes]]) -> tuple[float, float, float]:
     fmt = "text" if variant == "text" else "binary"
     with psycopg.connect(dsn, autocommit=True) as conn:
-        if variant.startswith("drop:"):
-            name = variant[5:]
+        drop = _HEAP if variant == "heap" else [variant[5:]] if variant.startswith("drop:") else []
+        for name in drop:
             if name.startswith("ix_"):
                 conn.execute(f"DROP INDEX {name}")
             else:
@@ -116,7 +118,8 @@ def main() -> None:
             data = {f: [_render(conn, a.size, b, f) for b in range(a.batches)]
                     for f in ("text", "binary")}  # fmt: skip
         for rep in range(a.reps):
-            for k, variant in enumerate(a.variants):
+            order = list(enumerate(a.variants))
+            for k, variant in order if rep % 2 == 0 else order[::-1]:
                 db = f"r{rep}_{k}"
                 server.create_database(db, "tmpl")
                 cpu, wal, wall = _measure(server.dsn(db), variant, data)
