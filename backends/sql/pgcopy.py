@@ -6,8 +6,13 @@ and runs no ``unnest``: for 1,000-job batches about twice the rate of the ``inse
 statement (bench/pg_copy.py). ``COPY`` takes values, not expressions, so the
 enqueue time is the caller's ``now`` or the server's clock read first; the wake-up
 (``NOTIFY``) follows in the same transaction, as ``insert_jobs`` sends it in the same
-statement. A batch with a job that is not simply queued (concurrency ``skip``), or a
-small batch (three round trips instead of one), goes through ``insert_jobs``.
+statement. The rows go in PostgreSQL's binary ``COPY`` format (:data:`COPY_TYPES`, the
+columns' types): integers are packed, not printed and parsed back, and no text escaping
+is applied to payloads, ids and options: the client's ``job_row`` + ``write_row`` went
+from 3.2 to 2.4 µs per row (the server's CPU per row is the same in both formats,
+bench/pg_copy_server.py). A batch with a job that is not simply queued (concurrency
+``skip``), or a small batch (three round trips instead of one), goes through
+``insert_jobs``.
 """
 
 from __future__ import annotations
@@ -20,12 +25,22 @@ from psycopg.pq import TransactionStatus
 from backends.sql.records import JOB_COLUMNS, job_row
 from queue_core.model import NewJob
 
-__all__ = ["COPY_MIN", "copy_jobs"]
+__all__ = ["COPY_MIN", "COPY_TYPES", "copy_jobs"]
 
 COPY_MIN = 64
 """Batches of at least this many queued jobs are written with ``COPY``."""
 
-_COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN"
+COPY_TYPES = (
+    "text", "text", "text", "bytea", "int4", "text", "text", "int8",
+    "int8", "int8", "int4", "int8", "int8", "int8",
+    "int8", "text", "int4", "bool",
+    "text", "text", "int4", "int8", "bool",
+)  # fmt: skip
+"""The PostgreSQL type of each of :data:`~backends.sql.records.JOB_COLUMNS` (in order) as
+the binary ``COPY`` sends it; ``text`` is accepted by the ``VARCHAR`` columns too. A test
+checks them against :data:`backends.sql.schema.jobs`."""
+
+_COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 
 def copy_jobs(
@@ -46,6 +61,7 @@ def copy_jobs(
         cur.execute("BEGIN")
     t = now if now is not None else server_now(cur)
     with cur.copy(_COPY) as copy:
+        copy.set_types(COPY_TYPES)
         for j in jobs:
             copy.write_row(job_row(j, t))
     notify(cur)

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from backends.sql import SQLStorage, pgcopy
+from backends.sql.records import JOB_COLUMNS
 from queue_core.model import JobState, NewJob
 from queue_core.testing import LEASE
 
@@ -99,3 +100,54 @@ def test_a_copied_batch_wakes_listeners(storage: SQLStorage, postgres_url: str) 
         storage.enqueue(_jobs("w", pgcopy.COPY_MIN), now=NOW)
         got = list(listener.notifies(timeout=10, stop_after=1))
     assert [n.channel for n in got] == ["qc_jobs"]
+
+
+def test_the_binary_copy_types_are_the_columns_types(
+    storage: SQLStorage, postgres_url: str
+) -> None:
+    """Binary COPY sends each value in the wire format of a declared type: a type that is
+    not the column's (``int4`` for a ``BIGINT``) would be refused or misread."""
+    storage.enqueue(_jobs("t", 1), now=NOW)  # the schema exists
+    dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT attname, atttypid::regtype::text FROM pg_attribute"
+            " WHERE attrelid = 'qc_jobs'::regclass AND attnum > 0 AND NOT attisdropped"
+        ).fetchall()
+    wire = {"character varying": "text", "text": "text", "bigint": "int8", "integer": "int4",
+            "bytea": "bytea", "boolean": "bool"}  # fmt: skip
+    declared = {name: wire[kind] for name, kind in rows}
+    assert len(pgcopy.COPY_TYPES) == len(JOB_COLUMNS)
+    assert dict(zip(JOB_COLUMNS, pgcopy.COPY_TYPES, strict=True)) == {
+        c: declared[c] for c in JOB_COLUMNS
+    }
+
+
+def test_copy_inside_the_callers_transaction_leaves_it_open(
+    storage: SQLStorage, postgres_url: str
+) -> None:
+    """Inside the caller's transaction ``copy_jobs`` neither begins nor commits, so the
+    caller's rollback stores nothing; on an idle connection it commits its own."""
+    storage.enqueue(_jobs("x", 1), now=NOW)  # the schema exists
+    dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    clock: list[int] = []
+
+    def server_now(cur: Any) -> int:
+        clock.append(1)
+        return int(cur.execute("SELECT 5 AS now_ms").fetchone()["now_ms"])
+
+    def notify(cur: Any) -> None:
+        cur.execute("SELECT pg_notify('qc_jobs', '')")
+
+    with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        cur = conn.cursor()
+        cur.execute("BEGIN")
+        pgcopy.copy_jobs(cur, _jobs("r", pgcopy.COPY_MIN), None, server_now, notify)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        cur.execute("ROLLBACK")
+        pgcopy.copy_jobs(cur, _jobs("o", pgcopy.COPY_MIN), None, server_now, notify)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # committed
+    assert clock == [1, 1]
+    assert _rows(postgres_url, "r") == []
+    rows = _rows(postgres_url, "o")
+    assert len(rows) == pgcopy.COPY_MIN and all(r["enqueued_at"] == 5 for r in rows)
