@@ -108,7 +108,7 @@ _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("  rows/args building", ("records.py:job_row", "enqueue_script", "lean.py", "args_of")),
     ("  SQL execute/executemany", ("method 'execute", "method 'executemany", ":execute")),
     ("  PostgreSQL COPY", ("pgcopy.py:copy_jobs",)),
-    ("  Redis script call", ("evalsha", "execute_command", "Script.__call__")),
+    ("  Redis script call", ("evalsha", "execute_command", "Script.__call__", "run_pinned")),
     ("  commit", ("method 'commit", ":commit")),
 )
 
