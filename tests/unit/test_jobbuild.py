@@ -5,7 +5,6 @@ gives, field for field."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import uuid
 from typing import Any
@@ -175,22 +174,3 @@ def test_a_single_int_argument_encodes_as_the_json_encoder_does(value: int) -> N
 class _IntSub(int):
     def __repr__(self) -> str:
         return "IntSub"
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_draws_random_bits_of_its_own() -> None:
-    new_job_id()  # the parent holds a partly used buffer of random bytes
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the random halves of its next ids, then exit
-        try:
-            os.write(write, "".join(new_job_id()[16:] for _ in range(8)).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        child = f.read()
-    os.waitpid(pid, 0)
-    parent = "".join(new_job_id()[16:] for _ in range(8))
-    assert len(child) == len(parent) == 8 * 16
-    assert child != parent  # without the at-fork reset both consume the same bytes
