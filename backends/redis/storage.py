@@ -196,8 +196,8 @@ class RedisStorage(
         EVALSHA on the calling thread's pinned connection (``redis/pinned.py``), keeping
         redis-py's retry policy (the connection's ``Retry``, disconnecting between tries)
         and NOSCRIPT reload, but skipping the per-call bookkeeping of
-        ``Redis.execute_command``. A
-        single-connection client goes through the ordinary path (it has its own lock).
+        ``Redis.execute_command``. A cluster or single-connection client goes through
+        the ordinary path (the latter has its own lock).
         """
         r: Any = self._r
         if self._cluster or r.connection is not None:
