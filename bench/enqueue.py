@@ -102,13 +102,13 @@ _BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "  NewJob(...) construction",
         ("<string>:__init__", "model.py:__init__", "jobbuild.py:__call__"),
     ),
-    ("  job ids (new_job_id[s])", ("task.py:new_job_id", "jobbuild.py:new_job_ids")),
+    ("  job ids (new_job_id[s])", ("jobbuild.py:new_job_id",)),
     ("  payload serialization", ("serializer.py:dumps_payload",)),
     ("submit (Queue._submit_*)", ("queue.py:_submit_one", "queue.py:_submit_many")),
     ("  rows/args building", ("records.py:job_row", "enqueue_script", "lean.py", "args_of")),
     ("  SQL execute/executemany", ("method 'execute", "method 'executemany", ":execute")),
     ("  PostgreSQL COPY", ("pgcopy.py:copy_jobs",)),
-    ("  Redis script call", ("evalsha", "execute_command", "Script.__call__")),
+    ("  Redis script call", ("evalsha", "execute_command", "Script.__call__", "run_pinned")),
     ("  commit", ("method 'commit", ":commit")),
 )
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 import redis.exceptions as rex
 
@@ -12,8 +11,17 @@ from queue_core.errors import StorageError, StorageUnavailable
 __all__ = ["translate_errors"]
 
 
-@contextmanager
-def translate_errors(what: str) -> Iterator[None]:
+_UNAVAILABLE = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    rex.ClusterDownError,
+    rex.TryAgainError,
+    rex.SlotNotCoveredError,
+)
+_DRIVER = (rex.RedisError, rex.RedisClusterException)
+
+
+class translate_errors:  # noqa: N801 - used like the function it was: `with translate_errors(...)`
     """Translate driver exceptions raised inside the block.
 
     Connection problems (refused, reset, timed out, server loading its data set; on a
@@ -21,23 +29,36 @@ def translate_errors(what: str) -> Iterator[None]:
     :class:`~queue_core.errors.StorageUnavailable`; any other redis-py error becomes
     :class:`~queue_core.errors.StorageError`. Library errors pass through untouched.
 
+    A class rather than a ``@contextmanager`` generator: entering and leaving it is about
+    a microsecond cheaper, paid by every call of the backend (a single enqueue included).
+
     Args:
         what: the operation, named in the message (``"claim"``, ``"enqueue"``, ...).
     """
-    try:
-        yield
-    except (
-        rex.ConnectionError,
-        rex.TimeoutError,
-        rex.ClusterDownError,
-        rex.TryAgainError,
-        rex.SlotNotCoveredError,
-    ) as exc:
-        raise StorageUnavailable(f"redis unavailable during {what}: {exc}") from exc
-    except (rex.RedisError, rex.RedisClusterException) as exc:
-        if _caused_by_connection(exc):  # e.g. "Redis Cluster cannot be connected"
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            return
+        what = self.what
+        if isinstance(exc, _UNAVAILABLE):
             raise StorageUnavailable(f"redis unavailable during {what}: {exc}") from exc
-        raise StorageError(f"redis error during {what}: {exc}") from exc
+        if isinstance(exc, _DRIVER):
+            if _caused_by_connection(exc):  # e.g. "Redis Cluster cannot be connected"
+                raise StorageUnavailable(f"redis unavailable during {what}: {exc}") from exc
+            raise StorageError(f"redis error during {what}: {exc}") from exc
 
 
 def _caused_by_connection(exc: BaseException) -> bool:

@@ -87,7 +87,8 @@ class RedisLimits:
         if not jobs:
             return []
         if all(map(_is_plain, jobs)):
-            return self._enqueue_plain(jobs, now)
+            self._enqueue_plain(jobs, now)
+            return [Enqueued(j.id, JobState.QUEUED) for j in jobs]
         args = self._args(now)
         for j in jobs:
             args += enqueue_args(j)
@@ -103,10 +104,19 @@ class RedisLimits:
                 out.append(Enqueued(j.id, JobState.QUEUED if x else JobState.SKIPPED))
         return out
 
-    def _enqueue_plain(self, jobs: Sequence[NewJob], now: int | None) -> list[Enqueued]:
+    def _enqueue_states(self, jobs: Sequence[NewJob], now: int | None) -> list[JobState]:
+        """:meth:`RedisStorage.enqueue`: plain jobs straight to :meth:`_enqueue_plain`
+        (the single-enqueue hot path builds no :class:`Enqueued`), others through
+        :meth:`enqueue_unique`."""
+        if jobs and all(map(_is_plain, jobs)):
+            self._enqueue_plain(jobs, now)
+            return [JobState.QUEUED] * len(jobs)
+        return [e.state for e in self.enqueue_unique(jobs, now=now)]
+
+    def _enqueue_plain(self, jobs: Sequence[NewJob], now: int | None) -> None:
         """``enqueue_plain.lua``: the jobs ``enqueue.lua`` would store, for jobs with no
         unique, rate or concurrency key and no optional field but a timeout; 10 arguments
-        per job instead of 22 (measured in docs/backends/redis.md)."""
+        per job instead of 22 (measured in docs/backends/redis.md). Each job is queued."""
         script = self._plain_script
         if script is None:
             from backends.redis.storage import _load_script  # storage imports this module
@@ -114,23 +124,23 @@ class RedisLimits:
             script = self._plain_script = self._r.register_script(_load_script("enqueue_plain"))
         args = self._args(now)
         for j in jobs:
+            run_at, timeout = j.run_at, j.timeout_ms
             args += (
                 j.id,
                 j.task_name,
                 j.queue,
                 j.payload,
                 j.priority,
-                _opt(j.run_at),
+                "" if run_at is None else run_at,
                 j.delay_ms,
                 j.max_attempts,
                 j.lost_delay_ms,
-                _opt(j.timeout_ms),
+                "" if timeout is None else timeout,
             )
         with translate_errors("enqueue"):
             res = self._run(script, args)
         if isinstance(res, list) and res and res[0] == b"dup":
             raise StorageError(f"job id {res[1].decode()!r} already exists")
-        return [Enqueued(j.id, JobState.QUEUED) for j in jobs]
 
     def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
         """See :meth:`queue_core.storage.SupportsRateLimits.rate_usage`."""

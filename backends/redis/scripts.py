@@ -1,10 +1,11 @@
 """The Lua scripts of the Redis backend: their sources and the lean EVALSHA call.
 
 Every script of ``lua/`` is run with ``_lib.lua`` prepended (and ``_flow.lua`` for the
-``flow_*`` scripts), and a ``-- #include <file>`` line stands for the text of
-``lua/<file>.lua``; :func:`load_script` builds that text, :func:`sources` the texts of
-every script :class:`~backends.redis.RedisStorage` registers. :func:`eval_once` is the
-hot paths' call: one pre-packed ``EVALSHA`` on a pooled connection.
+``flow_*`` scripts; a script of :data:`PRELUDES` with its shorter prelude instead), and a
+``-- #include <file>`` line stands for the text of ``lua/<file>.lua``; :func:`load_script`
+builds that text, :func:`sources` the texts of every script
+:class:`~backends.redis.RedisStorage` registers. :func:`eval_once` is the hot paths'
+call: one pre-packed ``EVALSHA`` on a pooled connection.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["SCRIPTS", "eval_once", "load_script", "lua_text", "opt", "sources"]
+__all__ = ["PRELUDES", "SCRIPTS", "eval_once", "load_script", "lua_text", "opt", "sources"]
 
 SCRIPTS = (
     "enqueue",
@@ -89,10 +90,17 @@ def lua_text(name: str) -> str:
     return "".join(lines)
 
 
+PRELUDES = {"enqueue_plain": "_base"}
+"""Scripts run with a prelude shorter than ``_lib.lua``: each call builds every closure
+of its prelude again (``_lib.lua`` ~30 of them: ~10 µs of server time per call, measured
+in docs/backends/redis.md), so the single-enqueue hot path takes only ``_base.lua``."""
+
+
 def load_script(name: str) -> str:
-    """The text of script ``name``: ``_lib.lua`` (and ``_flow.lua`` for a ``flow_``
-    script) followed by ``<name>.lua``, includes expanded (:func:`lua_text`)."""
-    lib = lua_text("_lib")
+    """The text of script ``name``: ``_lib.lua`` (its :data:`PRELUDES` entry if it has
+    one; and ``_flow.lua`` for a ``flow_`` script) followed by ``<name>.lua``, includes
+    expanded (:func:`lua_text`)."""
+    lib = lua_text(PRELUDES.get(name, "_lib"))
     if name.startswith("flow_"):
         lib += "\n" + lua_text("_flow")
     return lib + "\n" + lua_text(name)

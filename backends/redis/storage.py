@@ -30,6 +30,7 @@ from backends.redis.errors import translate_errors
 from backends.redis.flow_records import step_replay_refused
 from backends.redis.keys import Keys
 from backends.redis.limits import RedisLimits
+from backends.redis.pinned import Pinned, run_pinned
 from backends.redis.records import (
     DEAD_FIELDS,
     STATES,
@@ -39,7 +40,7 @@ from backends.redis.records import (
     running_attempt,
 )
 from backends.redis.schedules import RedisSchedules
-from backends.redis.scripts import SCRIPTS, eval_once, load_script, opt, sources
+from backends.redis.scripts import SCRIPTS, load_script, opt, sources
 from backends.redis.throughput import RedisThroughput
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, NotFound, StorageError
@@ -118,7 +119,7 @@ class RedisStorage(
         self._wake: Any = wake_client
         self._wake_lock = threading.Lock()
         self._closed = False
-        self._thread_conn = threading.local()
+        self._thread_conn = Pinned()  # backends/redis/pinned.py
         self._base = [self.key_prefix, "", str(retention_ms)]
         # The scripts derive their keys from ARGV[1]; on a cluster one key of the prefix's
         # slot goes in KEYS so that the client routes the call to the node owning it.
@@ -191,41 +192,23 @@ class RedisStorage(
     def _run(self, script: Script, args: list[Any]) -> Any:
         """Run ``script`` with ``args`` (no KEYS) through the lowest-overhead path.
 
-        The hot paths call this instead of ``Script.__call__``: it takes a pooled
-        connection and sends one pre-packed EVALSHA, keeping redis-py's retry policy
-        (the connection's ``Retry``, disconnecting between tries) and NOSCRIPT reload,
-        but skipping the per-call bookkeeping of ``Redis.execute_command``. A
-        single-connection client goes through the ordinary path (it has its own lock).
+        The hot paths call this instead of ``Script.__call__``: it sends one pre-packed
+        EVALSHA on the calling thread's pinned connection (``redis/pinned.py``), keeping
+        redis-py's retry policy (the connection's ``Retry``, disconnecting between tries)
+        and NOSCRIPT reload, but skipping the per-call bookkeeping of
+        ``Redis.execute_command``. A cluster or single-connection client goes through
+        the ordinary path (the latter has its own lock).
         """
         r: Any = self._r
         if self._cluster or r.connection is not None:
             return self._call(script, args)
-        # Each calling thread keeps one pooled connection (checked out once, returned on
-        # error, after a fork, or by close()): the per-call pool checkout and release
-        # cost about a quarter of a single enqueue's client time.
-        local = self._thread_conn
-        conn: Any = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid():
-            conn = r.connection_pool.get_connection()
-            local.conn, local.pid = conn, os.getpid()
-        try:
-            result = conn.retry.call_with_retry(
-                lambda: eval_once(conn, script, args), lambda _err: conn.disconnect()
-            )
-        except BaseException:
-            local.conn = None
-            conn.disconnect()
-            r.connection_pool.release(conn)
-            raise
-        if conn.should_reconnect():
-            conn.disconnect()
-        return result
+        return run_pinned(self._thread_conn, r.connection_pool, script, args)
 
     # ------------------------------------------------------------------ enqueue
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
         """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
-        return [e.state for e in self.enqueue_unique(jobs, now=now)]  # backends/redis/limits
+        return self._enqueue_states(jobs, now)  # backends/redis/limits.py
 
     # ------------------------------------------------------------------ retention
 

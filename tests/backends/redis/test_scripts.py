@@ -28,3 +28,13 @@ def test_both_enqueue_scripts_carry_each_shared_piece_once() -> None:
         loaded = load_script(name)
         for piece in pieces:
             assert loaded.count(lua_text(piece)) == 1, (name, piece)
+
+
+def test_enqueue_plain_runs_with_the_base_prelude_and_the_others_with_all_of_lib() -> None:
+    base, lib = lua_text("_base"), lua_text("_lib")
+    assert lib.count(base) == 1 and len(lib) > 2 * len(base)  # _lib.lua includes _base.lua
+    plain = load_script("enqueue_plain")
+    assert plain.startswith(base) and lib not in plain
+    assert "local function dead_letter" not in plain
+    for name in SCRIPTS:
+        assert load_script(name).startswith(lib), name
