@@ -20,12 +20,14 @@ from backends.sql.queries import Dialect
 from backends.sql.records import (
     EndRow,
     Row,
+    claimed_from_row,
 )
 from backends.sql.url import SQLURL, parse_sql_url
 from backends.sql.version import SCHEMA_VERSION, check_version
 from backends.sql.watchdog import Watchdog
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import (
+    ClaimedJob,
     ErrorInfo,
     JobState,
     NewJob,
@@ -244,6 +246,10 @@ class SQLBase(Storage):
         """Apply ends (one per job id) fenced; ``{job id: concurrency key}`` of those taken."""
         raise NotImplementedError
 
+    def _claim_pairs(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
+        """``(order, job)`` of the started rows of :meth:`_claim_unkeyed`."""
+        return [((-r["priority"], r["run_at"], r["seq"]), claimed_from_row(r)) for r in rows]
+
     def _try_lock_key(self, cur: Any, key: str, *, wait: bool) -> bool:
         """Lock a concurrency key for this transaction (SQLite: the write lock does)."""
         return True
@@ -312,6 +318,10 @@ class SQLBase(Storage):
     def _stmt(self) -> _Scope:
         """One statement (atomic on its own), or reads, on this thread's connection."""
         return _Scope(self, self._conn(), False)
+
+    def _hot(self) -> _Scope:
+        """:meth:`_stmt` for the worker's hot statements (PostgreSQL: a cached cursor)."""
+        return self._stmt()
 
     def _resolve_now(self, cur: Any, now: int | None) -> int:
         return now if now is not None else self._server_now(cur)

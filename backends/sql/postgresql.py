@@ -15,6 +15,7 @@ and an idle worker polls (:data:`PGBOUNCER_POLL_S`) instead of listening.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,13 +23,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from backends.sql import pgcopy, queries
+from backends.sql import pg_hot, pgcopy, queries
+from backends.sql.base import Order
 from backends.sql.errors import translate_errors
-from backends.sql.records import EndRow, Row
+from backends.sql.records import EndRow
 from backends.sql.storage import SQLStorage
 from backends.sql.watchdog import Watchdog
 from queue_core.errors import ConfigError
-from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
+from queue_core.model import ClaimedJob, JobState, LeaseRef, NewJob, RenewResult
 
 __all__ = [
     "CONNECT_TIMEOUT_S", "ENQUEUE_ARRAYS", "FINISH_ROW", "PGBOUNCER_POLL_S", "SOCKET_TIMEOUT_S",
@@ -155,6 +157,8 @@ class PostgresStorage(SQLStorage):
     def _prepare(self) -> None:
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, str] = {}
+        self._hot_local = threading.local()  # this thread's cached cursors (pg_hot)
+        self._claim_checked = False
         self.pgbouncer = _flag(self._url.get("pgbouncer"), self._masked)
         """Whether the URL said ``?pgbouncer=true`` (transaction pooling in between)."""
         bound = _seconds(self._url.get("socket_timeout"), self._masked)
@@ -247,7 +251,7 @@ class PostgresStorage(SQLStorage):
 
     def _claim_unkeyed(
         self, worker_id: str, qs: list[str], limit: int, lease_ms: int, now: int | None
-    ) -> tuple[list[Row], bool]:
+    ) -> tuple[list[Any], bool]:
         sql = self._claim_sql.get(len(qs))
         if sql is None:
             sql = self._q["claim"].replace(
@@ -256,10 +260,19 @@ class PostgresStorage(SQLStorage):
             self._claim_sql[len(qs)] = sql
         params = {"now": now, "queues": qs, "q0": qs[0], "limit": limit, "worker": worker_id,
                   "lease_ms": lease_ms}
-        with self._stmt() as cur:
-            rows: list[Row] = cur.execute(sql, params).fetchall()
-        started = [r for r in rows if not r["keyed"]]
+        with self._hot() as cur:
+            rows = cur.execute(sql, params).fetchall()
+            if rows and not self._claim_checked:
+                pg_hot.check_claim_columns(cur)
+                self._claim_checked = True
+        started = [r for r in rows if not r[-1]]  # r[-1]: keyed
         return started, len(started) < len(rows)
+
+    def _claim_pairs(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
+        return pg_hot.claimed_pairs(rows)
+
+    def _hot(self) -> pg_hot.HotScope:
+        return pg_hot.HotScope(self, self._hot_local, self._conn())
 
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
@@ -286,12 +299,11 @@ class PostgresStorage(SQLStorage):
         self, cur: Any, ends: list[EndRow], now: int | None
     ) -> dict[str, str | None]:
         done: dict[str, str | None] = {}
-        raw = psycopg.RawCursor(cur.connection, row_factory=dict_row)
+        raw = pg_hot.raw_cursor(self._hot_local, cur.connection)
         for k in range(0, len(ends), _CHUNK):
             chunk = ends[k : k + _CHUNK]
             flat = [v for e in chunk for v in (now, *e)]
-            for r in raw.execute(self._finish_statement(len(chunk)), flat).fetchall():
-                done[r["id"]] = r["concurrency_key"]
+            done.update(raw.execute(self._finish_statement(len(chunk)), flat).fetchall())
         return done
 
     def _finish_statement(self, n: int) -> str:

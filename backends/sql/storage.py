@@ -182,9 +182,7 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
         qs = list(dict.fromkeys(queues))
         t = self._clock(now)
         started, keyed = self._claim_unkeyed(worker_id, qs, limit, lease_ms, t)
-        pairs: list[tuple[Order, ClaimedJob]] = [
-            ((-r["priority"], r["run_at"], r["seq"]), claimed_from_row(r)) for r in started
-        ]
+        pairs = self._claim_pairs(started)
         if keyed and len(pairs) < limit:
             pairs.extend(self._claim_keyed(worker_id, qs, limit - len(pairs), lease_ms, t))
         if len(pairs) > 1:
@@ -325,7 +323,7 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
         atomic = dead or len(rounds) > 1 or not self._single_statement_batches
         took = [False] * len(ends)
         wake = any(v.requeue for v in values)
-        with self._tx() if atomic else self._stmt() as cur:
+        with self._tx() if atomic else self._hot() as cur:
             for idx in rounds:
                 done = self._finish_batch(cur, [values[i] for i in idx], t)
                 for i in idx:

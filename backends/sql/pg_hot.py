@@ -1,0 +1,111 @@
+"""The PostgreSQL worker's hot path: claim and finish on cached cursors, rows by position.
+
+A worker claims and finishes every job, so what each call costs in Python counts per
+job. Both statements run on cursors made once per connection (psycopg builds a cursor,
+its adapters map and its row maker on every ``conn.cursor()``) with plain tuple rows,
+and :func:`claimed_from_tuple` builds the :class:`~queue_core.model.ClaimedJob` straight
+from the claim row (no dictionary per row). Each call still runs in a
+:class:`~backends.sql.base._Scope`, so errors are translated and a broken connection is
+discarded as for every other statement (its cursors go with it: the cache is keyed by
+the connection object).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.rows import tuple_row
+
+from backends.sql.base import Order, _Scope
+from queue_core.model import ClaimedJob
+
+if TYPE_CHECKING:
+    from backends.sql.base import SQLBase
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "HotCursors",
+    "HotScope",
+    "check_claim_columns",
+    "claimed_pairs",
+    "raw_cursor",
+]
+
+CLAIM_COLUMNS = (
+    "seq", "id", "task_name", "queue", "payload", "priority", "attempt", "max_attempts",
+    "timeout_ms", "heartbeat_ms", "options", "enqueued_at", "replay_of", "lease_token",
+    "lease_expires_at", "deadline", "started_at", "run_at", "execution_id", "step_id",
+    "flow_deadline_at", "keyed",
+)  # fmt: skip
+"""The columns of the ``claim`` statement, in the order :func:`claimed_pairs` reads them."""
+
+
+class HotCursors:
+    """This thread's cached cursors on its connection: ``cur`` (``%(name)s`` queries)
+    and ``raw`` (``$n`` queries), both yielding tuples."""
+
+    __slots__ = ("conn", "cur", "raw")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.cur: Any = psycopg.Cursor(conn, row_factory=tuple_row)
+        self.raw: Any = psycopg.RawCursor(conn, row_factory=tuple_row)
+
+
+class HotScope(_Scope):
+    """A one-statement scope (as ``_stmt``) whose ``with`` yields this thread's cached
+    tuple-row cursor (:attr:`HotCursors.cur`)."""
+
+    __slots__ = ("_cursors",)
+
+    def __init__(self, storage: SQLBase, local: threading.local, conn: Any) -> None:
+        super().__init__(storage, conn, False)
+        cursors = getattr(local, "cursors", None)
+        if cursors is None or cursors.conn is not conn:
+            cursors = local.cursors = HotCursors(conn)
+        self._cursors: HotCursors = cursors
+
+    def __enter__(self) -> Any:
+        if self._storage._watch is not None:
+            self._storage._watch.arm(self._conn)
+        return self._cursors.cur
+
+
+def raw_cursor(local: threading.local, conn: Any) -> Any:
+    """The cached tuple-row :class:`psycopg.RawCursor` of ``conn`` when it is this
+    thread's hot connection, else a new one."""
+    cursors = getattr(local, "cursors", None)
+    if cursors is not None and cursors.conn is conn:
+        return cursors.raw
+    return psycopg.RawCursor(conn, row_factory=tuple_row)
+
+
+def check_claim_columns(cur: Any) -> None:
+    """Fail loudly if the ``claim`` statement's columns no longer match
+    :data:`CLAIM_COLUMNS` (checked on a storage's first claim that returns rows)."""
+    names = tuple(c.name for c in cur.description or ())
+    if names != CLAIM_COLUMNS:
+        raise RuntimeError(f"claim columns {names} do not match pg_hot.CLAIM_COLUMNS")
+
+
+def claimed_pairs(rows: list[tuple[Any, ...]]) -> list[tuple[Order, ClaimedJob]]:
+    """``(order, job)`` of each started claim row (a ``claim`` row by position; a flow
+    step's ``deadline`` is the earlier of its attempt's and its execution's)."""
+    pairs: list[tuple[Order, ClaimedJob]] = []
+    for (seq, id_, task, queue, payload, priority, attempt, max_attempts, timeout_ms, hb_ms,
+         options, enqueued_at, replay_of, token, lease_at, deadline, started_at, run_at,
+         execution_id, step_id, flow_end, _keyed) in rows:  # fmt: skip
+        if flow_end is not None:
+            deadline = flow_end if deadline is None else min(deadline, flow_end)
+        job = ClaimedJob(
+            id=id_, task_name=task, queue=queue, payload=bytes(payload), attempt=attempt,
+            lease_token=token, lease_expires_at=lease_at, deadline=deadline,
+            max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms,
+            heartbeat_ms=hb_ms, options=options, enqueued_at=enqueued_at,
+            replay_of=replay_of, started_at=started_at, run_at=run_at,
+            execution_id=execution_id, step_id=step_id, flow_deadline_at=flow_end,
+        )  # fmt: skip
+        pairs.append(((-priority, run_at, seq), job))
+    return pairs
