@@ -10,7 +10,7 @@ Payloads and results cross the protocol as ``bytes`` produced by the core's seri
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from enum import Enum
@@ -322,6 +322,18 @@ class RenewResult:
     """Attempts that are no longer current (reaped, finished, superseded)."""
     cancel_requested: list[LeaseRef] = field(default_factory=list)
     """Attempts still current whose job was asked to cancel."""
+
+    @classmethod
+    def of(cls, refs: Sequence[LeaseRef], flags: Iterable[bool | None]) -> RenewResult:
+        """The result for ``refs`` from one flag per ref, in order: ``None`` when the
+        attempt is no longer current (lost), else whether its job was asked to cancel."""
+        result = cls()
+        for ref, flag in zip(refs, flags, strict=True):
+            if flag is None:
+                result.lost.append(ref)
+            elif flag:
+                result.cancel_requested.append(ref)
+        return result
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -94,21 +94,16 @@ class RedisAttempts:
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
     ) -> RenewResult:
         """See :meth:`queue_core.storage.Storage.renew`."""
-        result = RenewResult()
         if not refs:
-            return result
+            return RenewResult()
         args = self._args(now)
         args.append(lease_ms)
         for ref in refs:
             args += (ref.job_id, ref.attempt, ref.lease_token)
         with translate_errors("renew"):
             codes = self._run(self._renew, args)
-        for ref, code in zip(refs, codes, strict=True):
-            if code == 0:
-                result.lost.append(ref)
-            elif code == 2:
-                result.cancel_requested.append(ref)
-        return result
+        # 0: not current, 1: current, 2: current and asked to cancel
+        return RenewResult.of(refs, [None if c == 0 else c == 2 for c in codes])
 
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
         """See :meth:`queue_core.storage.Storage.heartbeat`."""

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.redis.scripts import opt
 from queue_core.errors import ConfigError
 from queue_core.model import NewJob
 
@@ -61,10 +62,6 @@ def text(value: bytes | None) -> str | None:
 
 def _i(value: bytes | None) -> int | None:
     return None if value is None else int(value)
-
-
-def _opt(value: int | str | None) -> str:
-    return "" if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +171,7 @@ def transition_ops(x: Exec, t: Transition, reasons: dict[str, str] | None = None
         else:
             sets += (name, str(value))
     ops.append(["exec", eid, sets, dels])
-    deadline = _opt(t.deadline_at)
+    deadline = "" if t.deadline_at is None else str(t.deadline_at)  # a JSON op: text
     if t.started:
         ops.append(["started", eid, deadline])
     if t.finished:
@@ -220,17 +217,17 @@ def job_args(j: NewJob) -> list[Any]:
         j.queue,
         j.payload,
         j.priority,
-        _opt(j.run_at),
+        opt(j.run_at),
         j.delay_ms,
         j.max_attempts,
         j.lost_delay_ms,
-        _opt(j.timeout_ms),
-        _opt(j.heartbeat_ms),
-        _opt(j.schedule_to_start_ms),
-        _opt(j.concurrency_key),
-        _opt(j.concurrency_limit),
+        opt(j.timeout_ms),
+        opt(j.heartbeat_ms),
+        opt(j.schedule_to_start_ms),
+        opt(j.concurrency_key),
+        opt(j.concurrency_limit),
         "1" if j.concurrency_skip else "0",
-        _opt(j.options),
+        opt(j.options),
     ]
 
 

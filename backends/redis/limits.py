@@ -24,7 +24,8 @@ from typing import Any
 from redis.commands.core import Script
 
 from backends.redis.errors import translate_errors
-from backends.redis.flow_records import _opt, job_args
+from backends.redis.flow_records import job_args
+from backends.redis.scripts import opt
 from queue_core.errors import StorageError
 from queue_core.model import Enqueued, JobState, NewJob
 
@@ -35,12 +36,12 @@ def enqueue_args(j: NewJob) -> tuple[Any, ...]:
     """The 22 arguments of one job for ``enqueue.lua``."""
     return (
         *job_args(j),
-        _opt(j.replay_of),
-        _opt(j.unique_key),
-        _opt(j.unique_for_ms),
-        _opt(j.rate_key),
-        _opt(j.rate_limit),
-        _opt(j.rate_window_ms),
+        opt(j.replay_of),
+        opt(j.unique_key),
+        opt(j.unique_for_ms),
+        opt(j.rate_key),
+        opt(j.rate_limit),
+        opt(j.rate_window_ms),
     )
 
 

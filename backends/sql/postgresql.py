@@ -279,21 +279,16 @@ class PostgresStorage(SQLStorage):
     ) -> RenewResult:
         """See :meth:`queue_core.storage.Storage.renew`: one statement for the batch,
         rows locked in job id order."""
-        result = RenewResult()
         if not refs:
-            return result
+            return RenewResult()
         params = {"ids": [r.job_id for r in refs], "attempts": [r.attempt for r in refs],
                   "tokens": [r.lease_token for r in refs], "lease_ms": lease_ms, "now": now}
         with self._stmt() as cur:
             rows = cur.execute(self._q["renew"], params).fetchall()
         current = {(r["id"], r["attempt"], r["lease_token"]): r["cancel_requested"] for r in rows}
-        for ref in refs:
-            flag = current.get((ref.job_id, ref.attempt, ref.lease_token))
-            if flag is None:
-                result.lost.append(ref)
-            elif flag:
-                result.cancel_requested.append(ref)
-        return result
+        return RenewResult.of(
+            refs, [current.get((r.job_id, r.attempt, r.lease_token)) for r in refs]
+        )
 
     def _finish_batch(
         self, cur: Any, ends: list[EndRow], now: int | None

@@ -207,24 +207,21 @@ class SQLiteStorage(SQLStorage):
     ) -> RenewResult:
         """See :meth:`queue_core.storage.Storage.renew`: one fenced ``UPDATE`` per ref
         (in-process, so no round trips), rows taken in job id order."""
-        result = RenewResult()
         if not refs:
-            return result
+            return RenewResult()
         t = self._clock(now)
-        flags: dict[int, Any] = {}
+        rows: dict[int, Any] = {}
         with self._tx() as cur:
             for i in sorted(range(len(refs)), key=lambda i: refs[i].job_id):
                 ref = refs[i]
                 params = {"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
                           "lease_ms": lease_ms, "now": t}
-                flags[i] = cur.execute(self._q["renew"], params).fetchone()
-        for i, ref in enumerate(refs):
-            row = flags[i]
-            if row is None:
-                result.lost.append(ref)
-            elif row["cancel_requested"]:
-                result.cancel_requested.append(ref)
-        return result
+                rows[i] = cur.execute(self._q["renew"], params).fetchone()
+        return RenewResult.of(
+            refs,
+            [None if rows[i] is None else bool(rows[i]["cancel_requested"])
+             for i in range(len(refs))],
+        )
 
     def _finish_batch(
         self, cur: Any, ends: list[EndRow], now: int | None

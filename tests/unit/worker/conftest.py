@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import anyio
 import pytest
@@ -11,7 +11,7 @@ from queue_core import Queue
 
 
 @pytest.fixture
-def queue() -> Queue:
+def queue() -> Iterator[Queue]:
     q = Queue("memory://")
     yield q
     q.close()
