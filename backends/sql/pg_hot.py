@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import tuple_row
+from psycopg.types.bool import BoolDumper
+from psycopg.types.numeric import Int8Dumper
+from psycopg.types.string import BytesDumper
 
 from backends.sql.base import Order, _Scope
 from queue_core.model import ClaimedJob
@@ -31,6 +34,7 @@ __all__ = [
     "check_claim_columns",
     "claimed_pairs",
     "raw_cursor",
+    "untyped_params",
 ]
 
 CLAIM_COLUMNS = (
@@ -42,16 +46,43 @@ CLAIM_COLUMNS = (
 """The columns of the ``claim`` statement, in the order :func:`claimed_pairs` reads them."""
 
 
+class _UntypedInt(Int8Dumper):
+    oid = 0
+
+
+class _UntypedBool(BoolDumper):
+    oid = 0
+
+
+class _UntypedBytes(BytesDumper):
+    oid = 0
+
+
+def untyped_params(cur: Any) -> Any:
+    """``cur``, made to send every parameter untyped (as text, like ``str`` and ``None``).
+
+    psycopg types an ``int`` by its size (``int2`` to ``int8``) and ``None`` as unknown,
+    and prepares a statement per query text *and* parameter types. So a batch statement
+    whose values differ in size or ``NULL``-ness from call to call (``finish``: attempt
+    numbers, results, padding rows) was never prepared: the server parsed and planned
+    its thousands of parameters on every call. Untyped, the statement's own
+    ``CAST($n AS type)`` gives each parameter its type, and the types never change.
+    """
+    for cls, dumper in ((int, _UntypedInt), (bool, _UntypedBool), (bytes, _UntypedBytes)):
+        cur.adapters.register_dumper(cls, dumper)
+    return cur
+
+
 class HotCursors:
     """This thread's cached cursors on its connection: ``cur`` (``%(name)s`` queries)
-    and ``raw`` (``$n`` queries), both yielding tuples."""
+    and ``raw`` (``$n`` queries with :func:`untyped_params`), both yielding tuples."""
 
     __slots__ = ("conn", "cur", "raw")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.cur: Any = psycopg.Cursor(conn, row_factory=tuple_row)
-        self.raw: Any = psycopg.RawCursor(conn, row_factory=tuple_row)
+        self.raw: Any = untyped_params(psycopg.RawCursor(conn, row_factory=tuple_row))
 
 
 class HotScope(_Scope):
@@ -79,7 +110,7 @@ def raw_cursor(local: threading.local, conn: Any) -> Any:
     cursors = getattr(local, "cursors", None)
     if cursors is not None and cursors.conn is conn:
         return cursors.raw
-    return psycopg.RawCursor(conn, row_factory=tuple_row)
+    return untyped_params(psycopg.RawCursor(conn, row_factory=tuple_row))
 
 
 def check_claim_columns(cur: Any) -> None:
