@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import tuple_row
-from psycopg.types.bool import BoolDumper
-from psycopg.types.numeric import Int8Dumper
-from psycopg.types.string import BytesDumper
 
 from backends.sql.base import Order, _Scope
 from queue_core.model import ClaimedJob
 
 if TYPE_CHECKING:
     from backends.sql.base import SQLBase
+    from backends.sql.records import EndRow
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -33,8 +31,8 @@ __all__ = [
     "HotScope",
     "check_claim_columns",
     "claimed_pairs",
+    "finish_params",
     "raw_cursor",
-    "untyped_params",
 ]
 
 CLAIM_COLUMNS = (
@@ -46,43 +44,46 @@ CLAIM_COLUMNS = (
 """The columns of the ``claim`` statement, in the order :func:`claimed_pairs` reads them."""
 
 
-class _UntypedInt(Int8Dumper):
-    oid = 0
+_TF = {True: "t", False: "f"}
 
 
-class _UntypedBool(BoolDumper):
-    oid = 0
+def finish_params(ends: list[EndRow], now: int | None) -> list[str | None]:
+    """The parameters of a ``finish`` statement for ``ends``: every value as text (or
+    ``None``), ``now`` first on each row.
 
-
-class _UntypedBytes(BytesDumper):
-    oid = 0
-
-
-def untyped_params(cur: Any) -> Any:
-    """``cur``, made to send every parameter untyped (as text, like ``str`` and ``None``).
-
-    psycopg types an ``int`` by its size (``int2`` to ``int8``) and ``None`` as unknown,
-    and prepares a statement per query text *and* parameter types. So a batch statement
-    whose values differ in size or ``NULL``-ness from call to call (``finish``: attempt
-    numbers, results, padding rows) was never prepared: the server parsed and planned
-    its thousands of parameters on every call. Untyped, the statement's own
-    ``CAST($n AS type)`` gives each parameter its type, and the types never change.
+    psycopg types an ``int`` by its size (``int2`` to ``int8``), ``bytes`` and ``bool``
+    by their type and ``None`` as unknown, and prepares a statement per query text *and*
+    parameter types. So a batch statement whose values differ in size or ``NULL``-ness
+    from call to call (attempt numbers, results, padding rows) was seldom prepared: the
+    server parsed and planned its hundreds of parameters again. As text (sent untyped,
+    as ``str`` is) the statement's own ``CAST($n AS type)`` types each one, and the types
+    never change. Cheaper than untyped psycopg dumpers written in Python.
     """
-    for cls, dumper in ((int, _UntypedInt), (bool, _UntypedBool), (bytes, _UntypedBytes)):
-        cur.adapters.register_dumper(cls, dumper)
-    return cur
+    t = None if now is None else str(now)
+    tf = _TF
+    flat: list[str | None] = []
+    add = flat.extend
+    for (id_, attempt, token, state, reason, requeue, delay, lost, result, has_error,
+         e_class, e_type, message, tb, outcome, a_reason, mode, dead_id) in ends:  # fmt: skip
+        add((
+            t, id_, str(attempt), token, state, reason, tf[requeue],
+            None if delay is None else str(delay), None if lost is None else str(lost),
+            None if result is None else "\\x" + result.hex(), tf[has_error], e_class, e_type,
+            message, tb, outcome, a_reason, mode, dead_id,
+        ))  # fmt: skip
+    return flat
 
 
 class HotCursors:
     """This thread's cached cursors on its connection: ``cur`` (``%(name)s`` queries)
-    and ``raw`` (``$n`` queries with :func:`untyped_params`), both yielding tuples."""
+    and ``raw`` (``$n`` queries), both yielding tuples."""
 
     __slots__ = ("conn", "cur", "raw")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.cur: Any = psycopg.Cursor(conn, row_factory=tuple_row)
-        self.raw: Any = untyped_params(psycopg.RawCursor(conn, row_factory=tuple_row))
+        self.raw: Any = psycopg.RawCursor(conn, row_factory=tuple_row)
 
 
 class HotScope(_Scope):
@@ -110,7 +111,7 @@ def raw_cursor(local: threading.local, conn: Any) -> Any:
     cursors = getattr(local, "cursors", None)
     if cursors is not None and cursors.conn is conn:
         return cursors.raw
-    return untyped_params(psycopg.RawCursor(conn, row_factory=tuple_row))
+    return psycopg.RawCursor(conn, row_factory=tuple_row)
 
 
 def check_claim_columns(cur: Any) -> None:

@@ -313,7 +313,7 @@ class PostgresStorage(SQLStorage):
         for k in range(0, len(ends), top):
             chunk = ends[k : k + top]
             size = next(n for n in FINISH_SIZES if n >= len(chunk))
-            flat = [v for e in chunk for v in (now, *e)]
+            flat = pg_hot.finish_params(chunk, now)  # text: the types never change
             flat.extend(_NULL_END * (size - len(chunk)))
             sql = self._finish_statement(size)
             done.update(raw.execute(sql, flat, prepare=self._prepare_now).fetchall())

@@ -133,9 +133,10 @@ def test_finish_batches_of_any_size_and_mix_run_on_a_few_prepared_statements(
     pg.enqueue(jobs, now=T0)
     got = pg.claim("w", ["default"], 29, 30_000, now=T0)
     ends = _done(got)
-    for k in range(0, 29, 2):  # results of mixed kinds: bytes, None (psycopg typed both)
+    for k in range(29):  # results of mixed kinds: None, bytes of any value (sent as text)
         ends[k] = AttemptEnd(ref=ends[k].ref, outcome=Outcome.SUCCEEDED,
-                             decision=Decision(action=Action.COMPLETE), result=None)
+                             decision=Decision(action=Action.COMPLETE),
+                             result=None if k % 2 else b"\x00\\'x" + bytes([k, 255]))
     stale = AttemptEnd(ref=replace(ends[1].ref, lease_token="0" * 32),
                        outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE))
     assert pg.finish([ends[0]], now=T0 + 1) == [True]
