@@ -134,11 +134,17 @@ def test_finish_batches_of_any_size_and_mix_run_on_a_few_prepared_statements(
     got = pg.claim("w", ["default"], 29, 30_000, now=T0)
     ends = _done(got)
     for k in range(29):  # results of mixed kinds: None, bytes of any value (sent as text)
-        ends[k] = AttemptEnd(ref=ends[k].ref, outcome=Outcome.SUCCEEDED,
-                             decision=Decision(action=Action.COMPLETE),
-                             result=None if k % 2 else b"\x00\\'x" + bytes([k, 255]))
-    stale = AttemptEnd(ref=replace(ends[1].ref, lease_token="0" * 32),
-                       outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE))
+        ends[k] = AttemptEnd(
+            ref=ends[k].ref,
+            outcome=Outcome.SUCCEEDED,
+            decision=Decision(action=Action.COMPLETE),
+            result=None if k % 2 else b"\x00\\'x" + bytes([k, 255]),
+        )
+    stale = AttemptEnd(
+        ref=replace(ends[1].ref, lease_token="0" * 32),
+        outcome=Outcome.SUCCEEDED,
+        decision=Decision(action=Action.COMPLETE),
+    )
     assert pg.finish([ends[0]], now=T0 + 1) == [True]
     assert pg.finish([stale, *ends[2:4]], now=T0 + 1) == [False, True, True]  # padded to 4
     assert pg.finish([ends[1], *ends[4:8]], now=T0 + 1) == [True] * 5  # padded to 8
