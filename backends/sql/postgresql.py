@@ -97,9 +97,10 @@ FINISH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 """The ``VALUES`` row counts of ``finish`` statements: a batch is padded with ``NULL``
 rows (which match no job) up to the next size, and cut into statements of the largest
 (19 values a row; PostgreSQL allows 65,535 parameters). So a worker sends at most ten
-statement texts, each built once and prepared by psycopg after a few uses: one text per
-batch size made the server parse and plan most large finishes anew (a drain's batch
-sizes vary), and the client build their text each time."""
+statement texts, each built once and prepared on its first use (values as text:
+:func:`~backends.sql.pg_hot.finish_params`): one text per batch size made the server
+parse and plan most large finishes anew (a drain's batch sizes vary), and the client
+build their text each time."""
 
 _NULL_END = (None,) * len(FINISH_ROW)
 
