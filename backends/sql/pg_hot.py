@@ -23,6 +23,7 @@ from queue_core.model import ClaimedJob
 
 if TYPE_CHECKING:
     from backends.sql.base import SQLBase
+    from backends.sql.records import EndRow
 
 __all__ = [
     "CLAIM_COLUMNS",
@@ -30,6 +31,7 @@ __all__ = [
     "HotScope",
     "check_claim_columns",
     "claimed_pairs",
+    "finish_params",
     "raw_cursor",
 ]
 
@@ -40,6 +42,36 @@ CLAIM_COLUMNS = (
     "flow_deadline_at", "keyed",
 )  # fmt: skip
 """The columns of the ``claim`` statement, in the order :func:`claimed_pairs` reads them."""
+
+
+_TF = {True: "t", False: "f"}
+
+
+def finish_params(ends: list[EndRow], now: int | None) -> list[str | None]:
+    """The parameters of a ``finish`` statement for ``ends``: every value as text (or
+    ``None``), ``now`` first on each row.
+
+    psycopg types an ``int`` by its size (``int2`` to ``int8``), ``bytes`` and ``bool``
+    by their type and ``None`` as unknown, and prepares a statement per query text *and*
+    parameter types. So a batch statement whose values differ in size or ``NULL``-ness
+    from call to call (attempt numbers, results, padding rows) was seldom prepared: the
+    server parsed and planned its hundreds of parameters again. As text (sent untyped,
+    as ``str`` is) the statement's own ``CAST($n AS type)`` types each one, and the types
+    never change. Cheaper than untyped psycopg dumpers written in Python.
+    """
+    t = None if now is None else str(now)
+    tf = _TF
+    flat: list[str | None] = []
+    add = flat.extend
+    for (id_, attempt, token, state, reason, requeue, delay, lost, result, has_error,
+         e_class, e_type, message, tb, outcome, a_reason, mode, dead_id) in ends:  # fmt: skip
+        add((
+            t, id_, str(attempt), token, state, reason, tf[requeue],
+            None if delay is None else str(delay), None if lost is None else str(lost),
+            None if result is None else "\\x" + result.hex(), tf[has_error], e_class, e_type,
+            message, tb, outcome, a_reason, mode, dead_id,
+        ))  # fmt: skip
+    return flat
 
 
 class HotCursors:

@@ -33,8 +33,8 @@ from queue_core.errors import ConfigError
 from queue_core.model import ClaimedJob, JobState, LeaseRef, NewJob, RenewResult
 
 __all__ = [
-    "CONNECT_TIMEOUT_S", "ENQUEUE_ARRAYS", "FINISH_ROW", "PGBOUNCER_POLL_S", "SOCKET_TIMEOUT_S",
-    "PostgresStorage",
+    "CONNECT_TIMEOUT_S", "ENQUEUE_ARRAYS", "FINISH_ROW", "FINISH_SIZES", "PGBOUNCER_POLL_S",
+    "SOCKET_TIMEOUT_S", "PostgresStorage",
 ]
 
 PGBOUNCER_POLL_S = 0.2
@@ -93,8 +93,16 @@ FINISH_ROW = (
 )  # fmt: skip
 """The typed values of one end in ``finish``'s ``VALUES`` rows, in order."""
 
-_CHUNK = 500
-"""Ends per finish statement (19 values each; PostgreSQL allows 65,535 parameters)."""
+FINISH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+"""The ``VALUES`` row counts of ``finish`` statements: a batch is padded with ``NULL``
+rows (which match no job) up to the next size, and cut into statements of the largest
+(19 values a row; PostgreSQL allows 65,535 parameters). So a worker sends at most ten
+statement texts, each built once and prepared on its first use (values as text:
+:func:`~backends.sql.pg_hot.finish_params`): one text per batch size made the server
+parse and plan most large finishes anew (a drain's batch sizes vary), and the client
+build their text each time."""
+
+_NULL_END = (None,) * len(FINISH_ROW)
 
 
 def _job_params(j: NewJob) -> dict[str, Any]:
@@ -164,6 +172,8 @@ class PostgresStorage(SQLStorage):
         bound = _seconds(self._url.get("socket_timeout"), self._masked)
         self._watch = Watchdog(bound) if bound > 0 else None
         self._connect_kw: dict[str, Any] = {"prepare_threshold": None} if self.pgbouncer else {}
+        # the few finish texts are prepared at once (FINISH_SIZES), unless nothing may be
+        self._prepare_now: bool | None = None if self.pgbouncer else True
         if self._url.get("connect_timeout") is None:
             self._connect_kw["connect_timeout"] = CONNECT_TIMEOUT_S
         self._url = self._url.without("pgbouncer").without("socket_timeout")
@@ -295,13 +305,18 @@ class PostgresStorage(SQLStorage):
     ) -> dict[str, str | None]:
         done: dict[str, str | None] = {}
         raw = pg_hot.raw_cursor(self._hot_local, cur.connection)
-        for k in range(0, len(ends), _CHUNK):
-            chunk = ends[k : k + _CHUNK]
-            flat = [v for e in chunk for v in (now, *e)]
-            done.update(raw.execute(self._finish_statement(len(chunk)), flat).fetchall())
+        top = FINISH_SIZES[-1]
+        for k in range(0, len(ends), top):
+            chunk = ends[k : k + top]
+            size = next(n for n in FINISH_SIZES if n >= len(chunk))
+            flat = pg_hot.finish_params(chunk, now)  # text: the types never change
+            flat.extend(_NULL_END * (size - len(chunk)))
+            sql = self._finish_statement(size)
+            done.update(raw.execute(sql, flat, prepare=self._prepare_now).fetchall())
         return done
 
     def _finish_statement(self, n: int) -> str:
+        """The ``finish`` statement of ``n`` rows (one of :data:`FINISH_SIZES`)."""
         sql = self._finish_sql.get(n)
         if sql is None:
             width = len(FINISH_ROW)
@@ -310,9 +325,7 @@ class PostgresStorage(SQLStorage):
                                 for k, (_, t) in enumerate(FINISH_ROW)) + ")"
                 for i in range(n)
             )
-            sql = self._q["finish"].replace("{rows}", rows)
-            if n <= 64:
-                self._finish_sql[n] = sql
+            sql = self._finish_sql[n] = self._q["finish"].replace("{rows}", rows)
         return sql
 
     # ------------------------------------------------------------------ wake-ups

@@ -156,7 +156,8 @@ RETURNING cancel_requested
 -- ---------------------------------------------------------------- finish
 
 -- name: finish
--- The whole batch in one statement: {rows} is one typed row per end (postgresql.FINISH_ROW
+-- The whole batch in one statement (padded with NULL rows to one of postgresql.FINISH_SIZES,
+-- values as text: pg_hot.finish_params): {rows} is one typed row per end (postgresql.FINISH_ROW
 -- order, native $n parameters: psycopg re-parses %s queries over 4 kB or 50 parameters on
 -- every call), rows locked in id order, jobs updated and their attempt records written
 -- (once: the running attempt was on the job row); state and reason come from

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 
 import psycopg
 import pytest
 
-from backends.sql import SQLStorage, pg_hot
+from backends.sql import SQLStorage, pg_hot, postgresql
 from queue_core.errors import StorageUnavailable
 from queue_core.model import Action, AttemptEnd, Decision, Outcome
 from queue_core.testing import T0, new_job
@@ -113,3 +114,54 @@ def test_a_flow_steps_deadline_is_the_earlier_of_attempt_and_execution() -> None
     assert [p[1].deadline for p in pairs] == [50, 70, 40]
     assert [p[0] for p in pairs] == [(0, 5, 1), (0, 5, 2), (0, 5, 3)]
     assert pairs[0][1].flow_deadline_at == 50 and pairs[2][1].flow_deadline_at is None
+
+
+def _finish_texts(pg: SQLStorage) -> list[int]:
+    """The row counts of the finish statements prepared on this thread's connection."""
+    conn = pg._hot_local.cursors.conn  # type: ignore[attr-defined]
+    rows = conn.execute(
+        "SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'WITH e(%%'"
+    ).fetchall()
+    width = len(postgresql.FINISH_ROW)
+    return sorted(row["statement"].count("CAST($") // width for row in rows)
+
+
+def test_finish_batches_of_any_size_and_mix_run_on_a_few_prepared_statements(
+    pg: SQLStorage,
+) -> None:
+    jobs = [new_job() for _ in range(29)]
+    pg.enqueue(jobs, now=T0)
+    got = pg.claim("w", ["default"], 29, 30_000, now=T0)
+    ends = _done(got)
+    for k in range(29):  # results of mixed kinds: None, bytes of any value (sent as text)
+        ends[k] = AttemptEnd(
+            ref=ends[k].ref,
+            outcome=Outcome.SUCCEEDED,
+            decision=Decision(action=Action.COMPLETE),
+            result=None if k % 2 else b"\x00\\'x" + bytes([k, 255]),
+        )
+    stale = AttemptEnd(
+        ref=replace(ends[1].ref, lease_token="0" * 32),
+        outcome=Outcome.SUCCEEDED,
+        decision=Decision(action=Action.COMPLETE),
+    )
+    assert pg.finish([ends[0]], now=T0 + 1) == [True]
+    assert pg.finish([stale, *ends[2:4]], now=T0 + 1) == [False, True, True]  # padded to 4
+    assert pg.finish([ends[1], *ends[4:8]], now=T0 + 1) == [True] * 5  # padded to 8
+    assert pg.finish(ends[8:29], now=T0 + 1) == [True] * 21  # padded to 32
+    assert pg.finish(ends[8:29], now=T0 + 2) == [False] * 21  # fenced: leases cleared
+    assert _finish_texts(pg) == [1, 4, 8, 32]  # each prepared at once, one per size
+    for job, end in zip(jobs, ends, strict=True):
+        stored = pg.get_job(job.id)
+        assert stored is not None and stored.state.value == "succeeded"
+        assert stored.result == end.result and stored.finished_at == T0 + 1
+
+
+def test_a_finish_batch_over_the_largest_size_is_cut_into_statements(pg: SQLStorage) -> None:
+    top = postgresql.FINISH_SIZES[-1]
+    pg.enqueue([new_job() for _ in range(top + 3)], now=T0)
+    got = pg.claim("w", ["default"], top + 3, 30_000, now=T0)
+    assert len(got) == top + 3
+    assert pg.finish(_done(got), now=T0 + 1) == [True] * (top + 3)
+    assert _finish_texts(pg) == [4, top]
+    assert pg.count_pending(["default"], 0) == 0
