@@ -48,7 +48,6 @@ from queue_core.model import (
 )
 from queue_core.policy import RetryPolicy
 from queue_core.queue import Queue
-from queue_core.schedules import SupportsSchedules
 from queue_core.serializer import Serializer
 from queue_core.storage import (
     Storage,
@@ -63,6 +62,7 @@ from queue_core.throughput import SupportsThroughput, ThroughputCount
 
 if TYPE_CHECKING:
     from queue_core.flows.storage import SupportsFlows
+    from queue_core.schedules import SupportsSchedules
 
 __all__ = [
     "AttemptRecord",
@@ -111,7 +111,7 @@ __all__ = [
 ]
 
 
-if not TYPE_CHECKING:  # PEP 562: flows load on first use (worker start-up); mypy sees above
+if not TYPE_CHECKING:  # PEP 562: flows and schedules load on first use (worker start-up)
 
     def __getattr__(name: str) -> Any:
         if name == "SupportsFlows":
@@ -119,4 +119,9 @@ if not TYPE_CHECKING:  # PEP 562: flows load on first use (worker start-up); myp
 
             globals()[name] = SupportsFlows
             return SupportsFlows
+        if name == "SupportsSchedules":
+            from queue_core.schedules import SupportsSchedules
+
+            globals()[name] = SupportsSchedules
+            return SupportsSchedules
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,6 @@ from queue_core.limits import enqueue_limited
 from queue_core.model import DeadJob, JobState, NewJob, QueueStats
 from queue_core.policy import RetryPolicy, policy_from_options
 from queue_core.registry import mask_url, open_storage, resolve_url
-from queue_core.schedules import Periodic, parse_schedule
 from queue_core.serializer import Serializer, get_serializer
 from queue_core.storage import Storage, SupportsMigrate
 from queue_core.task import (
@@ -35,6 +34,8 @@ from queue_core.task import (
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from queue_core.schedules import Periodic
 
 __all__ = ["Queue"]
 
@@ -280,6 +281,8 @@ class Queue(FlowMethods):
                 ``invalid_option`` (an unknown ``tz``, no schedule), or a bad task option.
             TypeError: ``args``/``kwargs`` do not fit the function's signature.
         """
+        from queue_core.schedules import Periodic, parse_schedule  # not at start-up
+
         schedule = parse_schedule(every, cron, tz, catch_up)
         call_args, call_kwargs = tuple(args), dict(kwargs or {})
         register = self.task(name=name, **options)

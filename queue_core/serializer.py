@@ -14,9 +14,9 @@ storage that only trusted producers can write to.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -294,13 +294,9 @@ def _loads(data: bytes, what: str) -> Any:
 
 # --------------------------------------------------------------------------- pickle
 
-_PICKLE_ERRORS: Final = (
-    pickle.PicklingError,
-    TypeError,
-    AttributeError,
-    ValueError,
-    RecursionError,
-)
+_PICKLE_ERRORS: Final = (TypeError, AttributeError, ValueError, RecursionError)
+"""Besides ``pickle.PicklingError``: what ``pickle.dumps`` raises for a value it cannot
+pickle."""
 
 
 class PickleSerializer:
@@ -312,6 +308,15 @@ class PickleSerializer:
 
     name: str = "pickle"
 
+    def __init__(self) -> None:
+        # Imported here, not with the module: JSON is the default, and a worker's
+        # start-up time is its imports.
+        import pickle
+
+        self._dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+        self._loads = pickle.loads
+        self._errors = (pickle.PicklingError, *_PICKLE_ERRORS)
+
     def dumps_payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
         """Pickle ``(args, kwargs)``.
 
@@ -319,12 +324,12 @@ class PickleSerializer:
             SerializationError: naming the first argument that cannot be pickled.
         """
         try:
-            return pickle.dumps((tuple(args), dict(kwargs)), protocol=pickle.HIGHEST_PROTOCOL)
-        except _PICKLE_ERRORS as exc:
+            return self._dumps((tuple(args), dict(kwargs)))
+        except self._errors as exc:
             labelled = [(f"args[{i}]", a) for i, a in enumerate(args)]
             labelled += [(f"kwargs[{k!r}]", a) for k, a in kwargs.items()]
             for label, arg in labelled:
-                if not _picklable(arg):
+                if not self._picklable(arg):
                     raise SerializationError(
                         f"argument {label} of type {type(arg).__name__!r} cannot be "
                         f"pickled: {exc}"
@@ -337,7 +342,7 @@ class PickleSerializer:
         Raises:
             SerializationError: the bytes are not a pickled ``(tuple, dict)``.
         """
-        obj = _unpickle(data, "payload")
+        obj = self._unpickle(data, "payload")
         if (
             isinstance(obj, tuple)
             and len(obj) == 2
@@ -356,8 +361,8 @@ class PickleSerializer:
             SerializationError: naming the type that cannot be pickled.
         """
         try:
-            return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        except _PICKLE_ERRORS as exc:
+            return self._dumps(value)
+        except self._errors as exc:
             raise SerializationError(
                 f"result of type {type(value).__name__!r} cannot be pickled: {exc}"
             ) from None
@@ -368,27 +373,25 @@ class PickleSerializer:
         Raises:
             SerializationError: the bytes cannot be unpickled.
         """
-        return _unpickle(data, "result")
+        return self._unpickle(data, "result")
 
     def __repr__(self) -> str:
         return "PickleSerializer()"
 
+    def _picklable(self, value: Any) -> bool:
+        try:
+            self._dumps(value)
+        except self._errors:
+            return False
+        return True
 
-def _picklable(value: Any) -> bool:
-    try:
-        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except _PICKLE_ERRORS:
-        return False
-    return True
-
-
-def _unpickle(data: bytes, what: str) -> Any:
-    try:
-        return pickle.loads(data)
-    except Exception as exc:  # unpickling can raise nearly anything on bad input
-        raise SerializationError(
-            f"corrupt pickle {what} {_peek(data)}: {type(exc).__name__}: {exc}"
-        ) from None
+    def _unpickle(self, data: bytes, what: str) -> Any:
+        try:
+            return self._loads(data)
+        except Exception as exc:  # unpickling can raise nearly anything on bad input
+            raise SerializationError(
+                f"corrupt pickle {what} {_peek(data)}: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 # --------------------------------------------------------------------------- lookup

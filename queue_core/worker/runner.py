@@ -45,13 +45,15 @@ from queue_core.worker.outage import Outage
 from queue_core.worker.presence import cancel_poll_loop, deregister, presence_loop
 from queue_core.worker.reaper import Backoff, reaper_loop
 from queue_core.worker.recording import error_info
-from queue_core.worker.scheduler import Scheduler, scheduler_for
 from queue_core.worker.slots import SlotTable
+from queue_core.worker.startup import FirstClaim, after_first_claim
 from queue_core.worker.threads import BodyThreads, StorageThread, event_class
 from queue_core.worker.timing import DueTimes, Timing
 
 if TYPE_CHECKING:
+    from queue_core.model import ClaimedJob
     from queue_core.queue import Queue
+    from queue_core.worker.scheduler import Scheduler
 
 __all__ = ["BURST_HORIZON_MS", "Worker", "error_info", "worker_id"]
 
@@ -216,6 +218,12 @@ class Worker(Claiming):
         """Run until stopped (or, with ``burst``, until the queues are drained)."""
         anyio.run(self.run_async)
 
+    async def _claim(self, state: Any, free: int) -> list[ClaimedJob] | None:
+        try:
+            return await super()._claim(state, free)
+        finally:
+            self._first_claim.done()  # the services' storage calls may start (startup.py)
+
     def _reap_hold(self) -> float:
         """How long the reaper holds off after a storage outage: the longer of the lease
         and the longest heartbeat of this worker's tasks (see ``worker/outage.py``)."""
@@ -259,6 +267,7 @@ class Worker(Claiming):
         self._threads = BodyThreads(self._thread_done)
         self._claim_io = StorageThread("queue-core claim")
         self._finish_failed = None
+        self._first_claim = FirstClaim()
         self._finish_io = FinishThread(
             self.storage.finish, self._finish_written, self._finish_failed_soon
         )
@@ -270,9 +279,11 @@ class Worker(Claiming):
             tg.start_soon(self._renewer)
             tg.start_soon(self._heartbeater)
             tg.start_soon(self._watchdog)
-            tg.start_soon(presence_loop, self)
+            tg.start_soon(after_first_claim, self._first_claim, presence_loop, self)
             tg.start_soon(cancel_poll_loop, self)
-            await tg.start(
+            tg.start_soon(
+                after_first_claim,
+                self._first_claim,
                 functools.partial(reaper_loop, outage=self._outage, hold=self._reap_hold()),
                 self.storage,
                 self.reap_interval,
@@ -281,6 +292,8 @@ class Worker(Claiming):
                 self._replay_pass,
             )
             if self.scheduler:
+                from queue_core.worker.scheduler import scheduler_for  # not in burst
+
                 self._scheduler = scheduler_for(
                     self.queue, self.storage, self._timing, self._io, self._outage
                 )

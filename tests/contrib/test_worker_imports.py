@@ -1,7 +1,8 @@
 """A worker imports only what running a plain job needs: the flow modules, dashboard,
-metrics, OpenTelemetry, SQLAlchemy, YAML/pydantic, zoneinfo and difflib load on first
-use, never for a queue with no flow (a worker's start-up time is its imports). The lazy
-names stay importable from the same modules."""
+metrics, OpenTelemetry, SQLAlchemy, YAML/pydantic, zoneinfo, difflib, pickle and the
+periodic-task modules load on first use, never for a queue with no flow or schedule (a
+worker's start-up time is its imports). The lazy names stay importable from the same
+modules."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ _NEVER = (
     "prometheus_client",
     "zoneinfo",
     "difflib",
+    "pickle",  # JSON is the default serializer
+    "queue_core.schedules",  # periodic tasks: only for a queue that declares one
+    "queue_core.worker.scheduler",  # never in a burst worker
 )
 
 
@@ -129,7 +133,10 @@ from queue_core.flows import FlowSpec, StepState
 from queue_core.flows.model import FlowSpec as F2, StepState as S2
 from queue_core.flows.jobs import SCRIPT_TASK
 from queue_core.flows.names import SCRIPT_TASK as T2
-out["same"] = [a is b is c, FlowSpec is F2, StepState is S2, SCRIPT_TASK == T2]
+out["lazy"] = [m in sys.modules for m in ("queue_core.schedules", "pickle")]
+from queue_core import SupportsSchedules as d
+from queue_core.schedules import SupportsSchedules as e
+out["same"] = [a is b is c, FlowSpec is F2, StepState is S2, SCRIPT_TASK == T2, d is e]
 errors = []
 for mod, name in ((queue_core, "Nope"), (queue_core.storage, "Nope"), (queue_core.flows, "Nope")):
     try:
@@ -142,7 +149,8 @@ print(json.dumps(out))
     proc = _run(code)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["eager"] == ["queue_core.flows.facade"], proc.stderr[-2000:]
-    assert out["same"] == [True, True, True, True]
+    assert out["lazy"] == [False, False]
+    assert out["same"] == [True, True, True, True, True]
     assert out["errors"] == [
         "module 'queue_core' has no attribute 'Nope'",
         "module 'queue_core.storage' has no attribute 'Nope'",
