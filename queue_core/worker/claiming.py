@@ -220,6 +220,8 @@ class Claiming(Running):
         in the same ordered list as the ends, so the loop records them (slot, claim
         time, deadline) before it takes any of their ends, even when those ride along
         with a delivery scheduled earlier; and before the claim returns to the loop.
+        The loop is woken for that call only once the bodies are handed over, so the
+        bodies do not wait for the GIL while the loop registers them.
         """
         direct: list[_Direct] = []
         rest: list[ClaimedJob] = []
@@ -231,11 +233,13 @@ class Claiming(Running):
                 direct.append(found)
         if not direct:
             return 0, rest
-        self._threads.announce(functools.partial(self._register_direct, [d[0] for d in direct]))
-        dumps, submit = self._serializer.dumps_result, self._threads.submit
-        for att, task, args, kwargs in direct:
-            func = scoped(self._listeners, att.job, task.func)
-            submit(att, body_call(dumps, func, args, kwargs))
+        dumps, listeners = self._serializer.dumps_result, self._listeners
+        bodies = [
+            (att, body_call(dumps, scoped(listeners, att.job, task.func), args, kwargs))
+            for att, task, args, kwargs in direct
+        ]
+        register = functools.partial(self._register_direct, [d[0] for d in direct])
+        self._threads.announce(register, then=bodies)  # the bodies start, then the loop wakes
         return len(direct), rest
 
     def _register_direct(self, atts: list[Attempt]) -> None:
