@@ -71,12 +71,13 @@ class RedisWaitClaim:
         if limit <= 0 or not queues or self._closed:
             return []
         client = self._wake_client()
-        if self._cluster or getattr(client, "connection", None) is not None:
+        pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
+        if self._cluster or pool is None or getattr(client, "connection", None) is not None:
             if timeout > 0:
                 self.wait_for_jobs(queues, timeout)
             return self.claim(worker_id, queues, limit, lease_ms)
         names = list(dict.fromkeys(queues))
-        with translate_errors("wait_for_jobs"):
+        with translate_errors("wait_and_claim"):
             due_ms = int(self._call(self._next_ready, self._args(None) + names))
         wait = min(timeout, connect.WAKE_MAX_S)
         if due_ms >= 0:
@@ -87,8 +88,8 @@ class RedisWaitClaim:
         args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
         args += names
         blpop = ("BLPOP", *[self.keys.wake(q) for q in names], f"{wait:.3f}")
-        with translate_errors("claim"):
-            r = _blpop_then_claim(client.connection_pool, blpop, self._claim, args)
+        with translate_errors("wait_and_claim"):
+            r = _blpop_then_claim(pool, blpop, self._claim, args)
         return decode_claimed(r)
 
 

@@ -9,6 +9,7 @@ import time
 import redis
 
 from backends.redis import RedisStorage
+from queue_core.errors import StorageUnavailable
 from queue_core.model import ClaimedJob, NewJob
 from queue_core.storage import SupportsWaitClaim
 from queue_core.testing import LEASE
@@ -66,3 +67,27 @@ def test_the_connection_is_reused_cleanly_after_timed_out_waits(storage: RedisSt
     storage.enqueue([_job("a")])
     assert [c.id for c in storage.wait_and_claim("w", ["q"], 1, LEASE, 5.0)] == ["a"]
     assert storage.wait_and_claim("w", ["q"], 1, LEASE, 0.01) == []
+
+
+def test_a_wait_whose_connection_is_killed_fails_and_the_next_one_claims(
+    storage: RedisStorage, raw: redis.Redis[bytes]
+) -> None:
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            storage.wait_and_claim("w", ["q"], 1, LEASE, 8.0)
+        except StorageUnavailable as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    limit = time.monotonic() + 10
+    while not (blocked := [c for c in raw.client_list() if c.get("cmd") == "blpop"]):
+        assert time.monotonic() < limit, "the wait never blocked"
+        time.sleep(0.005)
+    raw.client_kill_filter(_id=blocked[0]["id"])
+    t.join(10)
+    assert len(errors) == 1  # the connection (a reply unread) was dropped, not pooled
+    storage.enqueue([_job("a")])
+    assert [c.id for c in storage.wait_and_claim("w", ["q"], 1, LEASE, 5.0)] == ["a"]
