@@ -72,9 +72,10 @@ class RedisWaitClaim:
             return []
         client = self._wake_client()
         pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
+        if timeout < MIN_BLOCK_S:
+            return self.claim(worker_id, queues, limit, lease_ms)
         if self._cluster or pool is None or getattr(client, "connection", None) is not None:
-            if timeout > 0:
-                self.wait_for_jobs(queues, timeout)
+            self.wait_for_jobs(queues, timeout)
             return self.claim(worker_id, queues, limit, lease_ms)
         names = list(dict.fromkeys(queues))
         with translate_errors("wait_and_claim"):
