@@ -77,6 +77,7 @@ __all__ = [
     "SupportsSchemaVersion",
     "SupportsRateLimits",
     "SupportsUniqueJobs",
+    "SupportsWaitClaim",
     "SupportsWakeup",
 ]
 
@@ -312,6 +313,21 @@ class SupportsWakeup(Protocol):
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Block up to ``timeout`` seconds until a job may have become ready in one of
         ``queues``; ``True`` if woken, ``False`` on timeout. Spurious wake-ups are allowed."""
+        ...
+
+
+@runtime_checkable
+class SupportsWaitClaim(Protocol):
+    """Wake-up and claim in one step, for an idle worker (fewer round trips than
+    :meth:`~SupportsWakeup.wait_for_jobs` followed by :meth:`~Storage.claim`)."""
+
+    def wait_and_claim(
+        self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, timeout: float
+    ) -> list[ClaimedJob]:
+        """Block up to ``timeout`` seconds until a job may be ready in one of ``queues``
+        (as ``wait_for_jobs``; at once when one is ready now), then claim up to ``limit``
+        of them at the storage's time (as ``claim``). A timeout or a spurious wake-up
+        claims what is ready then, often nothing: ``[]``."""
         ...
 
 

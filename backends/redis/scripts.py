@@ -90,10 +90,11 @@ def lua_text(name: str) -> str:
     return "".join(lines)
 
 
-PRELUDES = {"enqueue_plain": "_base"}
+PRELUDES = {"enqueue_plain": "_base", "claim": "_claim"}
 """Scripts run with a prelude shorter than ``_lib.lua``: each call builds every closure
 of its prelude again (``_lib.lua`` ~30 of them: ~10 µs of server time per call, measured
-in docs/backends/redis.md), so the single-enqueue hot path takes only ``_base.lua``."""
+in docs/backends/redis.md), so the single-enqueue hot path takes only ``_base.lua`` and
+the claim ``_claim.lua`` (``_base.lua`` and the pieces of ``_lib.lua`` it uses)."""
 
 
 def load_script(name: str) -> str:

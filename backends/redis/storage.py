@@ -42,6 +42,7 @@ from backends.redis.records import (
 from backends.redis.schedules import RedisSchedules
 from backends.redis.scripts import SCRIPTS, load_script, opt, sources
 from backends.redis.throughput import RedisThroughput
+from backends.redis.waitclaim import RedisWaitClaim
 from backends.redis.workers import RedisWorkers
 from queue_core.errors import ConfigError, NotFound, StorageError
 from queue_core.model import (
@@ -62,7 +63,13 @@ _load_script = load_script  # backends/redis/limits.py loads enqueue_plain.lua t
 
 
 class RedisStorage(
-    RedisAttempts, RedisLimits, RedisSchedules, RedisWorkers, RedisThroughput, Storage
+    RedisAttempts,
+    RedisWaitClaim,
+    RedisLimits,
+    RedisSchedules,
+    RedisWorkers,
+    RedisThroughput,
+    Storage,
 ):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
@@ -84,7 +91,8 @@ class RedisStorage(
             have no socket timeout shorter than the waits (capped at ``WAKE_MAX_S``).
 
     Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
-    token to a bounded per-queue list that idle workers ``BLPOP``), ``SupportsJobScan``,
+    token to a bounded per-queue list that idle workers ``BLPOP``), ``SupportsWaitClaim``
+    (the ``BLPOP`` and the claim in one round trip, ``redis/waitclaim.py``), ``SupportsJobScan``,
     ``SupportsFlows`` (``redis/flows.py``) and ``SupportsSchedules`` (``redis/schedules.py``).
     """
 

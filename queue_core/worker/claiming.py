@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -20,6 +21,7 @@ from anyio import to_thread
 
 from queue_core.errors import ConfigError, StorageError
 from queue_core.model import ClaimedJob, Reason
+from queue_core.storage import SupportsWaitClaim
 from queue_core.task import Task
 from queue_core.worker.log import log
 from queue_core.worker.reaper import Backoff
@@ -144,30 +146,45 @@ class Claiming(Running):
         wake-up and a second hand-off for the claim: the claim follows the wake-up on
         the same thread at once, and plain sync bodies start from here too (see
         :meth:`_start_direct`). Returns how many were started so, and the claimed jobs
-        left for the loop to start. Nothing is claimed once a stop was requested (a
-        batch claimed just before goes on through the normal shutdown path), and the
-        wait is short, so shutdown waits for at most one ``_WAKEUP_WAIT``.
+        left for the loop to start. Nothing is claimed once a stop was requested before
+        the wait (a batch claimed just before goes on through the normal shutdown path;
+        so does one a ``SupportsWaitClaim`` storage claims right after a wait during
+        which the stop came), and the wait is short, so shutdown waits for at most one
+        ``_WAKEUP_WAIT``.
         """
         stop = self._stop
         if stop.is_set():
             return 0, []
         # a retry this worker scheduled wakes no one when it falls due: wait until then
         wait = self._retries_due.wait_bound(time.monotonic(), _WAKEUP_WAIT)
+        storage: Any = self.storage
+        if isinstance(storage, SupportsWaitClaim):  # the wait and the claim in one call
+            jobs = self._waited(
+                storage.wait_and_claim, self.id, self._queues, free, self.lease_ms, wait
+            )
+            if jobs is None:
+                return 0, []
+        else:
+            if wait > 0 and self._waited(storage.wait_for_jobs, self._queues, wait) is None:
+                return 0, []
+            if stop.is_set():
+                return 0, []
+            jobs = storage.claim(self.id, self._queues, free, self.lease_ms)
+        self._outage.ok()
+        if not jobs:
+            return 0, []
+        return self._start_direct(jobs)
+
+    def _waited(self, wait: Callable[..., Any], *args: Any) -> Any:
+        """On the claim thread: ``wait(*args)`` (a wake-up wait), or ``None`` when it
+        failed, after saying so and pausing briefly."""
         try:
-            if wait > 0:
-                self.storage.wait_for_jobs(self._queues, wait)  # type: ignore[attr-defined]
+            return wait(*args)
         except StorageError as exc:
             if not self._outage.failed("wait_for_jobs", exc):
                 log.warning("wait_for_jobs failed (%s)", exc)
-            stop.wait(0.1)
-            return 0, []
-        if stop.is_set():
-            return 0, []
-        jobs = self.storage.claim(self.id, self._queues, free, self.lease_ms)
-        self._outage.ok()
-        if not jobs:
-            return 0, jobs
-        return self._start_direct(jobs)
+            self._stop.wait(0.1)
+            return None
 
     def _direct_attempt(self, job: ClaimedJob) -> _Direct | None:
         """On the claim thread: the attempt for a plain sync body, or ``None`` when the
@@ -203,6 +220,8 @@ class Claiming(Running):
         in the same ordered list as the ends, so the loop records them (slot, claim
         time, deadline) before it takes any of their ends, even when those ride along
         with a delivery scheduled earlier; and before the claim returns to the loop.
+        The loop is woken for that call only once the bodies are handed over, so the
+        bodies do not wait for the GIL while the loop registers them.
         """
         direct: list[_Direct] = []
         rest: list[ClaimedJob] = []
@@ -214,11 +233,13 @@ class Claiming(Running):
                 direct.append(found)
         if not direct:
             return 0, rest
-        self._threads.announce(functools.partial(self._register_direct, [d[0] for d in direct]))
-        dumps, submit = self._serializer.dumps_result, self._threads.submit
-        for att, task, args, kwargs in direct:
-            func = scoped(self._listeners, att.job, task.func)
-            submit(att, body_call(dumps, func, args, kwargs))
+        dumps, listeners = self._serializer.dumps_result, self._listeners
+        bodies = [
+            (att, body_call(dumps, scoped(listeners, att.job, task.func), args, kwargs))
+            for att, task, args, kwargs in direct
+        ]
+        register = functools.partial(self._register_direct, [d[0] for d in direct])
+        self._threads.announce(register, then=bodies)  # the bodies start, then the loop wakes
         return len(direct), rest
 
     def _register_direct(self, atts: list[Attempt]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from queue import SimpleQueue
 from typing import Any
 
@@ -142,16 +142,22 @@ class BodyThreads:
             except Exception:  # noqa: BLE001 - the loop is gone: nothing to report to
                 return
 
-    def announce(self, call: Callable[[], None]) -> None:
+    def announce(
+        self, call: Callable[[], None], then: Sequence[tuple[Attempt, Callable[[], Any]]] = ()
+    ) -> None:
         """Have the loop run ``call`` before it takes any end reported after this (from
         any thread): the claim thread registers the attempts it starts this way, so
-        their ends can never overtake their registration."""
+        their ends can never overtake their registration. The calls of ``then`` are
+        submitted after ``call`` is queued but before the loop is woken for it: waking
+        the loop hands it the GIL, which would hold those bodies back."""
         with self._lock:
             self._done.append((None, True, call))
-            if self._delivery_pending:
-                return
+            wake = not self._delivery_pending
             self._delivery_pending = True
-        self._token.backend_class.run_sync_soon(self._deliver, (), self._token.native_token)
+        for att, body in then:
+            self.submit(att, body)
+        if wake:
+            self._token.backend_class.run_sync_soon(self._deliver, (), self._token.native_token)
 
     def _deliver(self) -> None:
         """On the loop: hand every end reported so far over (one loop wake-up for many)."""

@@ -5,41 +5,7 @@
 -- every key of one storage shares the prefix; use a hash tag prefix ("{qc}") on a cluster.
 -- #include _base
 
--- sorted-set writes that may wait for the flush too: ZD[cmd][key] = flat argument list
-local ZD = nil
-
-local function zop(cmd, key, a, b)
-  if not ZD then
-    if b then redis.call(cmd, key, a, b) else redis.call(cmd, key, a) end
-    return
-  end
-  local t = ZD[cmd][key]
-  if not t then t = {}; ZD[cmd][key] = t end
-  t[#t + 1] = a
-  if b then t[#t + 1] = b end
-end
-
--- from here to flush_counts(), count() sums and zop() collects (a batch script then
--- writes each count once and each sorted set with one command); nothing in between may
--- read those counts or sorted sets
-local function defer_counts() DEFER = {}; ZD = {ZREM = {}, ZADD = {}}; TPD = {} end
-
-local function flush_counts()
-  local pending, z, tp = DEFER, ZD, TPD
-  DEFER, ZD, TPD = nil, nil, nil
-  if next(tp) then
-    local key = P .. ':tp:' .. math.floor(NOW / 60000)
-    for f, d in pairs(tp) do redis.call('HINCRBY', key, f, d) end
-    redis.call('PEXPIRE', key, TP_TTL)
-  end
-  for q, t in pairs(pending) do
-    for state, d in pairs(t) do
-      if d ~= 0 then count(q, state, d) end
-    end
-  end
-  for key, args in pairs(z.ZREM) do call_chunked('ZREM', key, args) end
-  for key, args in pairs(z.ZADD) do call_chunked('ZADD', key, args) end
-end
+-- #include _batch
 
 local function incr(key, d)
   local v = redis.call('INCRBY', key, d)
@@ -194,12 +160,7 @@ local function to_queued(id, q, pr, ra, ss, keep_m)
   if ra <= NOW then wake(q) end
 end
 
-local function run_score(le, dl, hd)
-  local s = le
-  if dl and dl < s then s = dl end
-  if hd and hd < s then s = hd end
-  return s
-end
+-- #include _running
 
 -- flows: a step job (hash field x = its execution) changed state by an event. The change
 -- becomes a pending event of the execution ("idx|new job state|job reason"), the
@@ -207,18 +168,6 @@ end
 -- execution joins P:xadv, the executions that need an advance. The decision itself is
 -- taken in Python (queue_core.flows.decide, design docs/design/flows-storage.md §10):
 -- the caller advances right after, and reap() advances whatever a killed caller left.
--- flows: set step idx of execution x to "state|released|reason" and keep the execution's
--- counters of steps by state (P:x:<x> fields c.<state>) equal to P:xs:<x>, so the fast
--- advance (decide_fast) reads counts instead of every step.
-local function xs_set(x, idx, val)
-  local xs = P .. ':xs:' .. x
-  local xh = P .. ':x:' .. x
-  local old = redis.call('HGET', xs, idx)
-  redis.call('HSET', xs, idx, val)
-  if old then redis.call('HINCRBY', xh, 'c.' .. string.match(old, '^[^|]*'), -1) end
-  redis.call('HINCRBY', xh, 'c.' .. string.match(val, '^[^|]*'), 1)
-end
-
 local function flow_event(id, x)
   local f = redis.call('HMGET', jk(id), 'xi', 'st', 'rs')
   redis.call('RPUSH', P .. ':xe:' .. x, f[1] .. '|' .. f[2] .. '|' .. (f[3] or ''))

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
-from queue_core.model import JobState
-from queue_core.storage import Storage, SupportsJobScan, SupportsWakeup
+from queue_core.model import ClaimedJob, JobState
+from queue_core.storage import Storage, SupportsJobScan, SupportsWaitClaim, SupportsWakeup
 from queue_core.testing.fixtures import T0, claim_one, enqueue_one, new_job
 from queue_core.testing.suite._base import ContractBase
 
 
 class OptionalAbilitiesContract(ContractBase):
-    """``SupportsJobScan`` and ``SupportsWakeup``."""
+    """``SupportsJobScan``, ``SupportsWakeup`` and ``SupportsWaitClaim``."""
 
     def test_list_jobs_pages_newest_first_with_filters(self, storage: Storage) -> None:
         if not isinstance(storage, SupportsJobScan):
@@ -55,3 +56,53 @@ class OptionalAbilitiesContract(ContractBase):
                 break
         thread.join(5.0)
         assert outcome == [True]
+
+    def test_wait_and_claim_claims_a_job_enqueued_while_it_waits(self, storage: Storage) -> None:
+        """The waiter (long timeout) returns the job claimed; the enqueuer keeps adding
+        jobs until it returns (a wake-up sent before the wait began may be missed), and
+        every job it added but the claimed ones is still there for a plain claim."""
+        if not isinstance(storage, SupportsWaitClaim):
+            pytest.skip("storage lacks SupportsWaitClaim")
+        waiter: SupportsWaitClaim = storage
+        got: list[ClaimedJob] = []
+        done = threading.Event()
+
+        def wait() -> None:
+            try:
+                for _ in range(50):  # a spurious wake-up claims nothing: wait again
+                    got.extend(waiter.wait_and_claim("w1", ["wc"], 1, 30_000, 20.0))
+                    if got:
+                        return
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        ids = []
+        for _ in range(100):
+            job = new_job(queue="wc")
+            storage.enqueue([job], now=None)
+            ids.append(job.id)
+            if done.wait(0.2):
+                break
+        thread.join(5.0)
+        assert len(got) == 1 and got[0].id in ids and got[0].attempt == 1
+        rest = storage.claim("w2", ["wc"], 1000, 30_000)
+        assert sorted(j.id for j in rest) == sorted(i for i in ids if i != got[0].id)
+
+    def test_wait_and_claim_takes_ready_jobs_at_once_up_to_the_limit(
+        self, storage: Storage
+    ) -> None:
+        """Ready jobs are claimed without waiting out the timeout, ``limit`` at a time;
+        with none left a short wait ends with nothing claimed."""
+        if not isinstance(storage, SupportsWaitClaim):
+            pytest.skip("storage lacks SupportsWaitClaim")
+        jobs = [new_job(queue="wc") for _ in range(3)]
+        storage.enqueue(jobs, now=None)
+        begun = time.monotonic()
+        first = storage.wait_and_claim("w1", ["wc", "other"], 2, 30_000, 20.0)
+        second = storage.wait_and_claim("w1", ["wc"], 2, 30_000, 20.0)
+        assert time.monotonic() - begun < 15.0  # neither waited for its timeout
+        assert [j.id for j in first + second] == [j.id for j in jobs]
+        assert storage.wait_and_claim("w1", ["wc"], 2, 30_000, 0.05) == []
+        assert storage.wait_and_claim("w1", ["wc"], 0, 30_000, 0.05) == []

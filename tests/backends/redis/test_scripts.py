@@ -4,6 +4,7 @@ same duplicate check and once-per-batch writes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from backends.redis.scripts import SCRIPTS, load_script, lua_text
@@ -37,4 +38,16 @@ def test_enqueue_plain_runs_with_the_base_prelude_and_the_others_with_all_of_lib
     assert plain.startswith(base) and lib not in plain
     assert "local function dead_letter" not in plain
     for name in SCRIPTS:
-        assert load_script(name).startswith(lib), name
+        if name != "claim":
+            assert load_script(name).startswith(lib), name
+
+
+def test_claim_runs_with_the_claim_prelude_which_defines_every_function_it_calls() -> None:
+    claim, lib = load_script("claim"), lua_text("_lib")
+    assert claim.startswith(lua_text("_claim")) and lib not in claim
+    assert "local function dead_letter" not in claim
+    defined = set(re.findall(r"local function (\w+)", claim))
+    body = lua_text("claim")
+    every = set(re.findall(r"local function (\w+)", lib))
+    called = {f for f in every if re.search(rf"\b{f}\(", body)}
+    assert called and called <= defined, called - defined

@@ -94,6 +94,23 @@ async def test_an_announced_call_runs_before_ends_reported_after_it() -> None:
         threads.close()
 
 
+async def test_bodies_submitted_with_an_announcement_end_after_it() -> None:
+    """``announce(call, then=...)`` queues the call before it submits the bodies, so
+    their ends (even of bodies that return at once) are delivered after it."""
+    order: list[Any] = []
+    threads = BodyThreads(lambda att, ok, value: order.append((att, value)))
+    try:
+        gate = threading.Event()
+        bodies = [(_att(1), lambda: 1), (_att(2), lambda: gate.wait(30))]
+        threads.announce(lambda: order.append("registered"), then=bodies)
+        await until(lambda: len(order) == 2, "the call and the first end delivered")
+        gate.set()
+        await until(lambda: len(order) == 3, "all delivered")
+        assert order == ["registered", (1, 1), (2, True)]
+    finally:
+        threads.close()
+
+
 async def test_body_errors_are_carried_back() -> None:
     ended: list[tuple[Any, bool, Any]] = []
     threads = BodyThreads(lambda att, ok, value: ended.append((att, ok, value)))

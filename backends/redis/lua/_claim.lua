@@ -1,0 +1,6 @@
+-- Claim prelude: what claim.lua needs of _lib.lua and no more (backends/redis/scripts.py
+-- PRELUDES): each EVALSHA builds every closure of its prelude again, and the ~30 of
+-- _lib.lua cost an idle worker's claim about as much server time as the claim itself.
+-- #include _base
+-- #include _batch
+-- #include _running
