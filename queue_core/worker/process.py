@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from queue_core.worker._child import encode_frame
 from queue_core.worker.process_exchange import Exchange
+from queue_core.worker.process_places import Places
 from queue_core.worker.process_results import (
     _CHILD_KEPT,
     ChildError,
@@ -346,7 +346,7 @@ class ProcessPool:
             )
         self.size = size
         self.max_tasks_per_child = max_tasks_per_child
-        self._limiter = anyio.CapacityLimiter(size)
+        self._places = Places(size)
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
         self._closed = False
@@ -443,7 +443,7 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        await self._acquire()
+        await self._places.acquire()
         try:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
@@ -477,17 +477,7 @@ class ProcessPool:
                     with anyio.CancelScope(shield=True):
                         await self._discard(child, grace=kill_grace)
         finally:
-            self._limiter.release()
-
-    async def _acquire(self) -> None:
-        """A place under the limit: at once when one is free, without the limiter's loop
-        round; else wait for one. A caller cancelled already stops here, before a child
-        is sent anything."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._limiter.acquire()
+            self._places.release()
 
     def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
         """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""
