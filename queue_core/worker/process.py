@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from queue_core.worker._child import encode_frame
 from queue_core.worker.process_exchange import Exchange
+from queue_core.worker.process_places import Places
 from queue_core.worker.process_results import (
     _CHILD_KEPT,
     ChildError,
@@ -58,11 +58,14 @@ __all__ = [
 ]
 
 _HEADER_SIZE = 4
+_READ_SIZE = 1 << 16
 _START_TIMEOUT = 60.0
 """Seconds a new child may take to import and say it is ready."""
 _REAP_BOUND = 5.0
 """Seconds to wait for a SIGKILLed group to disappear before reporting it as lingering."""
 _POLL = 0.01
+_ANSWERS = frozenset({"ok", "val", "err"})
+"""The frames that answer a run request (see :mod:`queue_core.worker._child`)."""
 _GROUP_POLL = 0.05
 _BOOTSTRAP = (
     "import sys, json\n"
@@ -128,6 +131,12 @@ class _Child:
 
     def _parse(self) -> None:
         buf = self._buffer
+        if len(buf) > _HEADER_SIZE and len(buf) == _HEADER_SIZE + int.from_bytes(
+            buf[:_HEADER_SIZE], "big"
+        ):  # exactly one frame, the usual case: no slicing of the buffer
+            self._frames.append(pickle.loads(buf[_HEADER_SIZE:]))
+            buf.clear()
+            return
         while len(buf) >= _HEADER_SIZE:
             size = int.from_bytes(buf[:_HEADER_SIZE], "big")
             if len(buf) < _HEADER_SIZE + size:
@@ -143,7 +152,7 @@ class _Child:
             await anyio.wait_readable(self.rfd)
             while True:
                 try:
-                    chunk = os.read(self.rfd, 1 << 16)
+                    chunk = os.read(self.rfd, _READ_SIZE)
                 except BlockingIOError:
                     break
                 if not chunk:
@@ -195,13 +204,37 @@ class _Child:
         """Read whatever the child wrote before it ended, without waiting."""
         while not self.eof:
             try:
-                chunk = os.read(self.rfd, 1 << 16)
+                chunk = os.read(self.rfd, _READ_SIZE)
             except (BlockingIOError, OSError):
                 break
             if not chunk:
                 self.eof = True
             self._buffer += chunk
         self._parse()
+
+    def read_once(self) -> None:
+        """One read of what the child wrote (more only when that read filled the buffer),
+        then parse; the caller knows the pipe is readable, so no read ends in EAGAIN."""
+        try:
+            chunk = os.read(self.rfd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+        self._buffer += chunk
+        if len(chunk) == _READ_SIZE:
+            self.drain()
+        else:
+            self._parse()
+
+    def take(self) -> tuple[bool, Any]:
+        """Without reading: ``(True, frame)`` for the next frame already read, ``(True,
+        None)`` once the pipe is closed and every frame taken, ``(False, None)`` if neither."""
+        if self._frames:
+            return True, self._frames.pop(0)
+        return self.eof, None
 
     def poll(self) -> tuple[bool, Any]:
         """Without waiting: ``(True, frame)`` for the next frame the child sent,
@@ -313,7 +346,7 @@ class ProcessPool:
             )
         self.size = size
         self.max_tasks_per_child = max_tasks_per_child
-        self._limiter = anyio.CapacityLimiter(size)
+        self._places = Places(size)
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
         self._closed = False
@@ -410,28 +443,27 @@ class ProcessPool:
         """
         if self._closed:
             raise RuntimeError("the process pool is closed")
-        await self._acquire()
+        await self._places.acquire()
         try:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
             child = await self._take()
-            deadline = None if timeout is None else time.time() + timeout
-            request = {
-                "module": func_module,
-                "qualname": func_qualname,
-                "main_path": _main_path() if func_module == "__main__" else None,
-                "args": tuple(args),
-                "kwargs": dict(kwargs),
-                "job_id": job_id,
-                "attempt": attempt,
-                "deadline": deadline,
-                "heartbeat_every": heartbeat_every,
-                "wants_ctx": wants_ctx,
-                "execution_id": execution_id,
-                "step_id": step_id,
-                "carried": list(carried),
-            }
-            started = anyio.current_time()
+            request = (  # in the order of _child.REQUEST_FIELDS
+                func_module,
+                func_qualname,
+                _main_path() if func_module == "__main__" else None,
+                tuple(args),
+                dict(kwargs),
+                job_id,
+                attempt,
+                None if timeout is None else time.time() + timeout,
+                heartbeat_every,
+                wants_ctx,
+                execution_id,
+                step_id,
+                list(carried),
+            )
+            started = time.monotonic()
             result: ProcessResult | None = None
             try:
                 result = await self._attempt(
@@ -445,17 +477,7 @@ class ProcessPool:
                     with anyio.CancelScope(shield=True):
                         await self._discard(child, grace=kill_grace)
         finally:
-            self._limiter.release()
-
-    async def _acquire(self) -> None:
-        """A place under the limit: at once when one is free, without the limiter's loop
-        round; else wait for one. A caller cancelled already stops here, before a child
-        is sent anything."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._limiter.acquire()
+            self._places.release()
 
     def _keep(self, child: _Child, result: ProcessResult | None) -> bool:
         """Whether ``child`` goes back to the idle list after an attempt that gave ``result``."""
@@ -468,7 +490,7 @@ class ProcessPool:
     async def _attempt(
         self,
         child: _Child,
-        request: dict[str, Any],
+        request: tuple[Any, ...],
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
         heartbeat: Callable[[], None] | None,
@@ -477,19 +499,26 @@ class ProcessPool:
     ) -> ProcessResult:
         ex = Exchange(child, heartbeat, cancelled)
         await child.send(("run", request))
-        with anyio.move_on_after(timeout) as deadline_scope:
-            await ex.run()
-        elapsed = anyio.current_time() - started
+        # Most answers come within the first wait, which the deadline bounds itself; the
+        # deadline's cancel scope (a timer and a scope per attempt) only for the rest.
+        if not await ex.first_wait(timeout):
+            left = None if timeout is None else max(0.0, started + timeout - time.monotonic())
+            with anyio.move_on_after(left) as deadline_scope:
+                await ex.run()
+            timed_out = deadline_scope.cancelled_caught
+        else:
+            timed_out = ex.at_deadline
+        elapsed = time.monotonic() - started
         if ex.failure is not None:
             raise ex.failure  # run() terminates the child on the way out
         answer = ex.answer
         if answer is None:
             child.drain()
             answer = child.take_answer()
-        if answer is not None and answer[0] in ("ok", "err"):
+        if answer is not None and answer[0] in _ANSWERS:
             return _answered(answer, child.pid, elapsed)
         why_stopped = ex.why_stopped
-        if why_stopped is None and deadline_scope.cancelled_caught:
+        if why_stopped is None and timed_out:
             why_stopped = ProcessOutcome.TIMED_OUT
         if why_stopped is None and child.stopping:
             why_stopped = ProcessOutcome.CANCELLED  # the pool was closed under us

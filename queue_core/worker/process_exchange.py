@@ -41,9 +41,33 @@ class Exchange:
         self.why_stopped: ProcessOutcome | None = None
         self.failure: Exception | None = None
         """Raised by a callback: ends the attempt."""
+        self.at_deadline = False
+        """:meth:`first_wait` ended at the attempt's deadline, unanswered."""
+        self._waited = False
+
+    async def first_wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109
+        """On asyncio, the fast wait (:meth:`_fast_asyncio`) before any deadline scope is
+        entered, bounded by ``timeout`` itself: ``True`` when the attempt is settled (an
+        answer, the pipe closed, a failing callback, or the deadline reached: then
+        :attr:`at_deadline`). ``False`` when the full wait (:meth:`run`, inside the
+        deadline's scope) must follow; on other loops at once."""
+        cancelled = self.cancelled
+        if cancelled is not None and cancelled():
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): run() waits fast itself
+            return False
+        self._waited = True
+        if timeout is None or timeout > _CANCEL_POLL:
+            return await self._fast_asyncio(loop, _CANCEL_POLL)
+        if await self._fast_asyncio(loop, timeout):
+            return True
+        self.at_deadline = True
+        return True
 
     async def run(self) -> None:
-        if await self._fast():
+        if not self._waited and await self._fast():
             return
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._read_answer, tg.cancel_scope)
@@ -69,7 +93,7 @@ class Exchange:
         except RuntimeError:  # another event loop (trio): the portable wait below
             pass
         else:
-            return await self._fast_asyncio(loop)
+            return await self._fast_asyncio(loop, _CANCEL_POLL)
         with anyio.move_on_after(_CANCEL_POLL):
             while True:
                 message = await self.child.recv()
@@ -82,13 +106,15 @@ class Exchange:
                     return True
         return False
 
-    async def _fast_asyncio(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """:meth:`_fast` on asyncio's own reader and timer: the same wait, with a fraction
-        of the calls that anyio's portable ``wait_readable`` and cancel scope make."""
+    async def _fast_asyncio(self, loop: asyncio.AbstractEventLoop, within: float) -> bool:
+        """:meth:`_fast` on asyncio's own reader and timer, for ``within`` seconds: the
+        same wait, with a fraction of the calls that anyio's portable ``wait_readable``
+        and cancel scope make. The pipe is read only once the loop says it is readable
+        (one ``read`` per answer, none that ends in EAGAIN)."""
         child = self.child
-        end = loop.time() + _CANCEL_POLL
+        end = loop.time() + within
         while True:
-            got, message = child.poll()
+            got, message = child.take()
             if got:
                 if message is None:
                     return True  # the pipe closed: the child is gone
@@ -101,6 +127,7 @@ class Exchange:
             left = end - loop.time()
             if left <= 0 or not await _readable(loop, child.rfd, left):
                 return False
+            child.read_once()
 
     def _beat(self) -> bool:
         """Deliver one heartbeat; ``False`` when the callback raised (the attempt ends)."""

@@ -258,7 +258,11 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _answered(answer: Any, pid: int, elapsed: float) -> ProcessResult:
-    """The result of an attempt whose child answered (``ok`` or ``err``)."""
+    """The result of an attempt whose child answered (``ok``, ``val`` or ``err``)."""
+    if answer[0] == "val":  # a plain value, sent as itself
+        return ProcessResult(
+            outcome=ProcessOutcome.RETURNED, value=answer[1], pid=pid, duration=elapsed
+        )
     if answer[0] == "err":
         return ProcessResult(
             outcome=ProcessOutcome.RAISED, error=_child_error(answer[1]), pid=pid, duration=elapsed

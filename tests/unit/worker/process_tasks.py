@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 import sys
@@ -18,6 +19,21 @@ def noop() -> None:
 
 def add(a: int, b: int) -> int:
     return a + b
+
+
+def identity(value: Any) -> Any:
+    """Return the argument as it arrived."""
+    return value
+
+
+class Level(enum.IntEnum):
+    """An int subclass: must come back as itself, not as a plain int."""
+
+    HIGH = 3
+
+
+def high() -> Level:
+    return Level.HIGH
 
 
 def whoami() -> dict[str, Any]:

@@ -91,6 +91,25 @@ async def test_returns_value_and_reuses_the_warm_child(pool: ProcessPool) -> Non
     assert first.error_info() is None
 
 
+@pytest.mark.parametrize(
+    "value", [None, True, 0, -7, 2**80, 2.5, "", "text", b"\x00bytes", [1, "a"], {"k": (1,)}]
+)
+async def test_return_values_come_back_with_their_exact_type(
+    pool: ProcessPool, value: object
+) -> None:
+    result = await run(pool, "identity", value)
+
+    assert result.outcome is ProcessOutcome.RETURNED
+    assert result.value == value and type(result.value) is type(value)
+
+
+async def test_a_subclass_of_a_plain_type_comes_back_as_that_subclass(pool: ProcessPool) -> None:
+    result = await run(pool, "high")
+
+    assert type(result.value) is process_tasks.Level  # pickled, not sent as a plain int
+    assert result.value is process_tasks.Level.HIGH
+
+
 async def test_child_leads_its_own_group_and_sees_the_attempt_number(pool: ProcessPool) -> None:
     result = await run(pool, "whoami", attempt=4)
 
