@@ -42,8 +42,11 @@ def deadline_of(att: Attempt) -> float | None:
     with the mode and the error -- must land first, or it is refused as no longer
     current. So the worker is early by at most the lead, never by a slow claim.
     """
-    flow = flow_deadline_of(att.job, att.claimed_at, DEADLINE_LEAD)
-    timeout_ms = att.job.timeout_ms
+    job = att.job
+    timeout_ms = job.timeout_ms
+    if timeout_ms is None and job.flow_deadline_at is None:
+        return None
+    flow = flow_deadline_of(job, att.claimed_at, DEADLINE_LEAD)
     if timeout_ms is None:
         return flow
     timeout = timeout_ms / 1000.0
