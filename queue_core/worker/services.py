@@ -95,6 +95,19 @@ class Services(AttemptRecording):
             batch, self._ends = self._ends, []
             self._finish_io.put(batch)
 
+    def _delivery_begins(self) -> None:
+        """On the loop, before a batch of body-thread ends is recorded."""
+        self._delivering = True
+
+    def _delivery_ended(self) -> None:
+        """On the loop, after it: hand what was recorded to the finish thread at once
+        (in order after every end handed over before), instead of waking the finisher
+        task for it: one task step less per batch."""
+        self._delivering = False
+        if self._ends:
+            batch, self._ends = self._ends, []
+            self._finish_io.put(batch)
+
     def _finish_failed_soon(self, exc: BaseException) -> None:
         """On the loop: the finish thread's write raised (it holds the batch)."""
         self._finish_failed = exc
