@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -96,6 +97,8 @@ def _make_encode() -> Callable[[Any], str]:
 
 _ENCODE: Final = _make_encode()
 _DECODE: Final = json.loads
+_ONE_INT: Final = re.compile(rb'\{"args":\[(-?(?:0|[1-9][0-9]{0,17}))\],"kwargs":\{\}\}').fullmatch
+"""The envelope ``dumps_payload`` writes for one plain int argument (its fast path)."""
 _JSON_SCALARS: Final = (str, int, float, bool, type(None))
 _JSON_HINT: Final = (
     "use str, int, float (finite), bool, None, lists and dicts with string keys, "
@@ -233,6 +236,10 @@ class JsonSerializer:
         Raises:
             SerializationError: the bytes are not valid UTF-8 JSON of that shape.
         """
+        if data.__class__ is bytes:
+            one = _ONE_INT(data)
+            if one is not None:  # what dumps_payload writes for one int: ~4x cheaper
+                return (int(one[1]),), {}
         obj = _loads(data, "payload")
         if isinstance(obj, dict) and len(obj) == 2:
             args = obj.get("args")
@@ -250,6 +257,10 @@ class JsonSerializer:
             SerializationError: naming the type (and where inside the value) that JSON
                 cannot encode.
         """
+        if value is None:
+            return b"null"
+        if value.__class__ is int:  # the text _ENCODE gives, without the encoder
+            return b"%d" % value
         try:
             text = _ENCODE(value)
             if "{" in text and _changed_by_json(value):

@@ -94,6 +94,10 @@ class WorkerState:
     _slot_wake: anyio.Event
     _hb_wake: anyio.Event
     _flushing: bool
+    _delivering: bool = False
+    """Body-thread ends are being taken on the loop: the delivery hands the ends over
+    to the finish thread when done (:meth:`Services._delivery_ended`), so recording
+    one does not wake the finisher task."""
     _wakeup: bool
     _threads: BodyThreads
     _claim_io: StorageThread

@@ -265,7 +265,7 @@ class AttemptRecording(WorkerState):
         self._ends.append(end)
         if decision.action is Action.RETRY and decision.delay_ms > 0:
             self._retries_due.add(time.monotonic() + decision.delay_ms / 1000)
-        if not self._flushing:
+        if not (self._flushing or self._delivering):
             self._flush_wake.set()
         duration = self._timing.monotonic() - att.claimed_at
         log_attempt_end(end, att.job.task_name, duration, queue=att.job.queue, worker_id=self.id)

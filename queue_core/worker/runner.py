@@ -264,7 +264,9 @@ class Worker(Claiming):
         self._hb_wake = anyio.Event()
         self._flushing = False
         self._wakeup = isinstance(self.storage, SupportsWakeup)
-        self._threads = BodyThreads(self._thread_done)
+        self._threads = BodyThreads(
+            self._thread_done, (self._delivery_begins, self._delivery_ended)
+        )
         self._claim_io = StorageThread("queue-core claim")
         self._finish_failed = None
         self._first_claim = FirstClaim()

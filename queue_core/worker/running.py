@@ -183,7 +183,7 @@ class Running(Services):
         if task.takes_ctx:
             kwargs["ctx"] = self._context(att, loop=False)
         att.deadline = deadline_of(att)
-        func = scoped(self._listeners, att.job, task.func)
+        func = scoped(self._listeners, att.job, task.func) if self._listeners else task.func
         dumps = self._serializer.dumps_result
         self._threads.submit(att, lambda: dumps(func(*args, **kwargs)))
 
@@ -207,7 +207,8 @@ class Running(Services):
 
     def _free(self, att: Attempt) -> None:
         self._table.remove(att)
-        self._heartbeats.pop(att.ref, None)
+        if self._heartbeats:  # hashing a LeaseRef is a Python call: skip it when empty
+            self._heartbeats.pop(att.ref, None)
         self._processed += 1
         self._slot_wake.set()
 

@@ -42,8 +42,11 @@ def deadline_of(att: Attempt) -> float | None:
     with the mode and the error -- must land first, or it is refused as no longer
     current. So the worker is early by at most the lead, never by a slow claim.
     """
-    flow = flow_deadline_of(att.job, att.claimed_at, DEADLINE_LEAD)
-    timeout_ms = att.job.timeout_ms
+    job = att.job
+    timeout_ms = job.timeout_ms
+    if timeout_ms is None and job.flow_deadline_at is None:
+        return None
+    flow = flow_deadline_of(job, att.claimed_at, DEADLINE_LEAD)
     if timeout_ms is None:
         return flow
     timeout = timeout_ms / 1000.0
@@ -89,6 +92,19 @@ class Services(AttemptRecording):
                 self._flush_wake = self._event()
                 await self._flush_wake.wait()
                 continue
+            batch, self._ends = self._ends, []
+            self._finish_io.put(batch)
+
+    def _delivery_begins(self) -> None:
+        """On the loop, before a batch of body-thread ends is recorded."""
+        self._delivering = True
+
+    def _delivery_ended(self) -> None:
+        """On the loop, after it: hand what was recorded to the finish thread at once
+        (in order after every end handed over before), instead of waking the finisher
+        task for it: one task step less per batch."""
+        self._delivering = False
+        if self._ends:
             batch, self._ends = self._ends, []
             self._finish_io.put(batch)
 

@@ -62,9 +62,16 @@ class BodyThreads:
     two thread wake-ups instead of one per body.
     """
 
-    def __init__(self, on_done: Callable[[Attempt, bool, Any], None]) -> None:
+    def __init__(
+        self,
+        on_done: Callable[[Attempt, bool, Any], None],
+        on_delivery: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    ) -> None:
+        """``on_done(att, ok, value)`` runs on the loop for each end; ``on_delivery``,
+        ``(begin, end)``, around each batch of them (one loop wake-up's worth)."""
         self._token = anyio.lowlevel.current_token()
         self._on_done = on_done
+        self._on_delivery = on_delivery
         self._pending: deque[tuple[Attempt, Callable[[], Any]]] = deque()
         self._wake: SimpleQueue[bool] = SimpleQueue()
         """One ``True`` per wake-up of a sleeping thread, one ``False`` per exit."""
@@ -164,6 +171,17 @@ class BodyThreads:
         with self._lock:
             ends, self._done = self._done, []
             self._delivery_pending = False
+        hooks = self._on_delivery
+        if hooks is None:
+            self._each(ends)
+            return
+        hooks[0]()
+        try:
+            self._each(ends)
+        finally:
+            hooks[1]()
+
+    def _each(self, ends: list[tuple[Attempt | None, bool, Any]]) -> None:
         for att, ok, value in ends:
             try:
                 if att is None:

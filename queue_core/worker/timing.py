@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import heapq
 import threading
+import time
 from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
 
-from queue_core.clock import Clock, SupportsTimers
+from queue_core.clock import Clock, SupportsTimers, SystemClock
 
 __all__ = ["DueTimes", "Timing"]
 
@@ -25,15 +26,16 @@ __all__ = ["DueTimes", "Timing"]
 class Timing:
     """Readings and waits on one clock, for code running on the worker's event loop."""
 
-    __slots__ = ("clock", "_timers")
+    __slots__ = ("clock", "_timers", "monotonic")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._timers: SupportsTimers | None = clock if isinstance(clock, SupportsTimers) else None
-
-    def monotonic(self) -> float:
-        """Monotonic seconds of the clock."""
-        return self.clock.monotonic()
+        self.monotonic: Callable[[], float] = (
+            time.monotonic if type(clock) is SystemClock else clock.monotonic
+        )
+        """Monotonic seconds of the clock (read a few times per job: the clock's own
+        bound method, or :func:`time.monotonic` itself for the system clock)."""
 
     def now_ms(self) -> int:
         """Wall time of the clock, epoch milliseconds."""

@@ -94,6 +94,40 @@ def test_json_result_round_trip(value: Any) -> None:
     assert JSON.loads_result(JSON.dumps_result(value)) == value
 
 
+@pytest.mark.parametrize(
+    "value", [None, 0, 7, -7, 2**63, -(2**70), True, False, 1.0, "7", [7], {"a": None}]
+)
+def test_json_result_bytes_are_the_encoders_with_or_without_the_fast_path(value: Any) -> None:
+    # None and plain ints skip the encoder: the same bytes, and bool stays true/false
+    assert JSON.dumps_result(value) == json.dumps(value, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"args":[0],"kwargs":{}}',
+        b'{"args":[-0],"kwargs":{}}',
+        b'{"args":[-123],"kwargs":{}}',
+        b'{"args":[999999999999999999],"kwargs":{}}',
+        b'{"args":[' + b"9" * 40 + b'],"kwargs":{}}',
+        b'{"args":[1],"kwargs":{}} ',
+        b'{"args": [1], "kwargs": {}}',
+        b'{"args":[1.5],"kwargs":{}}',
+        b'{"args":[true],"kwargs":{}}',
+    ],
+)
+def test_one_int_payloads_decode_as_json_does(data: bytes) -> None:
+    obj = json.loads(data)
+    assert JSON.loads_payload(data) == (tuple(obj["args"]), obj["kwargs"])
+    assert type(JSON.loads_payload(data)[0][0]) is type(obj["args"][0])
+
+
+@pytest.mark.parametrize("data", [b'{"args":[01],"kwargs":{}}', b'{"args":[1],"kwargs":{}}x'])
+def test_one_int_lookalikes_that_are_not_json_raise(data: bytes) -> None:
+    with pytest.raises(SerializationError):
+        JSON.loads_payload(data)
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -math.inf])
 def test_nan_and_infinities_are_refused_not_written(value: float) -> None:
     # json.dumps would write NaN/Infinity, which is not JSON: other readers reject it.

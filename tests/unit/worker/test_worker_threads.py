@@ -8,6 +8,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any, cast
 
 import anyio
@@ -118,6 +119,26 @@ async def test_body_errors_are_carried_back() -> None:
         threads.submit(_att(1), lambda: 1 / 0)
         await until(lambda: len(ended) == 1, "the end was delivered")
         assert ended[0][1] is False and isinstance(ended[0][2], ZeroDivisionError)
+    finally:
+        threads.close()
+
+
+async def test_delivery_hooks_run_around_each_batch_even_when_an_end_fails() -> None:
+    log: list[Any] = []
+
+    def done(att: Any, ok: bool, value: Any) -> None:
+        log.append(att.ref.job_id)
+        if att.ref.job_id == 1:
+            raise RuntimeError("recording failed")  # logged; the batch still ends
+
+    hooks = (lambda: log.append("begin"), lambda: log.append("end"))
+    threads = BodyThreads(done, hooks)
+    try:
+        threads.submit(cast(Attempt, SimpleNamespace(ref=SimpleNamespace(job_id=1))), int)
+        await until(lambda: "end" in log, "the first batch was delivered")
+        threads.submit(cast(Attempt, SimpleNamespace(ref=SimpleNamespace(job_id=2))), int)
+        await until(lambda: log.count("end") == 2, "the second batch was delivered")
+        assert log == ["begin", 1, "end", "begin", 2, "end"]
     finally:
         threads.close()
 
