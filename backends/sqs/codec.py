@@ -50,7 +50,9 @@ schedule-to-start, ``P R`` running by lease, ``P F`` finished), ``tp``/``tx`` at
 deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix.
 
 Attempt item (``sk = A#00001`` …): ``n`` number, ``wk``, ``sa``, ``fa``, ``oc`` outcome,
-``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``.
+``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``. Written when the attempt
+ends (in the transaction that ends it); while it runs, its record is the job item's
+``att``/``wk``/``sa`` (a claim is one write to the job item, not a transaction of two).
 
 Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
 ``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),
@@ -80,6 +82,7 @@ XK``: ``a`` active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from queue_core.errors import StorageError
@@ -104,6 +107,7 @@ __all__ = [
     "attempt_record",
     "chunk_count",
     "claimed_job",
+    "current_attempt",
     "dead_entry",
     "dead_job",
     "decode_item",
@@ -115,6 +119,7 @@ __all__ = [
     "new_item",
     "spec_from_dead",
     "vals",
+    "with_current_attempt",
 ]
 
 Item = dict[str, Any]
@@ -441,6 +446,27 @@ def dead_entry(
 
 
 # --------------------------------------------------------------------------- records
+
+
+def current_attempt(job: Item) -> Item:
+    """The attempt item of ``job``'s current attempt as its job item holds it (the claim
+    writes ``att``, ``wk`` and ``sa`` there; the attempt item is stored when it ends)."""
+    n = int(job["att"])
+    record: Item = {"pk": job["pk"], "sk": f"A#{n:05d}", "n": n}
+    record.update({k: job[k] for k in ("wk", "sa") if job.get(k) is not None})
+    return record
+
+
+def with_current_attempt(items: Sequence[Item]) -> list[Item]:
+    """The attempt items among ``items`` (a job's partition: attempt items and its job
+    item ``sk = J``) by number, with the current attempt taken from the job item when
+    it has no attempt item yet (it is running)."""
+    attempts = [it for it in items if str(it["sk"]).startswith("A#")]
+    jobs = [it for it in items if it["sk"] == "J"]
+    have = {a["n"] for a in attempts}
+    if jobs and jobs[0].get("att", 0) > 0 and jobs[0]["att"] not in have:
+        attempts.append(current_attempt(jobs[0]))
+    return sorted(attempts, key=lambda a: a["n"])
 
 
 def attempt_record(a: Item) -> AttemptRecord:
