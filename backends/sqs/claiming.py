@@ -130,6 +130,13 @@ class Claiming(FlowApply):
         return JobState.SKIPPED, skipped
 
     def _tx_or_duplicate(self, actions: list[dict[str, Any]]) -> None:
+        """Write ``actions`` all or nothing; a lone Put (one plain job) is a conditional
+        PutItem: the same guard at 1 write unit per KB instead of a transaction's 2."""
+        if len(actions) == 1 and "Put" in actions[0]:
+            if not self.db.put_if(actions[0]["Put"]):
+                job_id = decode_item(actions[0]["Put"]["Item"])["id"]
+                raise StorageError(f"job id {job_id!r} already exists")
+            return
         try:
             self.db.transact(actions)
         except TxCancelled as exc:

@@ -158,6 +158,16 @@ class Table:
             return None
         return resp
 
+    def put_if(self, op: dict[str, Any]) -> bool:
+        """PutItem; ``False`` when its condition failed."""
+        try:
+            self.client.put_item(**op)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def query(self, **kw: Any) -> list[Item]:
         """Every item of a Query (pages followed until ``Limit`` items, if given)."""
         out: list[Item] = []
