@@ -134,7 +134,9 @@ class StorageBase:
         values of the job item. A flow step's end also records its step-end event
         (unless ``event`` is false: the flow's own deadline ending it)."""
         att_sets = _attempt_sets(outcome, attempt_reason, error, mode, now)
-        actions: list[dict[str, Any]] = [self._attempt_put(job, att_sets)]
+        inline = state is JobState.SUCCEEDED and error is None
+        inline = inline and job.get("ck") is None and job.get("xid") is None
+        actions: list[dict[str, Any]] = [] if inline else [self._attempt_put(job, att_sets)]
         if state is JobState.QUEUED:
             sets, removes = self.keys.queued_fields(job, now if ready_at is None else ready_at, now)
             sets["rsn"] = None
@@ -145,6 +147,8 @@ class StorageBase:
             sets["rsn"] = job_reason
             if state is JobState.SUCCEEDED:
                 sets["res"] = result
+            if inline:  # the job item keeps the ended attempt: see current_attempt
+                sets.update(ao=outcome.value, ar=attempt_reason, am=mode)
             if state is JobState.DEAD:
                 sets["did"], puts = self._dead_after(job, att_sets, job_reason, error, now)
                 actions += puts

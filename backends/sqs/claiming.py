@@ -130,15 +130,10 @@ class Claiming(FlowApply):
         return JobState.SKIPPED, skipped
 
     def _tx_or_duplicate(self, actions: list[dict[str, Any]]) -> None:
-        """Write ``actions`` all or nothing; a lone Put (one plain job) is a conditional
-        PutItem: the same guard at 1 write unit per KB instead of a transaction's 2."""
-        if len(actions) == 1 and "Put" in actions[0]:
-            if not self.db.put_if(actions[0]["Put"]):
-                job_id = decode_item(actions[0]["Put"]["Item"])["id"]
-                raise StorageError(f"job id {job_id!r} already exists")
-            return
+        """Write ``actions`` all or nothing (a lone Put, one plain job, is one conditional
+        PutItem: see :meth:`~backends.sqs.dynamo.Table.write`)."""
         try:
-            self.db.transact(actions)
+            self.db.write(actions)
         except TxCancelled as exc:
             for action, code in zip(actions, exc.codes, strict=False):
                 if code == _FAILED and "Put" in action:
@@ -212,7 +207,7 @@ class Claiming(FlowApply):
                 continue
             actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
             try:
-                self._write_starts(actions)
+                self.db.write(actions)
             except TxCancelled as exc:
                 drop, lost = _losers(run, batch, actions, owners, exc.codes)
                 raced = raced or lost
@@ -247,16 +242,6 @@ class Claiming(FlowApply):
             kept.append(it)
             updates.append(update)
         return kept, updates
-
-    def _write_starts(self, actions: list[dict[str, Any]]) -> None:
-        """Write a claim's start actions: one conditional UpdateItem when they are a
-        single job's update (1 write unit, not 2), else one transaction. Raises
-        :class:`TxCancelled` either way when a condition failed."""
-        if len(actions) == 1 and "Update" in actions[0]:
-            if self.db.update_if(actions[0]["Update"]) is None:
-                raise TxCancelled([_FAILED])
-            return
-        self.db.transact(actions)
 
     def _start_actions(
         self,

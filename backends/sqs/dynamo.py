@@ -148,6 +148,22 @@ class Table:
                 codes = _codes_from_message(str(exc), len(actions))
             raise TxCancelled(codes) from exc
 
+    def write(self, actions: list[dict[str, Any]]) -> None:
+        """Write ``actions`` all or nothing: a lone Update or Put is one conditional
+        UpdateItem/PutItem (DynamoDB bills a transactional write twice), more are one
+        ``TransactWriteItems``. Raises :class:`TxCancelled` when a condition failed
+        (for a lone write: ``["ConditionalCheckFailed"]``)."""
+        if len(actions) == 1 and ("Update" in actions[0] or "Put" in actions[0]):
+            ok = (
+                self.update_if(actions[0]["Update"]) is not None
+                if "Update" in actions[0]
+                else self.put_if(actions[0]["Put"])
+            )
+            if not ok:
+                raise TxCancelled(["ConditionalCheckFailed"])
+            return
+        self.transact(actions)
+
     def update_if(self, op: dict[str, Any]) -> dict[str, Any] | None:
         """UpdateItem; ``None`` when its condition failed."""
         try:

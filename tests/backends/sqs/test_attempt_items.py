@@ -1,7 +1,8 @@
 """Where a running attempt's record lives: on the job item until the attempt ends.
 
 A claim of a plain job is one conditional UpdateItem of the job item (1 write unit);
-the attempt item is Put by the transaction that ends the attempt. These tests check
+the attempt item is Put by the transaction that ends the attempt, except a plain
+success, which ends inline on the job item (one conditional UpdateItem). These tests check
 the writes, the reads of a running attempt, and that an attempt item written at claim
 by an earlier version (the old layout) is completed, not duplicated, by the end.
 """
@@ -29,9 +30,7 @@ def _job(job_id: str) -> NewJob:
 
 
 def _succeed(ref: Any) -> AttemptEnd:
-    return AttemptEnd(
-        ref=ref, outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE)
-    )
+    return AttemptEnd(ref=ref, outcome=Outcome.SUCCEEDED, decision=Decision(action=Action.COMPLETE))
 
 
 def _attempt_item(storage: Any, job_id: str, n: int) -> dict[str, Any] | None:
@@ -52,11 +51,39 @@ def test_claim_of_one_plain_job_is_one_update_and_no_attempt_item(
     assert (running.number, running.worker_id, running.outcome) == (1, "w1", None)
     assert running.started_at is not None and running.finished_at is None
 
+    calls.clear()
     assert s.finish([_succeed(claimed.ref)]) == [True]
-    stored = _attempt_item(s, "a1", 1)
-    assert stored is not None and stored["oc"] == "succeeded" and stored["wk"] == "w1"
+    # a plain success ends inline: one conditional UpdateItem of the job item
+    assert calls["UpdateItem"] == 1 and calls["TransactWriteItems"] == 0
+    assert _attempt_item(s, "a1", 1) is None
     (done,) = s.list_attempts("a1")
-    assert done.outcome is Outcome.SUCCEEDED and done.finished_at is not None
+    assert (done.number, done.worker_id, done.outcome) == (1, "w1", Outcome.SUCCEEDED)
+    assert done.finished_at is not None and done.started_at == running.started_at
+
+
+def test_a_success_with_a_concurrency_key_stores_its_attempt_item(
+    make_storage: Factory,
+) -> None:
+    s = make_storage()
+    s.enqueue(
+        [
+            NewJob(
+                id="k1",
+                task_name="t",
+                queue="default",
+                payload=b"{}",
+                concurrency_key="k",
+                concurrency_limit=1,
+            )
+        ]
+    )
+    (claimed,) = s.claim("w1", ["default"], 1, 30_000)
+    assert _attempt_item(s, "k1", 1) is None
+    assert s.finish([_succeed(claimed.ref)]) == [True]
+    stored = _attempt_item(s, "k1", 1)
+    assert stored is not None and stored["oc"] == "succeeded" and stored["wk"] == "w1"
+    (done,) = s.list_attempts("k1")
+    assert done.outcome is Outcome.SUCCEEDED
 
 
 def test_second_attempt_lists_the_ended_first_and_the_running_second(
@@ -69,10 +96,15 @@ def test_second_attempt_lists_the_ended_first_and_the_running_second(
         ref=first.ref, outcome=Outcome.FAILED, decision=Decision(action=Action.RETRY)
     )
     assert s.finish([retry]) == [True]
+    failed = _attempt_item(s, "b1", 1)
+    assert failed is not None and failed["oc"] == "failed"  # a failure is its own item
     (second,) = s.claim("w2", ["default"], 1, 30_000)
     assert second.ref.attempt == 2
     got = [(a.number, a.worker_id, a.outcome) for a in s.list_attempts("b1")]
     assert got == [(1, "w1", Outcome.FAILED), (2, "w2", None)]
+    assert s.finish([_succeed(second.ref)]) == [True]
+    got = [(a.number, a.worker_id, a.outcome) for a in s.list_attempts("b1")]
+    assert got == [(1, "w1", Outcome.FAILED), (2, "w2", Outcome.SUCCEEDED)]
 
 
 def test_an_attempt_item_written_at_claim_by_the_old_layout_is_completed(

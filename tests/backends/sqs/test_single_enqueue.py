@@ -13,9 +13,7 @@ from tests.backends.sqs.conftest import Factory
 
 
 def _job(job_id: str, key: str | None = None) -> NewJob:
-    return NewJob(
-        id=job_id, task_name="t", queue="default", payload=b"{}", concurrency_key=key
-    )
+    return NewJob(id=job_id, task_name="t", queue="default", payload=b"{}", concurrency_key=key)
 
 
 def test_one_plain_job_is_one_put_and_a_duplicate_is_refused(make_storage: Factory) -> None:
