@@ -152,13 +152,19 @@ class Table:
         """Write ``actions`` all or nothing: a lone Update or Put is one conditional
         UpdateItem/PutItem (DynamoDB bills a transactional write twice), more are one
         ``TransactWriteItems``. Raises :class:`TxCancelled` when a condition failed
-        (for a lone write: ``["ConditionalCheckFailed"]``)."""
+        (for a lone write: ``["ConditionalCheckFailed"]``, or ``["TransactionConflict"]``
+        when it met another transaction on its item, as a transaction would report it)."""
         if len(actions) == 1 and ("Update" in actions[0] or "Put" in actions[0]):
-            ok = (
-                self.update_if(actions[0]["Update"]) is not None
-                if "Update" in actions[0]
-                else self.put_if(actions[0]["Put"])
-            )
+            try:
+                ok = (
+                    self.update_if(actions[0]["Update"]) is not None
+                    if "Update" in actions[0]
+                    else self.put_if(actions[0]["Put"])
+                )
+            except ClientError as exc:
+                if error_code(exc) != "TransactionConflictException":
+                    raise
+                raise TxCancelled(["TransactionConflict"]) from exc
             if not ok:
                 raise TxCancelled(["ConditionalCheckFailed"])
             return
