@@ -16,6 +16,7 @@ from backends.sqs.codec import (
     new_item,
     spec_from_dead,
     vals,
+    with_current_attempt,
 )
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
@@ -113,10 +114,15 @@ class Admin(FlowApply):
             return job_record(item, self.db.payload(item)) if item else None
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
-        """See :meth:`queue_core.storage.Storage.list_attempts` (one consistent Query)."""
+        """See :meth:`queue_core.storage.Storage.list_attempts` (one consistent Query of
+        the job's attempt items and its job item, which holds a running attempt)."""
         with translate("list_attempts"):
-            items = self._attempt_items(job_id)
-        return [attempt_record(a) for a in sorted(items, key=lambda a: a["n"])]
+            items = self.db.query(
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :a AND :j",
+                ExpressionAttributeValues=vals(pk=self.keys.job_pk(job_id), a="A#", j="J"),
+                ConsistentRead=True,
+            )
+        return [attempt_record(a) for a in with_current_attempt(items)]
 
     def count_pending(
         self, queues: Sequence[str], horizon_ms: int, *, now: int | None = None

@@ -174,7 +174,7 @@ class Attempts(FlowApply):
             actions = [a for i in chunk for a in todo[i][0]]
             owners = [i for i in chunk for _ in todo[i][0]]
             try:
-                self.db.transact(actions)
+                self.db.write(actions)
             except TxCancelled as exc:
                 codes = zip(owners, exc.codes, strict=False)
                 failed = {o for o, c in codes if c not in ("None", "")}

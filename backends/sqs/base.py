@@ -13,7 +13,15 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from backends.sqs.codec import Item, Keys, dead_entry, encode_item, error_map, vals
+from backends.sqs.codec import (
+    Item,
+    Keys,
+    current_attempt,
+    dead_entry,
+    encode_item,
+    error_map,
+    vals,
+)
 from backends.sqs.delivery import Delivery
 from backends.sqs.dynamo import Table
 from backends.sqs.flow_items import event_sk
@@ -125,12 +133,10 @@ class StorageBase:
         :func:`~queue_core.policy.outcomes.end_state` or ``reap_verdict``; and the SET
         values of the job item. A flow step's end also records its step-end event
         (unless ``event`` is false: the flow's own deadline ending it)."""
-        n = job["att"]
         att_sets = _attempt_sets(outcome, attempt_reason, error, mode, now)
-        att_update = self.db.update(
-            self.keys.attempt(job["id"], n), att_sets, cond="attribute_exists(pk)"
-        )
-        actions: list[dict[str, Any]] = [{"Update": att_update}]
+        inline = state is JobState.SUCCEEDED and error is None
+        inline = inline and job.get("ck") is None and job.get("xid") is None
+        actions: list[dict[str, Any]] = [] if inline else [self._attempt_put(job, att_sets)]
         if state is JobState.QUEUED:
             sets, removes = self.keys.queued_fields(job, now if ready_at is None else ready_at, now)
             sets["rsn"] = None
@@ -141,6 +147,8 @@ class StorageBase:
             sets["rsn"] = job_reason
             if state is JobState.SUCCEEDED:
                 sets["res"] = result
+            if inline:  # the job item keeps the ended attempt: see current_attempt
+                sets.update(ao=outcome.value, ar=attempt_reason, am=mode)
             if state is JobState.DEAD:
                 sets["did"], puts = self._dead_after(job, att_sets, job_reason, error, now)
                 actions += puts
@@ -157,6 +165,17 @@ class StorageBase:
         if event and job.get("xid") is not None:
             actions += self._step_event(job, state, job_reason, result, now)
         return actions, sets
+
+    def _attempt_put(self, job: Item, att_sets: Item) -> dict[str, Any]:
+        """The Put storing the record of ``job``'s current attempt as it ends.
+
+        A running attempt's record lives on the job item (``att``, ``wk``, ``sa``, written
+        by the claim); it becomes its own item in the transaction that ends the attempt
+        (fenced by the job item's condition). Unconditional: an attempt item written at
+        claim by an earlier version holds the same start fields and is overwritten."""
+        record = current_attempt(job)
+        record.update({k: v for k, v in att_sets.items() if v is not None})
+        return {"Put": {"TableName": self.db.name, "Item": encode_item(record)}}
 
     def _step_event(
         self,
@@ -195,7 +214,7 @@ class StorageBase:
         every attempt record, the current one as it ends."""
         n = job["att"]
         prior = [a for a in self._attempt_items(job["id"]) if a["n"] != n]
-        current = {"n": n, "wk": job.get("wk"), "sa": job.get("sa"), **att_sets}
+        current = {**current_attempt(job), **att_sets}
         current = {k: v for k, v in current.items() if v is not None}
         atts = sorted([*prior, current], key=lambda a: a["n"])
         return self._dead_puts(job, reason or "", error, atts, now)

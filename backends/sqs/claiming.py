@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.sqs.base import SEQ
-from backends.sqs.codec import Item, claimed_job, decode_item, encode_item, new_item, vals
+from backends.sqs.codec import Item, claimed_job, decode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.flow_apply import FlowApply
@@ -130,8 +130,10 @@ class Claiming(FlowApply):
         return JobState.SKIPPED, skipped
 
     def _tx_or_duplicate(self, actions: list[dict[str, Any]]) -> None:
+        """Write ``actions`` all or nothing (a lone Put, one plain job, is one conditional
+        PutItem: see :meth:`~backends.sqs.dynamo.Table.write`)."""
         try:
-            self.db.transact(actions)
+            self.db.write(actions)
         except TxCancelled as exc:
             for action, code in zip(actions, exc.codes, strict=False):
                 if code == _FAILED and "Put" in action:
@@ -205,7 +207,7 @@ class Claiming(FlowApply):
                 continue
             actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
             try:
-                self.db.transact(actions)
+                self.db.write(actions)
             except TxCancelled as exc:
                 drop, lost = _losers(run, batch, actions, owners, exc.codes)
                 raced = raced or lost
@@ -259,13 +261,7 @@ class Claiming(FlowApply):
             tok = uuid.uuid4().hex
             sets = self.keys.running_fields(it, worker_id, tok, t, lease_ms)
             n = sets["att"]
-            attempt = {
-                "pk": self.keys.job_pk(it["id"]),
-                "sk": f"A#{n:05d}",
-                "n": n,
-                "wk": worker_id,
-                "sa": t,
-            }
+            # the attempt's record is the job item's att/wk/sa until the attempt ends
             mine: list[dict[str, Any]] = [
                 {
                     "Update": self.db.update(
@@ -276,7 +272,6 @@ class Claiming(FlowApply):
                         cond_values={"q": "queued", "ver": it["v"]},
                     )
                 },
-                {"Put": {"TableName": self.db.name, "Item": encode_item(attempt)}},
             ]
             key = it.get("ck")
             if key is not None:
@@ -318,7 +313,7 @@ def _pick(run: _ClaimRun, cands: list[Item]) -> tuple[list[Item], list[Item]]:
             continue
         if rate is not None and rate in run.rate_full:
             continue
-        cost = 2 + (key is not None) + (rate is not None)
+        cost = 1 + (key is not None) + (rate is not None)
         cost += xid is not None and f"X#{xid}" not in keys_in_batch
         fits = len(batch) < room and size + cost <= TX_MAX
         free = (key is None or key not in keys_in_batch) and rate not in keys_in_batch

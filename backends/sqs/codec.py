@@ -40,6 +40,8 @@ name      meaning
 ``cxl``   cancel requested (``True``)
 ``res``   result (bytes); ``err`` last error map (``ec``, ``et``, ``msg``, ``tb``)
 ``did``   dead-letter entry id once dead
+``ao``    outcome of the last attempt when it ended inline (a success without
+          counter or flow: no attempt item is written); ``ar`` its reason, ``am`` mode
 ``v``     version, incremented by every update (conditional writes compare it)
 ``ttl``   DynamoDB TTL (epoch seconds) of a finished job
 ========  ===================================================================
@@ -50,7 +52,11 @@ schedule-to-start, ``P R`` running by lease, ``P F`` finished), ``tp``/``tx`` at
 deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix.
 
 Attempt item (``sk = A#00001`` …): ``n`` number, ``wk``, ``sa``, ``fa``, ``oc`` outcome,
-``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``.
+``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``. Written when the attempt
+ends (in the transaction that ends it); while it runs, its record is the job item's
+``att``/``wk``/``sa`` (a claim is one write to the job item, not a transaction of two),
+and a success without concurrency key or flow keeps its end there too (``ao``): the
+finish is then one conditional UpdateItem.
 
 Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
 ``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),
@@ -80,6 +86,7 @@ XK``: ``a`` active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from queue_core.errors import StorageError
@@ -104,6 +111,7 @@ __all__ = [
     "attempt_record",
     "chunk_count",
     "claimed_job",
+    "current_attempt",
     "dead_entry",
     "dead_job",
     "decode_item",
@@ -115,6 +123,7 @@ __all__ = [
     "new_item",
     "spec_from_dead",
     "vals",
+    "with_current_attempt",
 ]
 
 Item = dict[str, Any]
@@ -441,6 +450,34 @@ def dead_entry(
 
 
 # --------------------------------------------------------------------------- records
+
+
+def current_attempt(job: Item) -> Item:
+    """The attempt item of ``job``'s current attempt as its job item holds it (the claim
+    writes ``att``, ``wk`` and ``sa`` there; the attempt item is stored when it ends,
+    except a plain success, whose end stays on the job item: ``ao``/``ar``/``am``)."""
+    n = int(job["att"])
+    record: Item = {"pk": job["pk"], "sk": f"A#{n:05d}", "n": n}
+    record.update({k: job[k] for k in ("wk", "sa") if job.get(k) is not None})
+    if job.get("ao") is not None:  # ended inline (a plain success): see ``ao``
+        ended = {"oc": job["ao"], "rsn": job.get("ar"), "fa": job.get("fa")}
+        record.update({k: v for k, v in {**ended, "mode": job.get("am")}.items() if v})
+    return record
+
+
+def with_current_attempt(items: Sequence[Item]) -> list[Item]:
+    """The attempt items among ``items`` (a job's partition: attempt items and its job
+    item ``sk = J``) by number, with the current attempt taken from the job item when
+    it has no attempt item yet (it is running)."""
+    by_n = {a["n"]: a for a in items if str(a["sk"]).startswith("A#")}
+    job = next((it for it in items if it["sk"] == "J"), None)
+    if job is not None and job.get("att", 0) > 0:
+        n = job["att"]
+        if n not in by_n:
+            by_n[n] = current_attempt(job)
+        elif job.get("ao") is not None:  # an item written at claim by an earlier version
+            by_n[n] = {**by_n[n], **current_attempt(job)}
+    return [by_n[n] for n in sorted(by_n)]
 
 
 def attempt_record(a: Item) -> AttemptRecord:

@@ -148,6 +148,28 @@ class Table:
                 codes = _codes_from_message(str(exc), len(actions))
             raise TxCancelled(codes) from exc
 
+    def write(self, actions: list[dict[str, Any]]) -> None:
+        """Write ``actions`` all or nothing: a lone Update or Put is one conditional
+        UpdateItem/PutItem (DynamoDB bills a transactional write twice), more are one
+        ``TransactWriteItems``. Raises :class:`TxCancelled` when a condition failed
+        (for a lone write: ``["ConditionalCheckFailed"]``, or ``["TransactionConflict"]``
+        when it met another transaction on its item, as a transaction would report it)."""
+        if len(actions) == 1 and ("Update" in actions[0] or "Put" in actions[0]):
+            try:
+                ok = (
+                    self.update_if(actions[0]["Update"]) is not None
+                    if "Update" in actions[0]
+                    else self.put_if(actions[0]["Put"])
+                )
+            except ClientError as exc:
+                if error_code(exc) != "TransactionConflictException":
+                    raise
+                raise TxCancelled(["TransactionConflict"]) from exc
+            if not ok:
+                raise TxCancelled(["ConditionalCheckFailed"])
+            return
+        self.transact(actions)
+
     def update_if(self, op: dict[str, Any]) -> dict[str, Any] | None:
         """UpdateItem; ``None`` when its condition failed."""
         try:
@@ -157,6 +179,16 @@ class Table:
                 raise
             return None
         return resp
+
+    def put_if(self, op: dict[str, Any]) -> bool:
+        """PutItem; ``False`` when its condition failed."""
+        try:
+            self.client.put_item(**op)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def query(self, **kw: Any) -> list[Item]:
         """Every item of a Query (pages followed until ``Limit`` items, if given)."""
