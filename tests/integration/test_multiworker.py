@@ -91,7 +91,11 @@ def _drain_exactly_once(url: str, tmp_path: Path, n: int) -> None:
         t0 = time.monotonic()
         handles = register(q).map([(i,) for i in range(n)])
         t1 = time.monotonic()
-        workers = spawn_workers(url, log, 4, "--burst")
+        # Each body sleeps so that one worker alone would need ~5 s for all n jobs (8
+        # slots): the check below that every worker ran some of them must not depend on
+        # the four processes starting within the time one of them drains the queue
+        # (a fast worker drained 2,000 no-op jobs before the others were up, under load).
+        workers = spawn_workers(url, log, 4, "--burst", sleep=40.0 / n)
         try:
             wait_all(workers, log, timeout=360)
         finally:
