@@ -252,8 +252,8 @@ class Worker(Claiming):
 
     # ------------------------------------------------------------------ main
 
-    async def run_async(self) -> None:
-        """The worker's task group (use :meth:`run` from sync code)."""
+    def _set_up_run(self) -> None:
+        """The state of one run: task table, events, body/claim/finish threads."""
         self._queues = self.queues
         self._tasks = {SCRIPT_TASK: script_task(self.queue), **self.queue.tasks}
         self._specs = {}
@@ -273,6 +273,10 @@ class Worker(Claiming):
         self._finish_io = FinishThread(
             self.storage.finish, self._finish_written, self._finish_failed_soon
         )
+
+    async def run_async(self) -> None:
+        """The worker's task group (use :meth:`run` from sync code)."""
+        self._set_up_run()
         log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
         self._notify("worker_started", self)
         async with anyio.create_task_group() as tg:
