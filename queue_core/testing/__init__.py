@@ -47,7 +47,7 @@ from queue_core.testing.fixtures import (
     run_concurrently,
     timed_out_end,
 )
-from queue_core.testing.suite import StorageContract, StorageWithRetention
+from queue_core.testing.suite import StorageContract, StorageWithRetention, WaitClaimContract
 
 __all__ = [
     "DAY",
@@ -60,6 +60,7 @@ __all__ = [
     "ManualClock",
     "StorageContract",
     "StorageWithRetention",
+    "WaitClaimContract",
     "cancel_end",
     "claim_one",
     "complete_end",

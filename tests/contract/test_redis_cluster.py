@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from backends.redis import RedisStorage
-from queue_core.testing import StorageContract, StorageWithRetention
+from queue_core.testing import StorageContract, StorageWithRetention, WaitClaimContract
 from tests.contract.urls import with_option
 
 
-class TestRedisClusterStorage(StorageContract):
+class TestRedisClusterStorage(StorageContract, WaitClaimContract):
     @pytest.fixture
     def storage(self, redis_cluster_url: str) -> Iterator[RedisStorage]:
         s = RedisStorage.from_url(redis_cluster_url)

@@ -15,7 +15,7 @@ from queue_core.testing.suite.finish import FinishContract
 from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
 from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
-from queue_core.testing.suite.optional import OptionalAbilitiesContract
+from queue_core.testing.suite.optional import OptionalAbilitiesContract, WaitClaimContract
 from queue_core.testing.suite.payload import PayloadContract
 from queue_core.testing.suite.prune import PruneContract
 from queue_core.testing.suite.races import RaceContract
@@ -50,6 +50,7 @@ __all__ = [
     "ThroughputContract",
     "WorkerContract",
     "UniqueContract",
+    "WaitClaimContract",
 ]
 
 

@@ -1,4 +1,10 @@
-"""Contract: optional abilities. Each test skips with the ability's name when absent."""
+"""Contract: optional abilities.
+
+:class:`OptionalAbilitiesContract` (part of ``StorageContract``) skips a test with the
+ability's name when the storage lacks it. :class:`WaitClaimContract` is opt-in: a test
+module adds it beside ``StorageContract`` for a storage that has ``SupportsWaitClaim``,
+so backends without the ability collect no skipped tests.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from queue_core.testing.suite._base import ContractBase
 
 
 class OptionalAbilitiesContract(ContractBase):
-    """``SupportsJobScan``, ``SupportsWakeup`` and ``SupportsWaitClaim``."""
+    """``SupportsJobScan`` and ``SupportsWakeup``."""
 
     def test_list_jobs_pages_newest_first_with_filters(self, storage: Storage) -> None:
         if not isinstance(storage, SupportsJobScan):
@@ -57,13 +63,23 @@ class OptionalAbilitiesContract(ContractBase):
         thread.join(5.0)
         assert outcome == [True]
 
+
+def _wait_claim(storage: Storage) -> SupportsWaitClaim:
+    assert isinstance(storage, SupportsWaitClaim), (
+        f"{type(storage).__name__} lacks SupportsWaitClaim: add WaitClaimContract only to the"
+        " test class of a storage that has it"
+    )
+    return storage
+
+
+class WaitClaimContract(ContractBase):
+    """``SupportsWaitClaim``: add it beside ``StorageContract`` for a storage with it."""
+
     def test_wait_and_claim_claims_a_job_enqueued_while_it_waits(self, storage: Storage) -> None:
         """The waiter (long timeout) returns the job claimed; the enqueuer keeps adding
         jobs until it returns (a wake-up sent before the wait began may be missed), and
         every job it added but the claimed ones is still there for a plain claim."""
-        if not isinstance(storage, SupportsWaitClaim):
-            pytest.skip("storage lacks SupportsWaitClaim")
-        waiter: SupportsWaitClaim = storage
+        waiter = _wait_claim(storage)
         got: list[ClaimedJob] = []
         done = threading.Event()
 
@@ -95,14 +111,13 @@ class OptionalAbilitiesContract(ContractBase):
     ) -> None:
         """Ready jobs are claimed without waiting out the timeout, ``limit`` at a time;
         with none left a short wait ends with nothing claimed."""
-        if not isinstance(storage, SupportsWaitClaim):
-            pytest.skip("storage lacks SupportsWaitClaim")
+        waiter = _wait_claim(storage)
         jobs = [new_job(queue="wc") for _ in range(3)]
         storage.enqueue(jobs, now=None)
         begun = time.monotonic()
-        first = storage.wait_and_claim("w1", ["wc", "other"], 2, 30_000, 20.0)
-        second = storage.wait_and_claim("w1", ["wc"], 2, 30_000, 20.0)
+        first = waiter.wait_and_claim("w1", ["wc", "other"], 2, 30_000, 20.0)
+        second = waiter.wait_and_claim("w1", ["wc"], 2, 30_000, 20.0)
         assert time.monotonic() - begun < 15.0  # neither waited for its timeout
         assert [j.id for j in first + second] == [j.id for j in jobs]
-        assert storage.wait_and_claim("w1", ["wc"], 2, 30_000, 0.05) == []
-        assert storage.wait_and_claim("w1", ["wc"], 0, 30_000, 0.05) == []
+        assert waiter.wait_and_claim("w1", ["wc"], 2, 30_000, 0.05) == []
+        assert waiter.wait_and_claim("w1", ["wc"], 0, 30_000, 0.05) == []
