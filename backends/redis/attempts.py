@@ -83,12 +83,20 @@ class RedisAttempts:
         """See :meth:`queue_core.storage.Storage.claim`."""
         if limit <= 0 or not queues:
             return []
-        args = self._args(now)
-        args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
-        args += dict.fromkeys(queues)
+        args = self._claim_args(worker_id, queues, limit, lease_ms, now)
         with translate_errors("claim"):
             r = self._run(self._claim, args)
         return decode_claimed(r)
+
+    def _claim_args(
+        self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, now: int | None
+    ) -> list[Any]:
+        """The claim script's arguments (also sent by ``wait_and_claim``); a fresh lease
+        token prefix per call."""
+        args = self._args(now)
+        args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
+        args += dict.fromkeys(queues)
+        return args
 
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None

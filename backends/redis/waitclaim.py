@@ -16,7 +16,6 @@ single-connection client) it is ``wait_for_jobs`` followed by ``claim``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,14 @@ class RedisWaitClaim:
     if TYPE_CHECKING:  # provided by RedisStorage and RedisAttempts
 
         def _args(self, now: int | None) -> list[Any]: ...
+        def _claim_args(
+            self,
+            worker_id: str,
+            queues: Sequence[str],
+            limit: int,
+            lease_ms: int,
+            now: int | None,
+        ) -> list[Any]: ...
         def _call(self, script: Script, args: list[Any]) -> Any: ...
         def _wake_client(self) -> Any: ...
         def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool: ...
@@ -85,9 +92,7 @@ class RedisWaitClaim:
             wait = min(wait, due_ms / 1000.0)
         if wait < MIN_BLOCK_S:
             return self.claim(worker_id, queues, limit, lease_ms)
-        args = self._args(None)
-        args += (worker_id, limit, lease_ms, os.urandom(6).hex() + ".")
-        args += names
+        args = self._claim_args(worker_id, names, limit, lease_ms, None)
         blpop = ("BLPOP", *[self.keys.wake(q) for q in names], f"{wait:.3f}")
         with translate_errors("wait_and_claim"):
             r = _blpop_then_claim(pool, blpop, self._claim, args)
