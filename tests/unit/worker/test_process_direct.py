@@ -20,7 +20,9 @@ from queue_core.worker import Worker
 from queue_core.worker.claiming import Claiming
 from queue_core.worker.process import ProcessOutcome, ProcessPool, ProcessResult
 from queue_core.worker.process_direct import request_of, run_direct
+from queue_core.worker.process_start import _beat
 from queue_core.worker.running import Running
+from queue_core.worker.slots import Attempt
 from tests.unit.worker import process_tasks
 from tests.unit.worker.conftest import drain
 from tests.unit.worker.test_process_isolation import SLACK, alive, group_exists
@@ -338,3 +340,29 @@ def ended(handle: Any) -> None:
     while not handle.attempts() or handle.attempts()[0].outcome is None:
         assert time.monotonic() < limit, f"no attempt of {handle.id} ended"
         time.sleep(0.01)
+
+
+def test_heartbeats_of_a_direct_process_job_keep_it_alive() -> None:
+    queue = Queue("memory://", serializer="pickle")  # the body returns a datetime
+    task = queue.task(name="beat", isolation="process", heartbeat="1s", max_retries=0)(
+        process_tasks.beat
+    )
+    handle = task.delay(8, 0.25)  # 2 s of beats, one every 0.25 s: never silent for 1 s
+    drain(queue, slots=1)
+
+    record = handle.attempts()[0]
+    assert record.outcome == "succeeded", record.message
+    assert handle.result(timeout=5)["job_id"] == handle.id
+    queue.close()
+
+
+def test_a_cancel_reported_by_a_heartbeat_write_stops_the_attempt() -> None:
+    att = Attempt(ClaimedJobStub(), None)  # type: ignore[arg-type]
+    _beat(att, lambda: False)
+    assert not att.stop_requested()
+    _beat(att, lambda: True)
+    assert att.cancel_requested and att.stop_requested()
+
+
+class ClaimedJobStub:
+    ref = ("job-1", 1)
