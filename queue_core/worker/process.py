@@ -586,4 +586,3 @@ class ProcessPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
