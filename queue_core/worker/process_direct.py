@@ -126,6 +126,8 @@ def _take(pool: ProcessPool) -> _Child:
     """A warm child marked as held by this thread (a new one when none is idle)."""
     from queue_core.worker.process import _START_TIMEOUT, ChildStartError, _Child
 
+    if pool._closed:
+        raise RuntimeError("the process pool is closed")
     while (child := pool._pop_idle(direct=True)) is not None:
         if not child.exited() and not child.eof:
             return child
