@@ -347,7 +347,9 @@ def test_heartbeats_of_a_direct_process_job_keep_it_alive() -> None:
     task = queue.task(name="beat", isolation="process", heartbeat="1s", max_retries=0)(
         process_tasks.beat
     )
-    handle = task.delay(8, 0.25)  # 2 s of beats, one every 0.25 s: never silent for 1 s
+    noop = queue.task(name="noop", isolation="process", priority=9)(process_tasks.noop)
+    noop.delay()  # first: silence counts from the claim, so the beats get a warm child
+    handle = task.delay(20, 0.1)  # 2 s of beats; one reaches the worker every 1/3 s
     drain(queue, slots=1)
 
     record = handle.attempts()[0]
