@@ -24,9 +24,9 @@ from queue_core.model import ClaimedJob, Reason
 from queue_core.storage import SupportsWaitClaim
 from queue_core.task import Task
 from queue_core.worker.log import log
+from queue_core.worker.process_start import ProcessStarts
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.recording import error_info
-from queue_core.worker.running import Running
 from queue_core.worker.scopes import scoped
 from queue_core.worker.services import deadline_of
 from queue_core.worker.slots import Attempt
@@ -59,7 +59,7 @@ class _ClaimState:
         self.poll = _POLL_MIN
 
 
-class Claiming(Running):
+class Claiming(ProcessStarts):
     """Takes jobs from storage and starts them."""
 
     async def _claim_loop(self) -> None:
@@ -188,12 +188,11 @@ class Claiming(Running):
 
     def _direct_attempt(self, job: ClaimedJob) -> _Direct | None:
         """On the claim thread: the attempt for a plain sync body, or ``None`` when the
-        job must go through the loop (async, process, per-call options, bad payload)."""
+        job must go through the loop (async, per-call options, bad payload)."""
         task = self._tasks.get(job.task_name)
         if (
             task is None
             or task.is_async
-            or self._isolation(task) == "process"
             or job.options
             or job.execution_id is not None  # a flow step's call is read from storage
         ):
@@ -207,7 +206,9 @@ class Claiming(Running):
         att = Attempt(job, task)
         if job.heartbeat_ms:  # storage counts silence from the claim
             att.last_beat = self._timing.clock.monotonic()
-        if task.takes_ctx:
+        if self._isolation(task) == "process":  # the call's deadline counts from now
+            att.mode, att.claimed_at = "process", self._timing.monotonic()
+        elif task.takes_ctx:
             kwargs["ctx"] = self._context(att, loop=False)
         return att, task, args, kwargs
 
@@ -235,7 +236,12 @@ class Claiming(Running):
             return 0, rest
         dumps, listeners = self._serializer.dumps_result, self._listeners
         bodies = [
-            (att, body_call(dumps, scoped(listeners, att.job, task.func), args, kwargs))
+            (
+                att,
+                self._process_call(att, task, args, kwargs)
+                if att.mode == "process"
+                else body_call(dumps, scoped(listeners, att.job, task.func), args, kwargs),
+            )
             for att, task, args, kwargs in direct
         ]
         register = functools.partial(self._register_direct, [d[0] for d in direct])
@@ -272,13 +278,10 @@ class Claiming(Running):
             self._dead(att, Reason.UNKNOWN_TASK, error_info(exc))
             self._free(att)
             return
-        if (
-            task.is_async
-            or self._isolation(task) == "process"
-            or job.options
-            or job.execution_id is not None
-        ):
+        if task.is_async or job.options or job.execution_id is not None:
             self._tg.start_soon(self._run, att)
+        elif self._isolation(task) == "process":
+            self._start_process(att, task)
         else:
             self._start_thread(att, task, None)
 

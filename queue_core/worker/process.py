@@ -24,6 +24,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import anyio
 
 from queue_core.worker._child import encode_frame
+from queue_core.worker.process_direct import request_of
 from queue_core.worker.process_exchange import Exchange
 from queue_core.worker.process_places import Places
 from queue_core.worker.process_results import (
@@ -350,15 +352,29 @@ class ProcessPool:
         self._idle: list[_Child] = []
         self._live: set[_Child] = set()
         self._closed = False
+        self._lock = threading.Lock()
+        """Guards the idle list and ``_direct`` against the threads of direct attempts."""
+        self._direct: set[_Child] = set()
+        """Children busy with a direct attempt (:mod:`~queue_core.worker.process_direct`):
+        that attempt's thread alone stops and closes them."""
 
     @property
     def pids(self) -> list[int]:
         """Pids (= process group ids) of the live children, idle or busy."""
         return sorted(child.pid for child in self._live)
 
-    async def _take(self) -> _Child:
-        while self._idle:
+    def _pop_idle(self, *, direct: bool = False) -> _Child | None:
+        """An idle child (marked busy with a direct attempt when ``direct``), or ``None``."""
+        with self._lock:
+            if not self._idle:
+                return None
             child = self._idle.pop()
+            if direct:
+                self._direct.add(child)
+            return child
+
+    async def _take(self) -> _Child:
+        while (child := self._pop_idle()) is not None:
             if not child.exited() and not child.eof:
                 return child
             await self._discard(child, grace=0.0)
@@ -393,7 +409,7 @@ class ProcessPool:
         # and the outcome is TIMED_OUT (a caller's own cancel scope also stops the group).
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
-        heartbeat: Callable[[], None] | None = None,
+        heartbeat: Callable[[], object] | None = None,
         heartbeat_every: float = 0.1,
         cancelled: Callable[[], bool] | None = None,
         wants_ctx: bool = False,
@@ -448,20 +464,19 @@ class ProcessPool:
             if self._closed:
                 raise RuntimeError("the process pool is closed")
             child = await self._take()
-            request = (  # in the order of _child.REQUEST_FIELDS
+            request = request_of(
                 func_module,
                 func_qualname,
-                _main_path() if func_module == "__main__" else None,
-                tuple(args),
-                dict(kwargs),
-                job_id,
-                attempt,
-                None if timeout is None else time.time() + timeout,
-                heartbeat_every,
-                wants_ctx,
-                execution_id,
-                step_id,
-                list(carried),
+                args,
+                kwargs,
+                job_id=job_id,
+                attempt=attempt,
+                timeout=timeout,
+                heartbeat_every=heartbeat_every,
+                wants_ctx=wants_ctx,
+                execution_id=execution_id,
+                step_id=step_id,
+                carried=carried,
             )
             started = time.monotonic()
             result: ProcessResult | None = None
@@ -493,7 +508,7 @@ class ProcessPool:
         request: tuple[Any, ...],
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
-        heartbeat: Callable[[], None] | None,
+        heartbeat: Callable[[], object] | None,
         cancelled: Callable[[], bool] | None,
         started: float,
     ) -> ProcessResult:
@@ -543,16 +558,22 @@ class ProcessPool:
         Attempts still running end ``CANCELLED`` (their :meth:`run` returns once their
         group is gone). Calling it twice is harmless.
         """
-        self._closed = True
-        idle = set(self._idle)
-        self._idle.clear()
+        with self._lock:
+            self._closed = True
+            idle = set(self._idle)
+            self._idle.clear()
+            direct = set(self._direct)
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for child in list(self._live):
                     if child in idle:
                         tg.start_soon(self._stop_idle, child, grace)
-                    else:  # busy: its run() closes it; here we only stop the group
+                    elif child not in direct:  # its run() closes it; we stop the group
                         tg.start_soon(self._stop_busy, child, grace)
+            # A direct attempt sees the pool closed within a cancel poll and stops its
+            # child itself (SIGTERM, its own kill_grace, SIGKILL).
+            while self._direct:  # noqa: ASYNC110 - emptied by other threads
+                await anyio.sleep(_POLL)
 
     async def _stop_idle(self, child: _Child, grace: float) -> None:
         await self._discard(child, grace=grace)
@@ -565,9 +586,3 @@ class ProcessPool:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-def _main_path() -> str | None:
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    return os.path.abspath(path) if isinstance(path, str) else None

@@ -31,7 +31,7 @@ class Exchange:
     def __init__(
         self,
         child: _Child,
-        heartbeat: Callable[[], None] | None,
+        heartbeat: Callable[[], object] | None,
         cancelled: Callable[[], bool] | None,
     ) -> None:
         self.child = child

@@ -192,7 +192,12 @@ class Running(Services):
         try:
             if att.ended:  # timed out (stuck), lease lost or released meanwhile
                 return
-            if att.stop_requested():
+            if att.mode == "process":  # started directly (process_start.py)
+                if ok:
+                    self._process_end(att, value)
+                else:
+                    self._fail(att, value)
+            elif att.stop_requested():
                 self._stopped_end(att)
             elif ok:
                 self._succeed(att, value)
@@ -299,18 +304,15 @@ class Running(Services):
         self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         """``isolation="process"``: the attempt runs in a child process group."""
-        from queue_core.worker.process import ProcessPool
+        from queue_core.worker.process_start import process_pool
 
-        if self._process_pool is None:
-            self._process_pool = ProcessPool(
-                self.slots, max_tasks_per_child=self.max_tasks_per_child
-            )
+        pool = process_pool(self)
         job = att.job
         kill_grace = task.kill_grace
         if att.call is not None and att.call.kill_grace is not None:
             kill_grace = att.call.kill_grace
         att.deadline = deadline = deadline_of(att)
-        res = await self._process_pool.run(
+        res = await pool.run(
             task.func.__module__,
             task.func.__qualname__,
             args,
