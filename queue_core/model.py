@@ -298,7 +298,7 @@ class Decision:
     """``RETRY``: the delay to apply if the *next* attempt is reaped (see NewJob)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)  # never compared: no __eq__/__hash__
 class AttemptEnd:
     """One attempt's end and the core's decision, recorded by ``Storage.finish``."""
 

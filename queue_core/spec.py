@@ -34,7 +34,7 @@ from queue_core.policy.limits import parse_rate_limit
 __all__ = ["TaskSpec", "build_spec", "call_options_json"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)  # never compared: no __eq__/__hash__
 class TaskSpec:
     """Validated options of a task or of one call (fields ``UNSET`` when not given)."""
 

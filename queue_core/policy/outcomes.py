@@ -90,7 +90,7 @@ def end_state(decision: Decision, attempt_reason: str | None = None) -> tuple[Jo
 # --------------------------------------------------------------------------- reap
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)  # never compared: no __eq__/__hash__
 class ReapVerdict:
     """What a reap does to one running attempt whose bound passed."""
 
