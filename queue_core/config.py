@@ -39,6 +39,7 @@ from typing import Any, Final
 from queue_core.durations import parse_duration
 from queue_core.errors import ConfigError
 from queue_core.policy import policy_from_options
+from queue_core.record import Record
 
 __all__ = [
     "CONFIG_FILE",
@@ -170,8 +171,8 @@ def _names(value: object) -> list[str]:
     return list(value)
 
 
-@dataclass(frozen=True)
-class Key:
+@dataclass(frozen=True, eq=False, repr=False)
+class Key(Record):
     """One setting: its dotted name, how a value is checked, its env var and default."""
 
     name: str
@@ -240,8 +241,8 @@ RETRY_KEYS: Final = frozenset(k.name for k in KEYS if k.check is _retry) | {"tas
 _TABLES: Final = ("worker", "task")
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Setting(Record):
     """One effective value and where it came from.
 
     Attributes:

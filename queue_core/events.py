@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from queue_core.model import Action, ClaimedJob, NewJob, Outcome
+from queue_core.record import Record
 
 __all__ = [
     "HEADERS_KEY",
@@ -51,8 +52,8 @@ class WorkerView(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptStarted:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class AttemptStarted(Record):
     """An attempt this worker claimed and starts now."""
 
     job: ClaimedJob
@@ -67,8 +68,8 @@ class AttemptStarted:
         return max(0, self.job.started_at - self.job.run_at)
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptEnded:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class AttemptEnded(Record):
     """An attempt's end as the worker records it (once per attempt)."""
 
     job: ClaimedJob

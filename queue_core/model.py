@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
+from queue_core.record import Record
+
 __all__ = [
     "Action",
     "AttemptEnd",
@@ -147,8 +149,8 @@ def ms_from_dt(dt: datetime) -> int:
 # --------------------------------------------------------------------------- protocol records
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewJob:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class NewJob(Record):
     """A job to enqueue. The core fills every field; the storage stores them verbatim.
 
     The core precomputes what the storage must do on its own when an attempt is lost or
@@ -209,8 +211,8 @@ class NewJob:
     rate_window_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Enqueued:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Enqueued(Record):
     """What one job of :meth:`~queue_core.storage.SupportsUniqueJobs.enqueue_unique` became.
 
     ``existing=False``: the job was stored (``state`` is ``queued`` or ``skipped``).
@@ -223,8 +225,8 @@ class Enqueued:
     existing: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRef:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class LeaseRef(Record):
     """Names one attempt for fencing: refused with :class:`LeaseLost` once not current."""
 
     job_id: str
@@ -232,8 +234,8 @@ class LeaseRef:
     lease_token: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClaimedJob:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ClaimedJob(Record):
     """A job handed to a worker for one attempt."""
 
     id: str
@@ -272,8 +274,8 @@ class ClaimedJob:
         return LeaseRef(self.id, self.attempt, self.lease_token)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ErrorInfo:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ErrorInfo(Record):
     """The error an attempt ended with, as recorded."""
 
     error_class: str
@@ -285,8 +287,8 @@ class ErrorInfo:
     """Size-capped formatted traceback."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Decision:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Decision(Record):
     """The core's decision after an attempt; the storage applies it atomically."""
 
     action: Action
@@ -298,8 +300,8 @@ class Decision:
     """``RETRY``: the delay to apply if the *next* attempt is reaped (see NewJob)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttemptEnd:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class AttemptEnd(Record):
     """One attempt's end and the core's decision, recorded by ``Storage.finish``."""
 
     ref: LeaseRef
@@ -314,8 +316,8 @@ class AttemptEnd:
     """How the attempt ran: ``async``, ``thread`` or ``process``."""
 
 
-@dataclass(frozen=True, slots=True)
-class RenewResult:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RenewResult(Record):
     """What a lease renewal found."""
 
     lost: list[LeaseRef] = field(default_factory=list)
@@ -336,8 +338,8 @@ class RenewResult:
         return result
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReapedJob:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ReapedJob(Record):
     """One attempt or queued job handled by ``Storage.reap``."""
 
     job_id: str
@@ -352,8 +354,8 @@ class ReapedJob:
     """The job's state after the reap (``queued`` to retry, ``dead``, ``cancelled``)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueStats:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class QueueStats(Record):
     """Job counts of one queue at one moment."""
 
     queue: str
@@ -372,7 +374,7 @@ class QueueStats:
 # --------------------------------------------------------------------------- public records
 
 
-class _MappingMixin(Mapping[str, Any]):
+class _MappingMixin(Record, Mapping[str, Any]):
     """Lets a frozen dataclass be read like a mapping: ``entry["task_name"]``."""
 
     __slots__ = ()
@@ -417,7 +419,7 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class AttemptRecord(_MappingMixin):
     """The record of one attempt (SPEC §5). ``outcome`` is ``None`` while it runs."""
 
@@ -434,7 +436,7 @@ class AttemptRecord(_MappingMixin):
     mode: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class DeadJob(_MappingMixin):
     """A dead-letter entry (SPEC §6). Frozen; also reads like a mapping.
 
@@ -510,8 +512,8 @@ def decode_json_payload(payload: bytes) -> tuple[tuple[Any, ...], dict[str, Any]
     return (), {}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobRecord:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class JobRecord(Record):
     """A job as the storage keeps it (``Storage.get_job``)."""
 
     id: str
@@ -542,7 +544,7 @@ class JobRecord:
     step_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class JobInfo(_MappingMixin):
     """What ``JobHandle.info()`` returns (SPEC §2)."""
 

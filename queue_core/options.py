@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, TypedDict
 from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
 from queue_core.policy import BackoffKind, RetryPolicy
+from queue_core.record import Record
 
 __all__ = [
     "CallOptions",
@@ -59,8 +60,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, slots=True)
-class Concurrency:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Concurrency(Record):
     """Bound on running instances of a task across all workers (SPEC §7).
 
     Args:
@@ -126,8 +127,8 @@ def concurrency_slot_key(
     return f"{owner}:{value}"
 
 
-@dataclass(frozen=True, slots=True, init=False)
-class Replay:
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
+class Replay(Record):
     """Auto-replay of a task's dead jobs after a quiet period (SPEC §6).
 
     Validated and stored with the task; the automatic replay itself is not performed by

@@ -30,12 +30,13 @@ from queue_core.options import (
 )
 from queue_core.policy import RetryPolicy, policy_from_options, validate_exception_classes
 from queue_core.policy.limits import parse_rate_limit
+from queue_core.record import Record
 
 __all__ = ["TaskSpec", "build_spec", "call_options_json"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskSpec:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class TaskSpec(Record):
     """Validated options of a task or of one call (fields ``UNSET`` when not given)."""
 
     policy: RetryPolicy = field(default_factory=RetryPolicy)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from queue_core.errors import ConfigError
+from queue_core.record import Record
 
 __all__ = [
     "ENQUEUED",
@@ -52,8 +53,8 @@ FINISHED_KINDS: Final = ("succeeded", "dead", "cancelled", "timed_out", "skipped
 """The ``kind`` values of finish counts: the final job states."""
 
 
-@dataclass(frozen=True, slots=True)
-class ThroughputCount:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ThroughputCount(Record):
     """``count`` jobs of ``queue`` were enqueued (``kind == "enqueued"``) or finished in
     state ``kind`` during the bucket starting at ``bucket`` (epoch ms)."""
 

@@ -23,6 +23,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from queue_core.errors import ConfigError
 from queue_core.model import LeaseRef, dt_from_ms
+from queue_core.record import Record
 
 __all__ = [
     "CANCEL_POLL_INTERVAL",
@@ -41,8 +42,8 @@ CANCEL_POLL_INTERVAL: Final = 0.5
 """Seconds between a worker's reads of the cancel requests of its running attempts."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerInfo:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class WorkerInfo(Record):
     """One worker as registered in storage. Times are epoch milliseconds."""
 
     id: str

@@ -14,7 +14,6 @@ holds no statement parameters). queue-core's own exceptions pass through unchang
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,8 +42,16 @@ def _scrub(message: str, secret: str | None) -> str:
     return message
 
 
+def _is_sqlite(exc: BaseException, kind: str = "Error") -> bool:
+    """``exc`` is a ``sqlite3.<kind>``. sqlite3 is looked up, not imported: only the SQLite
+    dialect imports it (a PostgreSQL worker never loads it), and no sqlite3 error exists
+    before that."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, getattr(sqlite3, kind))
+
+
 def _is_unavailable(orig: BaseException) -> bool:
-    if isinstance(orig, sqlite3.OperationalError):
+    if _is_sqlite(orig, "OperationalError"):
         msg = str(orig).lower()
         return any(word in msg for word in _SQLITE_TRANSIENT)
     if isinstance(orig, (ConnectionError, TimeoutError)):
@@ -74,15 +81,17 @@ def translated(
     sa_exc = sys.modules.get("sqlalchemy.exc")
     if sa_exc is not None and isinstance(exc, sa_exc.SQLAlchemyError):
         return _translated_sqlalchemy(exc, sa_exc, where, secret)
-    driver = isinstance(exc, (sqlite3.Error, OSError)) or (
-        isinstance(exc, Exception) and type(exc).__module__.startswith("psycopg")
+    driver = (
+        isinstance(exc, OSError)
+        or _is_sqlite(exc)
+        or (isinstance(exc, Exception) and type(exc).__module__.startswith("psycopg"))
     )
     if not driver:
         return None
     message = _scrub(f"{where}: {type(exc).__name__}: {_first_line(exc)}", secret)
     if isinstance(exc, OSError) or _is_unavailable(exc):
         return StorageUnavailable(message), exc
-    if isinstance(exc, sqlite3.IntegrityError) or type(exc).__name__ == "UniqueViolation":
+    if _is_sqlite(exc, "IntegrityError") or type(exc).__name__ == "UniqueViolation":
         return StorageError(f"{message} (duplicate id or constraint violation)"), exc
     if type(exc).__name__ in _PREPARED_ERRORS:
         return StorageError(f"{message} {_PGBOUNCER_HINT}"), exc

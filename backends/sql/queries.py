@@ -16,7 +16,7 @@ psycopg. Three placeholders are expanded, all once per shape and cached by the c
   (see :func:`queues_filter`).
 * ``{rows}``: the ``VALUES`` rows of a batch (SQLite finish).
 
-The files are loaded once, at import.
+Each file is read once, on the first access to ``SQLITE`` or ``POSTGRESQL``.
 """
 
 from __future__ import annotations
@@ -80,5 +80,16 @@ def queues_filter(dialect: Dialect, n: int) -> str:
     return "queue = %(q0)s" if n == 1 else "queue = ANY(CAST(%(queues)s AS text[]))"
 
 
-SQLITE = load("sqlite")
-POSTGRESQL = load("postgresql")
+_DIALECTS: dict[str, Dialect] = {"SQLITE": "sqlite", "POSTGRESQL": "postgresql"}
+_loaded: dict[str, MappingProxyType[str, str]] = {}
+
+
+def __getattr__(name: str) -> MappingProxyType[str, str]:
+    """``SQLITE`` and ``POSTGRESQL``: each dialect's queries, read on first access (a
+    worker parses only its own dialect's file)."""
+    dialect = _DIALECTS.get(name)
+    if dialect is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _loaded:
+        _loaded[name] = load(dialect)
+    return _loaded[name]

@@ -100,6 +100,9 @@ class SQLStorage(SQLLimits, SQLSchedules, SQLWorkers, SQLThroughput, SQLFlows):
             return super().__new__(cls)
         sa_url, _ = split_url(url)
         if sa_url.backend_name == "postgresql":
+            from backends.sql.pgimport import import_psycopg
+
+            import_psycopg()  # first: without psycopg's metadata look-ups
             from backends.sql.postgresql import PostgresStorage
 
             return super().__new__(PostgresStorage)

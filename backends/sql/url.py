@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
+from queue_core.record import Record
+
 __all__ = ["SQLURL", "parse_sql_url"]
 
 _PATTERN = re.compile(
@@ -35,8 +37,8 @@ _PATTERN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class SQLURL:
+@dataclass(frozen=True, eq=False, repr=False)
+class SQLURL(Record):
     """The parts of a SQL storage URL (``query`` keeps repeated keys, in order)."""
 
     drivername: str

@@ -21,6 +21,7 @@ from typing import Final
 
 from queue_core.errors import ConfigError
 from queue_core.model import JobState
+from queue_core.record import Record
 
 __all__ = [
     "RATE_UNITS",
@@ -37,8 +38,8 @@ _RATE_RE: Final = re.compile(r"^\s*(\d+)\s*/\s*([smh])\s*$")
 _MAX_RATE: Final = 100_000
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimit:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RateLimit(Record):
     """At most ``limit`` claims in any window of ``window_ms`` milliseconds."""
 
     limit: int

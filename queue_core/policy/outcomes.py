@@ -35,6 +35,7 @@ from queue_core.durations import parse_duration, to_ms
 from queue_core.errors import ConfigError
 from queue_core.model import Action, Decision, JobState, NewJob, Outcome, Reason
 from queue_core.policy.leases import expired_bound
+from queue_core.record import Record
 
 __all__ = [
     "DEFAULT_RETENTION_MS",
@@ -90,8 +91,8 @@ def end_state(decision: Decision, attempt_reason: str | None = None) -> tuple[Jo
 # --------------------------------------------------------------------------- reap
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReapVerdict:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ReapVerdict(Record):
     """What a reap does to one running attempt whose bound passed."""
 
     reason: Reason

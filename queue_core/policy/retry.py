@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from queue_core.durations import parse_duration
 from queue_core.errors import ConfigError
+from queue_core.record import Record
 
 __all__ = ["BackoffKind", "RetryPolicy", "merge_policies", "policy_from_options"]
 
@@ -52,8 +53,8 @@ _D_JITTER: Final[float] = _default(0.1)
 _D_NON_RETRYABLE: Final[tuple[str, ...]] = _default(())
 
 
-@dataclass(frozen=True, kw_only=True, init=False)
-class RetryPolicy:
+@dataclass(frozen=True, kw_only=True, init=False, eq=False, repr=False)
+class RetryPolicy(Record):
     """How often a failed job is retried and how long each retry waits.
 
     The delay after failed attempt ``n`` (``n >= 1``) before any jitter is::

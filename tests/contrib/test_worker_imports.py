@@ -94,6 +94,29 @@ def test_a_sqlite_worker_runs_a_plain_job_without_flow_or_extra_modules(tmp_path
     assert _loaded(modules, _NEVER) == []
 
 
+def test_a_postgresql_worker_imports_neither_importlib_metadata_nor_sqlite3(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """psycopg's two version look-ups are answered from the dist-info directories
+    (backends.sql.pgimport), and the SQL backend's error translation does not import sqlite3."""
+    log = tmp_path / "executions.log"
+    q = Queue(postgres_url)
+    register(q).delay(8)
+    q.close()
+    proc = _run(
+        _WORKER,
+        "worker",
+        APP,
+        "--burst",
+        env={"QC_DRAIN_LOG": str(log), "QUEUE_CORE_URL": postgres_url},
+    )
+    modules: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert log.read_text().split()[:2] == ["S", "8"], proc.stderr[-2000:]  # the job ran
+    assert "psycopg" in modules
+    never = tuple(m for m in _NEVER if m != "zoneinfo")  # psycopg imports zoneinfo itself
+    assert _loaded(modules, (*never, "importlib.metadata", "sqlite3")) == []
+
+
 def test_a_flow_step_loads_the_flow_modules_on_demand(tmp_path: Path) -> None:
     """The other side of the laziness: a worker that meets a flow step loads them."""
     code = """
