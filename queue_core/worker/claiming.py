@@ -38,6 +38,7 @@ BURST_HORIZON_MS: Final = 60_000
 _POLL_MIN: Final = 0.001
 _POLL_MAX: Final = 0.008
 _WAKEUP_WAIT: Final = 1.0
+_BUSY_WAKEUP_WAIT: Final = 0.1  # bodies running: a stop should not wait for a whole one
 _GATHER_WAIT: Final = 0.002  # busy: how long a claim may wait for more free slots
 
 _Direct = tuple[Attempt, Task[Any, Any], tuple[Any, ...], dict[str, Any]]
@@ -108,8 +109,9 @@ class Claiming(Running):
     async def _claim(self, state: _ClaimState, free: int) -> list[ClaimedJob] | None:
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         try:
-            if state.idle and self._wakeup and not self._table.running:
-                started, jobs = await self._claim_io.call(self._wait_then_claim, free)
+            if state.idle and self._wakeup:
+                longest = _BUSY_WAKEUP_WAIT if self._table.running else _WAKEUP_WAIT
+                started, jobs = await self._claim_io.call(self._wait_then_claim, free, longest)
                 if started:
                     state.found()
                     if not jobs:
@@ -130,8 +132,13 @@ class Claiming(Running):
         return found
 
     async def _idle(self, state: _ClaimState) -> None:
-        """Nothing was claimed: wait for a wake-up next time, or poll."""
-        if self._wakeup and not self._table.running:
+        """Nothing was claimed: wait for a wake-up next time, or poll.
+
+        Also while bodies run: a job enqueued then wakes the wait at once (a poll made
+        it wait for the poll interval), and nothing a running body does makes a job
+        claimable without a wake-up (an end that frees a concurrency slot or requeues
+        notifies; this worker's own retries bound the wait, see ``_retries_due``)."""
+        if self._wakeup:
             state.idle = True
             state.poll = _POLL_MIN
             return
@@ -139,8 +146,8 @@ class Claiming(Running):
         await anyio.sleep(state.poll)
         state.poll = min(state.poll * 2, _POLL_MAX)
 
-    def _wait_then_claim(self, free: int) -> tuple[int, list[ClaimedJob]]:
-        """On the claim thread: wait for a wake-up (at most ``_WAKEUP_WAIT``), then claim.
+    def _wait_then_claim(self, free: int, longest: float) -> tuple[int, list[ClaimedJob]]:
+        """On the claim thread: wait for a wake-up (at most ``longest``), then claim.
 
         One hand-off to the claim thread instead of a wait on another thread, a loop
         wake-up and a second hand-off for the claim: the claim follows the wake-up on
@@ -150,13 +157,13 @@ class Claiming(Running):
         the wait (a batch claimed just before goes on through the normal shutdown path;
         so does one a ``SupportsWaitClaim`` storage claims right after a wait during
         which the stop came), and the wait is short, so shutdown waits for at most one
-        ``_WAKEUP_WAIT``.
+        ``_WAKEUP_WAIT`` (``_BUSY_WAKEUP_WAIT`` while bodies run).
         """
         stop = self._stop
         if stop.is_set():
             return 0, []
         # a retry this worker scheduled wakes no one when it falls due: wait until then
-        wait = self._retries_due.wait_bound(time.monotonic(), _WAKEUP_WAIT)
+        wait = self._retries_due.wait_bound(time.monotonic(), longest)
         storage: Any = self.storage
         if isinstance(storage, SupportsWaitClaim):  # the wait and the claim in one call
             jobs = self._waited(

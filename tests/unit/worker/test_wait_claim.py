@@ -73,3 +73,39 @@ def test_an_idle_worker_claims_through_wait_and_claim() -> None:
         worker.stop()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def test_a_busy_worker_waits_for_a_wake_up_instead_of_polling() -> None:
+    """While a body runs, a job enqueued is claimed by the wake-up wait (which returns
+    when it arrives), not by a poll of ``claim`` some milliseconds later."""
+    storage = WaitClaimStorage()
+    q = Queue(storage=storage)
+    release = threading.Event()
+    ran: list[int] = []
+
+    @q.task(name="t")
+    def t(i: int) -> int:
+        ran.append(i)
+        if i == 0:
+            release.wait(10)
+        return i
+
+    worker = Worker(q, install_signal_handlers=False, slots=2)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        _until(lambda: storage.calls, "the worker waited idle")
+        first = t.delay(0).id
+        _until(lambda: ran == [0], "the first body runs")
+        waits = len(storage.calls)
+        _until(lambda w=waits: len(storage.calls) > w, "the busy worker waits again")
+        second = t.delay(1).id
+        _until(lambda: ran == [0, 1], "the second body ran while the first runs")
+        assert not release.is_set()
+        claimed = [i for call in storage.calls for i in call]
+        assert first in claimed and second in claimed
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
