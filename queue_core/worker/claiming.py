@@ -38,7 +38,6 @@ BURST_HORIZON_MS: Final = 60_000
 _POLL_MIN: Final = 0.001
 _POLL_MAX: Final = 0.008
 _WAKEUP_WAIT: Final = 1.0
-_BUSY_WAKEUP_WAIT: Final = 0.1  # bodies running: a stop should not wait for a whole one
 _GATHER_WAIT: Final = 0.002  # busy: how long a claim may wait for more free slots
 
 _Direct = tuple[Attempt, Task[Any, Any], tuple[Any, ...], dict[str, Any]]
@@ -110,7 +109,9 @@ class Claiming(Running):
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         try:
             if state.idle and self._wakeup:
-                longest = _BUSY_WAKEUP_WAIT if self._table.running else _WAKEUP_WAIT
+                longest = _WAKEUP_WAIT
+                if self._table.running:  # bodies run: wait as long as a poll would pause
+                    longest, state.poll = state.poll, min(state.poll * 2, _POLL_MAX)
                 started, jobs = await self._claim_io.call(self._wait_then_claim, free, longest)
                 if started:
                     state.found()
@@ -134,13 +135,13 @@ class Claiming(Running):
     async def _idle(self, state: _ClaimState) -> None:
         """Nothing was claimed: wait for a wake-up next time, or poll.
 
-        Also while bodies run: a job enqueued then wakes the wait at once (a poll made
-        it wait for the poll interval), and nothing a running body does makes a job
-        claimable without a wake-up (an end that frees a concurrency slot or requeues
-        notifies; this worker's own retries bound the wait, see ``_retries_due``)."""
+        Also while bodies run, when the wait lasts at most the poll's pause (1 ms, then
+        up to 8): the claims come no more often than the polls did, and a job enqueued
+        meanwhile ends the wait at once on a storage that pushes wake-ups (it waited for
+        the rest of the pause). One that polls itself (PgBouncer, a short SQS receive)
+        looks once per pause, as the claims did."""
         if self._wakeup:
             state.idle = True
-            state.poll = _POLL_MIN
             return
         state.idle = False
         await anyio.sleep(state.poll)
@@ -157,7 +158,7 @@ class Claiming(Running):
         the wait (a batch claimed just before goes on through the normal shutdown path;
         so does one a ``SupportsWaitClaim`` storage claims right after a wait during
         which the stop came), and the wait is short, so shutdown waits for at most one
-        ``_WAKEUP_WAIT`` (``_BUSY_WAKEUP_WAIT`` while bodies run).
+        ``_WAKEUP_WAIT``.
         """
         stop = self._stop
         if stop.is_set():
