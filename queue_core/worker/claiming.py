@@ -137,8 +137,8 @@ class Claiming(Running):
 
         Also while bodies run, when the wait lasts at most the poll's pause (1 ms, then
         up to 8): the claims come no more often than the polls did, and a job enqueued
-        meanwhile ends the wait at once on a storage that pushes wake-ups (it waited for
-        the rest of the pause). One that polls itself (PgBouncer, a short SQS receive)
+        meanwhile ends the wait at once on a storage that pushes wake-ups (where it used
+        to wait for the rest of the pause). One that polls itself (PgBouncer, a short SQS receive)
         looks once per pause, as the claims did."""
         if self._wakeup:
             state.idle = True
