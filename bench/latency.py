@@ -10,7 +10,10 @@ Prints p50/p99/mean/max in milliseconds per backend.
 Servers are started here (PostgreSQL from initdb as in the test suite, a private
 redis-server, a temp SQLite file) and torn down afterwards::
 
-    python bench/latency.py [--n 200] [--backends postgresql,redis,sqlite]
+    python bench/latency.py [--n 200] [--backends postgresql,redis,sqlite] [--busy 0.05]
+
+``--busy S``: every body sleeps ``S`` seconds, so with ``S`` above the 30 ms pause the
+worker still runs a body when the next job comes: the pick-up of a busy worker.
 
 PostgreSQL wakes idle workers with LISTEN/NOTIFY, Redis with its blocking wake-up,
 SQLite (no push channel across processes) by polling.
@@ -108,13 +111,14 @@ def _pct(sorted_ms: list[float], p: float) -> float:
     return sorted_ms[k]
 
 
-def measure(url: str, n: int, workdir: Path, seed: int = 1) -> list[float]:
-    """Latencies in ms of ``n`` sequential jobs on one idle worker on ``url``."""
+def measure(url: str, n: int, workdir: Path, seed: int = 1, busy: float = 0.0) -> list[float]:
+    """Latencies in ms of ``n`` sequential jobs on one idle worker on ``url`` (bodies
+    sleeping ``busy`` seconds)."""
     log = workdir / "executions.log"
     q = Queue(url)
     q.migrate()
     task = register(q)
-    workers = spawn_workers(url, log, 1)
+    workers = spawn_workers(url, log, 1, sleep=busy)
     tail = _LogTail(log)
     rnd = random.Random(seed)
     try:
@@ -137,12 +141,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--backends", default="postgresql,redis,sqlite")
+    ap.add_argument("--busy", type=float, default=0.0, help="seconds each body sleeps")
     a = ap.parse_args()
     print(f"idle-worker pick-up latency, enqueue -> body start, {a.n} sequential jobs")
     print(f"{'backend':<12}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'max ms':>9}")
     for name in a.backends.split(","):
         with SERVERS[name]() as url, tempfile.TemporaryDirectory(prefix="qc-lat-") as d:
-            lats = sorted(measure(url, a.n, Path(d)))
+            lats = sorted(measure(url, a.n, Path(d), busy=a.busy))
         print(
             f"{name:<12}{_pct(lats, 50):9.2f}{_pct(lats, 99):9.2f}"
             f"{statistics.fmean(lats):9.2f}{lats[-1]:9.2f}",

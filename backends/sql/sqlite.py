@@ -11,6 +11,7 @@ the same lock.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -21,6 +22,7 @@ from backends.sql import queries
 from backends.sql.base import _Scope, local_ms
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row, job_row
+from backends.sql.sqlite_watch import DirWatch
 from backends.sql.storage import SQLStorage
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
@@ -44,6 +46,12 @@ def _poll_interval(quiet: float) -> float:
     return 0.004
 
 
+_RECHECK_S = 0.0002
+"""How soon an idle waiter looks again when a write to the database's files woke it
+but no new commit was visible yet (the ``-wal`` frames are written before the commit is
+published in the WAL index)."""
+
+
 class SQLiteStorage(SQLStorage):
     """:class:`~backends.sql.SQLStorage` on SQLite."""
 
@@ -56,6 +64,7 @@ class SQLiteStorage(SQLStorage):
         self._conns.shared = self._memory
         self._shared: sqlite3.Connection | None = None
         self._last_change = time.monotonic()  # wait_for_jobs: last commit seen
+        self._files: DirWatch | None = None  # wait_for_jobs: writes to the database's files
         self._claim_sql: dict[int, str] = {}
         self._finish_sql: dict[int, tuple[str, str]] = {}
 
@@ -251,13 +260,23 @@ class SQLiteStorage(SQLStorage):
 
     # ------------------------------------------------------------------ wake-ups
 
+    def close(self) -> None:
+        """See :meth:`~backends.sql.base.SQLBase.close`; also stops the waiter's watch."""
+        super().close()
+        with self._wait_lock:
+            watch, self._files = self._files, None
+        if watch is not None:
+            watch.close()
+
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
 
         Polls ``PRAGMA data_version`` on a dedicated connection, every millisecond after
         a recent commit and backing off to 2 ms, then 4 ms while the database stays
         quiet; a change means another connection committed, and a cheap indexed check
-        decides whether a job is ready. Returns ``True`` at once when a job is ready now.
+        decides whether a job is ready. On Linux a write to the database's files ends a
+        poll's pause at once (:mod:`backends.sql.sqlite_watch`). Returns ``True`` at once
+        when a job is ready now.
         """
         if self._closed:
             return False
@@ -269,11 +288,14 @@ class SQLiteStorage(SQLStorage):
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._wait_lock, translate_errors(self._masked, secret=self._secret):
             if self._waiter is None:
+                path = os.path.abspath(self._url.database or "")
+                self._files = DirWatch.open(os.path.dirname(path))
                 self._waiter = sqlite3.connect(
                     self._url.database or "", check_same_thread=False, isolation_level=None,
                     timeout=1.0,
                 )
             conn: sqlite3.Connection = self._waiter
+            pause = time.sleep if self._files is None else self._files.wait
 
             def ready() -> bool:
                 probe = conn.execute(self._q["ready_probe"], {"queues": qs, "now": local_ms()})
@@ -283,12 +305,17 @@ class SQLiteStorage(SQLStorage):
                 self._last_change = time.monotonic()
                 return True
             version = conn.execute("PRAGMA data_version").fetchone()[0]
+            written = False
             while True:
                 clock = time.monotonic()
                 left = deadline - clock
                 if left <= 0:
                     return False
-                time.sleep(min(_poll_interval(clock - self._last_change), left))
+                if written:  # a write seen before its commit was visible: look again soon
+                    time.sleep(min(_RECHECK_S, left))
+                    written = False
+                else:
+                    written = bool(pause(min(_poll_interval(clock - self._last_change), left)))
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
                 if current != version:
                     version = current

@@ -108,8 +108,11 @@ class Claiming(ProcessStarts):
     async def _claim(self, state: _ClaimState, free: int) -> list[ClaimedJob] | None:
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         try:
-            if state.idle and self._wakeup and not self._table.running:
-                started, jobs = await self._claim_io.call(self._wait_then_claim, free)
+            if state.idle and self._wakeup:
+                longest = _WAKEUP_WAIT
+                if self._table.running:  # bodies run: wait as long as a poll would pause
+                    longest, state.poll = state.poll, min(state.poll * 2, _POLL_MAX)
+                started, jobs = await self._claim_io.call(self._wait_then_claim, free, longest)
                 if started:
                     state.found()
                     if not jobs:
@@ -130,17 +133,22 @@ class Claiming(ProcessStarts):
         return found
 
     async def _idle(self, state: _ClaimState) -> None:
-        """Nothing was claimed: wait for a wake-up next time, or poll."""
-        if self._wakeup and not self._table.running:
+        """Nothing was claimed: wait for a wake-up next time, or poll.
+
+        Also while bodies run, when the wait lasts at most the poll's pause (1 ms, then
+        up to 8): the claims come no more often than the polls did, and a job enqueued
+        meanwhile ends the wait at once on a storage that pushes wake-ups (where it used
+        to wait for the rest of the pause). One that polls itself (PgBouncer, a short SQS receive)
+        looks once per pause, as the claims did."""
+        if self._wakeup:
             state.idle = True
-            state.poll = _POLL_MIN
             return
         state.idle = False
         await anyio.sleep(state.poll)
         state.poll = min(state.poll * 2, _POLL_MAX)
 
-    def _wait_then_claim(self, free: int) -> tuple[int, list[ClaimedJob]]:
-        """On the claim thread: wait for a wake-up (at most ``_WAKEUP_WAIT``), then claim.
+    def _wait_then_claim(self, free: int, longest: float) -> tuple[int, list[ClaimedJob]]:
+        """On the claim thread: wait for a wake-up (at most ``longest``), then claim.
 
         One hand-off to the claim thread instead of a wait on another thread, a loop
         wake-up and a second hand-off for the claim: the claim follows the wake-up on
@@ -156,7 +164,7 @@ class Claiming(ProcessStarts):
         if stop.is_set():
             return 0, []
         # a retry this worker scheduled wakes no one when it falls due: wait until then
-        wait = self._retries_due.wait_bound(time.monotonic(), _WAKEUP_WAIT)
+        wait = self._retries_due.wait_bound(time.monotonic(), longest)
         storage: Any = self.storage
         if isinstance(storage, SupportsWaitClaim):  # the wait and the claim in one call
             jobs = self._waited(

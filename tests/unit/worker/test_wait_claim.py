@@ -21,10 +21,12 @@ class WaitClaimStorage(MemoryStorage):
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[list[str]] = []
+        self.timeouts: list[float] = []
 
     def wait_and_claim(
         self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, timeout: float
     ) -> list[ClaimedJob]:
+        self.timeouts.append(timeout)
         self.wait_for_jobs(queues, timeout)
         jobs = self.claim(worker_id, queues, limit, lease_ms)
         self.calls.append([j.id for j in jobs])
@@ -70,6 +72,46 @@ def test_an_idle_worker_claims_through_wait_and_claim() -> None:
         claimed = [i for call in storage.calls for i in call]
         assert sorted(claimed) == sorted(ids) and ran == [0, 1, 2]
     finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_a_busy_worker_waits_for_a_wake_up_instead_of_polling() -> None:
+    """While a body runs, a job enqueued is claimed by the wake-up wait (which returns
+    when it arrives), not by a poll of ``claim`` some milliseconds later; those waits
+    last no longer than the poll's pause did (a storage that polls inside its wait
+    picks up no later than before)."""
+    storage = WaitClaimStorage()
+    q = Queue(storage=storage)
+    release = threading.Event()
+    ran: list[int] = []
+
+    @q.task(name="t")
+    def t(i: int) -> int:
+        ran.append(i)
+        if i == 0:
+            release.wait(10)
+        return i
+
+    worker = Worker(q, install_signal_handlers=False, slots=2)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        _until(lambda: storage.calls, "the worker waited idle")
+        first = t.delay(0).id
+        _until(lambda: ran == [0], "the first body runs")
+        waits = len(storage.calls)
+        _until(lambda w=waits: len(storage.calls) > w + 3, "the busy worker waits again")
+        busy = storage.timeouts[waits:]
+        assert busy and max(busy) <= 0.008, busy
+        second = t.delay(1).id
+        _until(lambda: ran == [0, 1], "the second body ran while the first runs")
+        assert not release.is_set()
+        claimed = [i for call in storage.calls for i in call]
+        assert first in claimed and second in claimed
+    finally:
+        release.set()
         worker.stop()
         thread.join(10)
     assert not thread.is_alive()
