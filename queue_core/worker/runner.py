@@ -246,6 +246,11 @@ class Worker(Claiming):
             "buffered_ends": len(self._ends) + self._unwritten(),
         }
 
+    def _may_gather(self) -> bool:
+        """On the finish thread: ends may wait to be written with more (not while the
+        worker stops)."""
+        return not self._stopping
+
     def _unwritten(self) -> int:
         finish_io = getattr(self, "_finish_io", None)  # set by run_async
         return 0 if finish_io is None else finish_io.unwritten()
@@ -271,7 +276,8 @@ class Worker(Claiming):
         self._finish_failed = None
         self._first_claim = FirstClaim()
         self._finish_io = FinishThread(
-            self.storage.finish, self._finish_written, self._finish_failed_soon
+            self.storage.finish, self._finish_written, self._finish_failed_soon,
+            may_gather=self._may_gather,
         )
 
     async def run_async(self) -> None:
