@@ -140,12 +140,19 @@ class FinishThread:
             return
         with self._lock:
             seen = self._hurries
-            self._enough.wait_for(
-                lambda: len(self._pending) >= GATHER_ENDS
-                or self._hurries != seen
-                or self._may_gather is None,  # closed
-                GATHER_S,
+            self._enough.wait_for(self._gathered(seen), GATHER_S)
+
+    def _gathered(self, hurries: int) -> Callable[[], bool]:
+        """Whether a gather that began after ``hurries`` hurries is over (under the lock)."""
+
+        def over() -> bool:
+            return (
+                len(self._pending) >= GATHER_ENDS
+                or self._hurries != hurries
+                or self._may_gather is None  # closed
             )
+
+        return over
 
     def hurry(self) -> None:
         """End a gather under way: write what waits now (someone waits for it)."""

@@ -276,7 +276,9 @@ class Worker(Claiming):
         self._finish_failed = None
         self._first_claim = FirstClaim()
         self._finish_io = FinishThread(
-            self.storage.finish, self._finish_written, self._finish_failed_soon,
+            self.storage.finish,
+            self._finish_written,
+            self._finish_failed_soon,
             may_gather=self._may_gather,
         )
 
