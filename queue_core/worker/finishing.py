@@ -74,7 +74,7 @@ class FinishThread:
         """Hand ``ends`` over to be written after those handed over before."""
         with self._lock:
             self._pending += ends
-            if len(self._pending) >= GATHER_ENDS:
+            if len(self._pending) >= GATHER_ENDS or not self._gathering():
                 self._enough.notify()
             if self._busy or self._held:
                 return
@@ -134,9 +134,9 @@ class FinishThread:
         poll, not service timing). Each ``finish`` call has a fixed cost (a round trip
         and a commit; the thread's, the driver's and the server's work per statement):
         a draining worker wrote ~10 ends a call, now ~60. A lone end (after a quiet
-        spell) is written at once."""
-        may = self._may_gather
-        if may is None or time.monotonic() - self._wrote_at > GATHER_S or not may():
+        spell) is written at once, and so is what was handed over once ``may_gather()``
+        turns false (the worker runs no more bodies, so no more ends are coming)."""
+        if time.monotonic() - self._wrote_at > GATHER_S or not self._gathering():
             return
         with self._lock:
             seen = self._hurries
@@ -149,10 +149,15 @@ class FinishThread:
             return (
                 len(self._pending) >= GATHER_ENDS
                 or self._hurries != hurries
-                or self._may_gather is None  # closed
+                or not self._gathering()  # no more ends are coming, or closed
             )
 
         return over
+
+    def _gathering(self) -> bool:
+        """Ends may wait for more: ``may_gather()`` (not closed)."""
+        may = self._may_gather
+        return may is not None and may()
 
     def hurry(self) -> None:
         """End a gather under way: write what waits now (someone waits for it)."""

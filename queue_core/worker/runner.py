@@ -247,9 +247,12 @@ class Worker(Claiming):
         }
 
     def _may_gather(self) -> bool:
-        """On the finish thread: ends may wait to be written with more (not while the
-        worker stops)."""
-        return not self._stopping
+        """On the finish thread (and the loop, as ends are handed over): ends may wait
+        to be written with more while bodies still run, whose ends are coming (not
+        while the worker stops). With none running, what was handed over is all
+        there is: a step of a flow or a chain of dependent jobs, whose successor its
+        end releases, must not wait for ends that will not come."""
+        return not self._stopping and bool(self._table.running)
 
     def _unwritten(self) -> int:
         finish_io = getattr(self, "_finish_io", None)  # set by run_async

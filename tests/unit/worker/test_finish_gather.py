@@ -105,3 +105,26 @@ async def test_close_writes_what_was_gathering_and_ends_the_thread() -> None:
     thread.close()
     await until(lambda: not thread._thread.is_alive(), "the thread ended")
     assert writes.batches == [[1], [2]]
+
+
+async def test_a_gather_ends_when_no_more_ends_are_coming() -> None:
+    # may_gather() is the worker's "bodies still run": once the last one has ended,
+    # the end it hands over is written at once, with those gathered before it (a flow
+    # step's end releases its successor: it must not wait out the gather's bound).
+    writes = _Writes()
+    running = [True]
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: running[0])
+    try:
+        thread.put(_ends(1))
+        await until(lambda: len(writes.batches) == 1, "the first end was written")
+        thread.put(_ends(2))
+        await anyio.sleep(0.05)
+        assert thread.unwritten() == 1  # gathering: bodies still run
+        running[0] = False  # the last body ended ...
+        thread.put(_ends(3))  # ... and its end is handed over
+        await until(lambda: len(writes.batches) == 2, "the gather ended without a hurry")
+        assert writes.batches == [[1], [2, 3]]
+        thread.put(_ends(4))
+        await until(lambda: len(writes.batches) == 3, "no body runs: written at once")
+    finally:
+        thread.close()
