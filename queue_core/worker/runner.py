@@ -246,6 +246,14 @@ class Worker(Claiming):
             "buffered_ends": len(self._ends) + self._unwritten(),
         }
 
+    def _may_gather(self) -> bool:
+        """On the finish thread (and the loop, as ends are handed over): ends may wait
+        to be written with more while bodies still run, whose ends are coming (not
+        while the worker stops). With none running, what was handed over is all
+        there is: a step of a flow or a chain of dependent jobs, whose successor its
+        end releases, must not wait for ends that will not come."""
+        return not self._stopping and bool(self._table.running)
+
     def _unwritten(self) -> int:
         finish_io = getattr(self, "_finish_io", None)  # set by run_async
         return 0 if finish_io is None else finish_io.unwritten()
@@ -271,7 +279,10 @@ class Worker(Claiming):
         self._finish_failed = None
         self._first_claim = FirstClaim()
         self._finish_io = FinishThread(
-            self.storage.finish, self._finish_written, self._finish_failed_soon
+            self.storage.finish,
+            self._finish_written,
+            self._finish_failed_soon,
+            may_gather=self._may_gather,
         )
 
     async def run_async(self) -> None:

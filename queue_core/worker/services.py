@@ -131,6 +131,7 @@ class Services(AttemptRecording):
         while self._ends or self._finish_io.unwritten():
             if self._ends:
                 self._flush_wake.set()
+            self._finish_io.hurry()
             await anyio.sleep(0.001)
 
     # ------------------------------------------------------------------ leases

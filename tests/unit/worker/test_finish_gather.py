@@ -1,0 +1,130 @@
+"""The finish thread lets streamed ends gather into one write (fewer ``finish`` calls).
+
+The gather's bound is real time (I/O pacing); these tests set it far beyond their own
+run time (``GATHER_S`` = 60 s), so "not written yet" means the gather held the ends,
+and every write the tests wait for comes from a condition (ends enough, a lone end, a
+``hurry``, close), never from the bound running out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from queue_core.model import AttemptEnd
+from queue_core.worker import finishing
+from queue_core.worker.finishing import FinishThread
+from tests.unit.worker.conftest import until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _long_gather(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finishing, "GATHER_S", 60.0)
+
+
+def _ends(*ns: int) -> list[AttemptEnd]:
+    return [cast(AttemptEnd, n) for n in ns]
+
+
+class _Writes:
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def __call__(self, batch: list[AttemptEnd]) -> Sequence[bool]:
+        self.batches.append(list(batch))
+        return [True] * len(batch)
+
+
+async def test_ends_that_stream_in_are_written_together_once_enough_wait() -> None:
+    writes = _Writes()
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: True)
+    try:
+        thread.put(_ends(0))
+        await until(lambda: len(writes.batches) == 1, "a lone end is written at once")
+        n = finishing.GATHER_ENDS
+        for i in range(1, n):
+            thread.put(_ends(i))
+        await anyio.sleep(0.05)  # time for a write, were the thread to make one
+        assert (len(writes.batches), thread.unwritten()) == (1, n - 1)
+        thread.put(_ends(n))
+        await until(lambda: len(writes.batches) == 2, "enough ends: written at once")
+        assert writes.batches[1] == list(range(1, n + 1))
+    finally:
+        thread.close()
+
+
+async def test_hurry_ends_a_gather_and_a_stopping_worker_does_not_gather() -> None:
+    writes = _Writes()
+    may = [True]
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: may[0])
+    try:
+        thread.put(_ends(1))
+        await until(lambda: len(writes.batches) == 1, "the first end was written")
+        thread.put(_ends(2))
+        await anyio.sleep(0.05)
+        assert thread.unwritten() == 1  # gathering
+        may[0] = False  # the worker stops ...
+        thread.hurry()  # ... and waits for its ends (Worker._flush_all)
+        await until(lambda: len(writes.batches) == 2, "the gathered end was written")
+        thread.put(_ends(3))
+        await until(lambda: len(writes.batches) == 3, "written without gathering")
+        assert writes.batches == [[1], [2], [3]]
+    finally:
+        thread.close()
+
+
+async def test_without_may_gather_every_end_is_written_at_once() -> None:
+    writes = _Writes()
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None)
+    try:
+        for i in range(3):
+            thread.put(_ends(i))
+            await until(lambda: thread.unwritten() == 0, f"end {i} was written")
+        assert [e for b in writes.batches for e in b] == [0, 1, 2]
+    finally:
+        thread.close()
+
+
+async def test_close_writes_what_was_gathering_and_ends_the_thread() -> None:
+    writes = _Writes()
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: True)
+    thread.put(_ends(1))
+    await until(lambda: len(writes.batches) == 1, "the first end was written")
+    thread.put(_ends(2))
+    await anyio.sleep(0.02)
+    assert thread.unwritten() == 1  # gathering
+    thread.close()
+    await until(lambda: not thread._thread.is_alive(), "the thread ended")
+    assert writes.batches == [[1], [2]]
+
+
+async def test_a_gather_ends_when_no_more_ends_are_coming() -> None:
+    # may_gather() is the worker's "bodies still run": once the last one has ended,
+    # the end it hands over is written at once, with those gathered before it (a flow
+    # step's end releases its successor: it must not wait out the gather's bound).
+    writes = _Writes()
+    running = [True]
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: running[0])
+    try:
+        thread.put(_ends(1))
+        await until(lambda: len(writes.batches) == 1, "the first end was written")
+        thread.put(_ends(2))
+        await anyio.sleep(0.05)
+        assert thread.unwritten() == 1  # gathering: bodies still run
+        running[0] = False  # the last body ended ...
+        thread.put(_ends(3))  # ... and its end is handed over
+        await until(lambda: len(writes.batches) == 2, "the gather ended without a hurry")
+        assert writes.batches == [[1], [2, 3]]
+        thread.put(_ends(4))
+        await until(lambda: len(writes.batches) == 3, "no body runs: written at once")
+    finally:
+        thread.close()
