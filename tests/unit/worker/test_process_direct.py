@@ -295,9 +295,9 @@ def test_an_idle_worker_starts_process_jobs_from_the_claim_thread(
         started.append(done[0])
         return done
 
-    def waiting(self: Claiming, free: int) -> tuple[int, list[Any]]:
+    def waiting(self: Claiming, free: int, longest: float) -> tuple[int, list[Any]]:
         waits.append(free)
-        return wait_then_claim(self, free)
+        return wait_then_claim(self, free, longest)
 
     monkeypatch.setattr(Claiming, "_start_direct", counted)
     monkeypatch.setattr(Claiming, "_wait_then_claim", waiting)
