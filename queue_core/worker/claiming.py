@@ -62,6 +62,10 @@ class _ClaimState:
 class Claiming(ProcessStarts):
     """Takes jobs from storage and starts them."""
 
+    _backlog = False
+    """The last claim took as many jobs as it asked for: more are waiting, so more ends
+    are coming soon (the finish thread may gather them, see ``Worker._may_gather``)."""
+
     async def _claim_loop(self) -> None:
         state = _ClaimState()
         while True:
@@ -113,6 +117,7 @@ class Claiming(ProcessStarts):
                 if self._table.running:  # bodies run: wait as long as a poll would pause
                     longest, state.poll = state.poll, min(state.poll * 2, _POLL_MAX)
                 started, jobs = await self._claim_io.call(self._wait_then_claim, free, longest)
+                self._backlog = started + len(jobs) >= free
                 if started:
                     state.found()
                     if not jobs:
@@ -128,6 +133,7 @@ class Claiming(ProcessStarts):
                 log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
             await anyio.sleep(delay)
             return None
+        self._backlog = len(found) >= free
         state.backoff.reset()
         self._outage.ok()
         return found

@@ -247,12 +247,12 @@ class Worker(Claiming):
         }
 
     def _may_gather(self) -> bool:
-        """On the finish thread (and the loop, as ends are handed over): ends may wait
-        to be written with more while bodies still run, whose ends are coming (not
-        while the worker stops). With none running, what was handed over is all
-        there is: a step of a flow or a chain of dependent jobs, whose successor its
-        end releases, must not wait for ends that will not come."""
-        return not self._stopping and bool(self._table.running)
+        """On the finish thread (and the loop, as ends are handed over): ends may wait to
+        be written with more while the queue is backed up (the last claim took all it
+        asked for, so more ends are coming soon), not while the worker stops. Otherwise
+        what was handed over is all there is for now: a flow step or a job whose
+        successor its end releases must not wait for ends that will not come."""
+        return self._backlog and not self._stopping
 
     def _unwritten(self) -> int:
         finish_io = getattr(self, "_finish_io", None)  # set by run_async

@@ -7,6 +7,7 @@ and every write the tests wait for comes from a condition (ends enough, a lone e
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -128,3 +129,37 @@ async def test_a_gather_ends_when_no_more_ends_are_coming() -> None:
         await until(lambda: len(writes.batches) == 3, "no body runs: written at once")
     finally:
         thread.close()
+
+
+def test_a_worker_gathers_ends_only_while_its_claims_come_back_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With the gather's bound at 60 s, a worker that gathered the end of a flow step
+    # whose claim took less than it asked for (nothing else waiting) would hold the
+    # next step back for a minute: a sequential flow drained in seconds shows it does
+    # not; and a backed-up queue (claims of all the free slots) is what it gathers for.
+    from queue_core import Queue
+    from queue_core.worker import Worker
+
+    queue = Queue("memory://")
+    try:
+        flow = queue.flow("chain")  # type: ignore[attr-defined]
+        one = flow.step(id="one")(lambda input: input + 1)
+        two = flow.step(id="two", depends_on=[one])(lambda one: one * 2)
+        flow.step(id="three", depends_on=[two])(lambda two: two - 1)
+        execution = flow.start(input=3)
+        thread_done = threading.Event()
+        worker = Worker(queue, burst=True, install_signal_handlers=False, reap_interval=0.1)
+
+        def run() -> None:
+            worker.run()
+            thread_done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        assert thread_done.wait(20), "the flow's steps waited out the gather's bound"
+        assert execution.status() == "succeeded"
+        assert not worker._may_gather()  # the last claim found less than it asked for
+        worker._backlog = True  # as after a claim of every free slot
+        assert worker._may_gather()
+    finally:
+        queue.close()
