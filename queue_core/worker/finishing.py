@@ -135,7 +135,7 @@ class FinishThread:
         and a commit; the thread's, the driver's and the server's work per statement):
         a draining worker wrote ~10 ends a call, now ~60. A lone end (after a quiet
         spell) is written at once, and so is what was handed over once ``may_gather()``
-        turns false (the worker runs no more bodies, so no more ends are coming)."""
+        turns false (the queue is not backed up, or the worker stops)."""
         if time.monotonic() - self._wrote_at > GATHER_S or not self._gathering():
             return
         with self._lock:
