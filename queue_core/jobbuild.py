@@ -18,12 +18,12 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from queue_core.model import NewJob
 
-__all__ = ["JobFactory", "new_job_id", "new_job_ids", "plain_job_factory"]
+__all__ = ["JobFactory", "expand_template", "new_job_id", "new_job_ids", "plain_job_factory"]
 
 _PER_JOB: Final = ("id", "payload", "lost_delay_ms")
 
@@ -133,3 +133,13 @@ def plain_job_factory(template: dict[str, Any]) -> JobFactory | None:
     if template.get("unique_key") is not None or (key is not None and key.__class__ is not str):
         return None
     return JobFactory({**template, "options": None, "delay_ms": 0, "run_at": None})
+
+
+def expand_template(template: NewJob, jobs: Sequence[tuple[str, bytes, int]]) -> list[NewJob]:
+    """The jobs :meth:`~queue_core.storage.SupportsTemplateEnqueue.enqueue_template` stores:
+    ``template`` with the ``(id, payload, lost_delay_ms)`` of each element of ``jobs``."""
+    factory = JobFactory(
+        {f.name: getattr(template, f.name) for f in dataclasses.fields(NewJob)
+         if f.name not in _PER_JOB}
+    )  # fmt: skip
+    return [factory(job_id, payload, lost) for job_id, payload, lost in jobs]

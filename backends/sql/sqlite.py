@@ -22,6 +22,7 @@ from backends.sql.base import _Scope, local_ms
 from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row, job_row
 from backends.sql.storage import SQLStorage
+from backends.sql.template import SQLiteTemplateEnqueue
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
 __all__ = ["FINISH_ROW", "SQLiteStorage"]
@@ -44,7 +45,7 @@ def _poll_interval(quiet: float) -> float:
     return 0.004
 
 
-class SQLiteStorage(SQLStorage):
+class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
     """:class:`~backends.sql.SQLStorage` on SQLite."""
 
     dialect = "sqlite"
