@@ -23,7 +23,7 @@ from queue_core.errors import ConfigError
 from queue_core.handle import JobHandle
 from queue_core.jobbuild import new_job_id as new_job_id
 from queue_core.jobbuild import new_job_ids, plain_job_factory
-from queue_core.mapbatch import map_template, template_sink
+from queue_core.mapbatch import delay_template, map_template, template_sink
 from queue_core.model import NewJob
 
 # The options and the spec builder live in queue_core.options / queue_core.spec; these
@@ -387,6 +387,9 @@ class Task(Generic[P, R]):
         """
         if kwargs or not self._fast_min <= len(args) <= self._fast_max:
             self.check_arguments(args, kwargs, "delay")
+        handle = delay_template(self, args, kwargs)  # a storage taking rows (SQLite, Redis)
+        if handle is not None:
+            return handle
         return self._owner._submit_one(self._plain(args, kwargs, new_job_id()))
 
     def apply(

@@ -121,9 +121,6 @@ class RedisLimits:
         per job instead of 22 (measured in docs/backends/redis.md); a single job through
         ``enqueue_one.lua``, the same writes without a prelude's closures. Each job is
         queued."""
-        script = self._plain_script if len(jobs) > 1 else self._one_script
-        if script is None:
-            script = self._register_enqueue(len(jobs) > 1)
         args = self._args(now)
         for j in jobs:
             run_at, timeout = j.run_at, j.timeout_ms
@@ -139,6 +136,13 @@ class RedisLimits:
                 j.lost_delay_ms,
                 "" if timeout is None else timeout,
             )
+        self._run_plain(args, len(jobs))
+
+    def _run_plain(self, args: list[Any], n: int) -> None:
+        """Run ``enqueue_plain.lua`` (``enqueue_one.lua`` when ``n`` is 1) with ``args``."""
+        script = self._plain_script if n > 1 else self._one_script
+        if script is None:
+            script = self._register_enqueue(n > 1)
         with translate_errors("enqueue"):
             res = self._run(script, args)
         if isinstance(res, list) and res and res[0] == b"dup":

@@ -60,6 +60,8 @@ class SQLiteTemplateEnqueue:
 
         def _tx(self) -> Any: ...
 
+        def _stmt(self) -> Any: ...
+
         def _clock(self, now: int | None) -> int: ...
 
     def enqueue_template(
@@ -70,6 +72,10 @@ class SQLiteTemplateEnqueue:
             return
         if not _plain(template):
             self.enqueue(expand_template(template, jobs), now=now)
+            return
+        if len(jobs) == 1:  # one statement: atomic on its own, no BEGIN ... COMMIT
+            with self._stmt() as cur:
+                cur.execute(INSERT_TEMPLATE, jobs[0] + shared_values(template, self._clock(now)))
             return
         with self._tx() as cur:
             shared = shared_values(template, self._clock(now))

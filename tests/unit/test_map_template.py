@@ -92,3 +92,26 @@ def test_header_providers_eager_and_keyed_tasks_keep_the_ordinary_path(
     h = plain.map([(5,)])[0]
     assert _record(queue, h.id).options is not None  # the provider's header was stored
     assert template_sink(queue_core.Queue("memory://").task(name="t.m")(lambda a: a)) is None
+
+
+def test_delay_through_the_template_stores_what_the_ordinary_path_stores(
+    queue: queue_core.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @queue.task(name="t.d", priority=2, timeout=7, retry_jitter=0)
+    def d(a: Any, b: Any = None, *, c: int = 0) -> None: ...
+
+    calls: list[Any] = []
+    sink = template_sink(d)
+    assert sink is not None
+    real = sink.enqueue_template
+    monkeypatch.setattr(sink, "enqueue_template", lambda *a, **k: calls.append(a) or real(*a, **k))
+    fast = [d.delay(1), d.delay("x", b=[2]), d.delay(None, c=3)]
+    assert len(calls) == 3
+    monkeypatch.undo()
+    same: list[tuple[Any, dict[str, Any]]] = [((1,), {}), (("x",), {"b": [2]}), ((None,), {"c": 3})]
+    slow = [queue._submit_one(d._plain(a, k, f"s{i}")) for i, (a, k) in enumerate(same)]
+    for h, ref in zip(fast, slow, strict=True):
+        got, want = _record(queue, h.id), _record(queue, ref.id)
+        assert got.payload == want.payload and _anon(got) == _anon(want)
+    with pytest.raises(TypeError, match="t.d"):
+        d.delay(1, 2, 3)
