@@ -35,11 +35,40 @@ INSERT_TEMPLATE: Final = (
 )
 
 
+_CACHED: Final = 256
+"""Templates whose :class:`_Shared` a storage keeps (one per task in practice)."""
+
+
 def shared_values(template: NewJob, t: int) -> tuple[Any, ...]:
     """The values of :data:`TEMPLATE_COLUMNS` after the first three, for jobs of
     ``template`` enqueued at ``t`` (taken from :func:`job_row`)."""
     row = dict(zip(JOB_COLUMNS, job_row(template, t), strict=True))
     return tuple(row[c] for c in TEMPLATE_COLUMNS[len(_PER_JOB) :])
+
+
+class _Shared:
+    """:func:`shared_values` of one template as a function of ``t``, cheap per call.
+
+    Of the shared values only ``enqueued_at`` (``t``), and ``run_at`` and ``expires_at``
+    when they follow the storage's clock (``t`` + delay [+ schedule-to-start]), depend on
+    ``t``, each as ``t`` plus a constant, and they are adjacent columns: found by
+    comparing the values at ``t = 0`` and ``t = 1`` (so :func:`job_row` stays the one
+    rule), kept as the values before them, their offsets and the values after them.
+    """
+
+    __slots__ = ("_head", "_offsets", "_tail")
+
+    def __init__(self, template: NewJob) -> None:
+        at0, at1 = shared_values(template, 0), shared_values(template, 1)
+        moving = [i for i, (a, b) in enumerate(zip(at0, at1, strict=True)) if a != b]
+        lo, hi = moving[0], moving[-1] + 1
+        if moving != list(range(lo, hi)) or any(at1[i] != at0[i] + 1 for i in moving):
+            raise AssertionError(f"unexpected clock-dependent columns {moving}")
+        self._head, self._offsets, self._tail = at0[:lo], at0[lo:hi], at0[hi:]
+
+    def at(self, t: int) -> tuple[Any, ...]:
+        """``shared_values(template, t)``."""
+        return self._head + tuple([t + o for o in self._offsets]) + self._tail
 
 
 def _plain(template: NewJob) -> bool:
@@ -73,10 +102,17 @@ class SQLiteTemplateEnqueue:
         if not _plain(template):
             self.enqueue(expand_template(template, jobs), now=now)
             return
+        cache = self.__dict__.setdefault("_template_shared", {})
+        hit = cache.get(id(template))
+        if hit is None or hit[0] is not template:
+            if len(cache) >= _CACHED:
+                cache.clear()
+            hit = cache[id(template)] = (template, _Shared(template))
+        shared = hit[1]
         if len(jobs) == 1:  # one statement: atomic on its own, no BEGIN ... COMMIT
             with self._stmt() as cur:
-                cur.execute(INSERT_TEMPLATE, jobs[0] + shared_values(template, self._clock(now)))
+                cur.execute(INSERT_TEMPLATE, jobs[0] + shared.at(self._clock(now)))
             return
         with self._tx() as cur:
-            shared = shared_values(template, self._clock(now))
-            cur.executemany(INSERT_TEMPLATE, [job + shared for job in jobs])
+            values = shared.at(self._clock(now))
+            cur.executemany(INSERT_TEMPLATE, [job + values for job in jobs])
