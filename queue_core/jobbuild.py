@@ -113,10 +113,32 @@ def new_job_id() -> str:
     Time-ordered, so the unique index on job ids takes its new entries at its end instead
     of all over it: a batch of 1,000 inserts dirties a few index pages, not one per job
     (SQLite, 10 x 1,000 jobs: 28 % fewer WAL bytes, 27 % more rows/s; more as the table
-    grows). 62 random bits keep ids unguessable and unique across processes."""
-    s = _stamps(1)
-    r = int.from_bytes(os.urandom(8), "big") & _LOW62 | _VARIANT_BIT
+    grows). 62 random bits keep ids unguessable and unique across processes; they come
+    from ``os.urandom`` drawn 4 KiB at a time (a system call per id cost a third of
+    making it), a pool a forked child never shares with its parent."""
+    now = (time.time_ns() // 1_000_000) << 12
+    with _stamp_lock:  # as _stamps(1), and this id's 8 bytes of the pool
+        s = max(now, _last_stamp[0] + 1)
+        _last_stamp[0] = s
+        pool, at = _pool
+        if at >= len(pool):
+            pool, at = os.urandom(_POOL_BYTES), 0
+            _pool[0] = pool
+        _pool[1] = at + 8
+    r = int.from_bytes(pool[at : at + 8], "big") & _LOW62 | _VARIANT_BIT
     return f"{((s >> 12) << 16) | 0x7000 | (s & 0xFFF):016x}{r:016x}"
+
+
+_POOL_BYTES: Final = 4096
+_pool: list[Any] = [b"", 0]
+"""Random bytes for :func:`new_job_id` and the offset of the next unused 8."""
+
+
+def _drop_pool() -> None:
+    _pool[0], _pool[1] = b"", 0
+
+
+os.register_at_fork(after_in_child=_drop_pool)  # a child draws its own bytes
 
 
 _LOW62: Final = (1 << 62) - 1
