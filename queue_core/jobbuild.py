@@ -160,8 +160,17 @@ def plain_job_factory(template: dict[str, Any]) -> JobFactory | None:
 def expand_template(template: NewJob, jobs: Sequence[tuple[str, bytes, int]]) -> list[NewJob]:
     """The jobs :meth:`~queue_core.storage.SupportsTemplateEnqueue.enqueue_template` stores:
     ``template`` with the ``(id, payload, lost_delay_ms)`` of each element of ``jobs``."""
-    factory = JobFactory(
-        {f.name: getattr(template, f.name) for f in dataclasses.fields(NewJob)
-         if f.name not in _PER_JOB}
-    )  # fmt: skip
+    hit = _factories.get(id(template))
+    if hit is None or hit[0] is not template:  # built once per template (one per task)
+        if len(_factories) >= 256:
+            _factories.clear()
+        fields = {f.name: getattr(template, f.name) for f in dataclasses.fields(NewJob)}
+        hit = _factories[id(template)] = (
+            template,
+            JobFactory({k: v for k, v in fields.items() if k not in _PER_JOB}),
+        )
+    factory = hit[1]
     return [factory(job_id, payload, lost) for job_id, payload, lost in jobs]
+
+
+_factories: dict[int, tuple[NewJob, JobFactory]] = {}

@@ -23,7 +23,14 @@ from backends.sql.records import JOB_COLUMNS, job_row
 from queue_core.jobbuild import expand_template
 from queue_core.model import JobState, NewJob
 
-__all__ = ["INSERT_TEMPLATE", "SQLiteTemplateEnqueue", "TEMPLATE_COLUMNS", "shared_values"]
+__all__ = [
+    "INSERT_TEMPLATE",
+    "SQLiteTemplateEnqueue",
+    "TEMPLATE_COLUMNS",
+    "plain_template",
+    "shared_of",
+    "shared_values",
+]
 
 _PER_JOB: Final = ("id", "payload", "lost_delay_ms")
 TEMPLATE_COLUMNS: Final = _PER_JOB + tuple(c for c in JOB_COLUMNS if c not in _PER_JOB)
@@ -71,13 +78,25 @@ class _Shared:
         return self._head + tuple([t + o for o in self._offsets]) + self._tail
 
 
-def _plain(template: NewJob) -> bool:
+def plain_template(template: NewJob) -> bool:
     """True when :meth:`SQLStorage.enqueue` would insert ``template``'s jobs as they are."""
     return (
         template.unique_key is None
         and template.rate_key is None
         and not (template.concurrency_skip and template.concurrency_key is not None)
     )
+
+
+def shared_of(storage: Any, template: NewJob) -> _Shared:
+    """``template``'s :class:`_Shared`, built once per template and kept by ``storage``."""
+    cache = storage.__dict__.setdefault("_template_shared", {})
+    hit = cache.get(id(template))
+    if hit is None or hit[0] is not template:
+        if len(cache) >= _CACHED:
+            cache.clear()
+        hit = cache[id(template)] = (template, _Shared(template))
+    shared: _Shared = hit[1]
+    return shared
 
 
 class SQLiteTemplateEnqueue:
@@ -99,16 +118,10 @@ class SQLiteTemplateEnqueue:
         """See :meth:`queue_core.storage.SupportsTemplateEnqueue.enqueue_template`."""
         if not jobs:
             return
-        if not _plain(template):
+        if not plain_template(template):
             self.enqueue(expand_template(template, jobs), now=now)
             return
-        cache = self.__dict__.setdefault("_template_shared", {})
-        hit = cache.get(id(template))
-        if hit is None or hit[0] is not template:
-            if len(cache) >= _CACHED:
-                cache.clear()
-            hit = cache[id(template)] = (template, _Shared(template))
-        shared = hit[1]
+        shared = shared_of(self, template)
         if len(jobs) == 1:  # one statement: atomic on its own, no BEGIN ... COMMIT
             with self._stmt() as cur:
                 cur.execute(INSERT_TEMPLATE, jobs[0] + shared.at(self._clock(now)))

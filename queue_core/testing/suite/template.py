@@ -88,3 +88,23 @@ class TemplateEnqueueContract(ContractBase):
         assert storage.get_job(twice) is None
         sink.enqueue_template(template, [], now=T0)
         assert [c.id for c in storage.claim("w1", ["tpl"], 10, 30_000, now=T0)] == [held]
+
+    def test_a_large_batch_stores_what_enqueue_stores(self, storage: Storage) -> None:
+        """200 jobs (a storage may write large batches another way, e.g. ``COPY``): each
+        record as ``enqueue`` stores it, claimed in batch order; ``now=None`` takes the
+        storage's clock."""
+        template = new_job(queue="big", priority=1, max_attempts=2, timeout_ms=60_000)
+        rows = [(new_id(), f"[{i}]".encode(), 500 + i) for i in range(200)]
+        _templated(storage).enqueue_template(template, rows, now=T0)
+        reference = dataclasses.replace(template, id=new_id(), queue="ref")
+        storage.enqueue([reference], now=T0)
+        ref = dataclasses.replace(job_of(storage, reference.id), queue="big")
+        for job_id, payload, _ in rows[::37]:
+            record = job_of(storage, job_id)
+            assert record.payload == payload
+            _same_but_identity(record, ref)
+        claimed = storage.claim("w1", ["big"], 250, 30_000, now=T0)
+        assert [c.id for c in claimed] == [r[0] for r in rows]
+        late = [(new_id(), b"[]", 0) for _ in range(100)]
+        _templated(storage).enqueue_template(template, late)
+        assert all(job_of(storage, i).enqueued_at > T0 for i, _, _ in late)
