@@ -45,8 +45,9 @@ class TemplateEnqueueContract(ContractBase):
             id="ignored", payload=b"ignored", priority=3, max_attempts=4, timeout_ms=9_000,
             delay_ms=5, queue="tpl", lost_delay_ms=123,
         )  # fmt: skip
-        rows = [(new_id(), f'{{"args":[{i}]}}'.encode(), 1_000 + i) for i in range(3)]
-        sink.enqueue_template(template, rows, now=T0)
+        rows = [(new_id(), f'{{"args":[{i}]}}'.encode(), 1_000 + i) for i in range(4)]
+        sink.enqueue_template(template, rows[:3], now=T0)
+        sink.enqueue_template(template, rows[3:], now=T0)  # a batch of one (a delay())
         reference = dataclasses.replace(template, id=new_id(), queue="ref")
         assert storage.enqueue([reference], now=T0) == [JobState.QUEUED]
         ref = dataclasses.replace(job_of(storage, reference.id), queue="tpl")
@@ -86,6 +87,9 @@ class TemplateEnqueueContract(ContractBase):
         with pytest.raises(StorageError):
             sink.enqueue_template(template, [(twice, b"[]", 0), (twice, b"[]", 0)], now=T0)
         assert storage.get_job(twice) is None
+        with pytest.raises(StorageError):
+            sink.enqueue_template(template, [(held, b"[1]", 0)], now=T0)
+        assert job_of(storage, held).payload == template.payload
         sink.enqueue_template(template, [], now=T0)
         assert [c.id for c in storage.claim("w1", ["tpl"], 10, 30_000, now=T0)] == [held]
 
