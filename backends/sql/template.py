@@ -63,7 +63,7 @@ class _Shared:
     rule), kept as the values before them, their offsets and the values after them.
     """
 
-    __slots__ = ("_head", "_offsets", "_tail")
+    __slots__ = ("_head", "_offsets", "_tail", "insert")
 
     def __init__(self, template: NewJob) -> None:
         at0, at1 = shared_values(template, 0), shared_values(template, 1)
@@ -72,10 +72,45 @@ class _Shared:
         if moving != list(range(lo, hi)) or any(at1[i] != at0[i] + 1 for i in moving):
             raise AssertionError(f"unexpected clock-dependent columns {moving}")
         self._head, self._offsets, self._tail = at0[:lo], at0[lo:hi], at0[hi:]
+        self.insert = _literal_insert(self._head, len(self._offsets), self._tail)
+        """SQLite's ``INSERT`` of this template's rows with the constant values written in
+        the statement (``None`` when one cannot be): its rows are ``job + times(t)``."""
 
     def at(self, t: int) -> tuple[Any, ...]:
         """``shared_values(template, t)``."""
         return self._head + tuple([t + o for o in self._offsets]) + self._tail
+
+    def times(self, t: int) -> tuple[int, ...]:
+        """The values of ``at(t)`` that follow ``t`` (those ``insert`` binds per row)."""
+        return tuple([t + o for o in self._offsets])
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as an SQLite literal (what binding it stores), or ``None``."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"  # as sqlite3 binds a bool
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
+
+
+def _literal_insert(head: tuple[Any, ...], moving: int, tail: tuple[Any, ...]) -> str | None:
+    """The ``INSERT`` of :data:`TEMPLATE_COLUMNS` binding the per-job values and the
+    ``moving`` clock-dependent ones, the others written as literals. SQLite then knows
+    the state, the concurrency key and the other constants when it prepares the
+    statement, so it skips the partial indexes whose condition they make false instead
+    of testing each per row: ``executemany`` of 1,000-row batches took about half the
+    CPU per row of the all-bound statement (7 against 14 µs on this machine)."""
+    maybe = [_literal(v) for v in head + tail]
+    fixed = [f for f in maybe if f is not None]
+    if len(fixed) != len(maybe):
+        return None
+    values = ["?"] * len(_PER_JOB) + fixed[: len(head)] + ["?"] * moving + fixed[len(head) :]
+    return f"INSERT INTO qc_jobs ({', '.join(TEMPLATE_COLUMNS)}) VALUES ({', '.join(values)})"
 
 
 def plain_template(template: NewJob) -> bool:
@@ -122,10 +157,14 @@ class SQLiteTemplateEnqueue:
             self.enqueue(expand_template(template, jobs), now=now)
             return
         shared = shared_of(self, template)
+        sql = shared.insert
+        per_row = shared.times if sql is not None else shared.at
+        if sql is None:
+            sql = INSERT_TEMPLATE
         if len(jobs) == 1:  # one statement: atomic on its own, no BEGIN ... COMMIT
             with self._stmt() as cur:
-                cur.execute(INSERT_TEMPLATE, jobs[0] + shared.at(self._clock(now)))
+                cur.execute(sql, jobs[0] + per_row(self._clock(now)))
             return
         with self._tx() as cur:
-            values = shared.at(self._clock(now))
-            cur.executemany(INSERT_TEMPLATE, [job + values for job in jobs])
+            values = per_row(self._clock(now))
+            cur.executemany(sql, [job + values for job in jobs])

@@ -3,8 +3,11 @@ shared values per clock reading equal to those :func:`job_row` gives."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from backends.sql import SQLStorage
 from backends.sql.records import JOB_COLUMNS, job_row
 from backends.sql.template import INSERT_TEMPLATE, TEMPLATE_COLUMNS, _Shared, shared_values
 from queue_core.testing import T0, new_job
@@ -36,3 +39,39 @@ def test_shared_values_at_any_time_are_the_job_rows(fields: dict[str, object]) -
         assert shared.at(t) == shared_values(template, t)
         row = dict(zip(JOB_COLUMNS, job_row(template, t), strict=True))
         assert ("tpl", b"p", 9) + shared.at(t) == tuple(row[c] for c in TEMPLATE_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"task_name": 'it\'s.a "task"', "queue": "q'1; DROP TABLE qc_jobs; --"},
+        {"queue": "ünïcode ✓", "priority": -3, "timeout_ms": 1, "schedule_to_start_ms": 5},
+        {"concurrency_key": "k'", "concurrency_limit": 1, "run_at": T0 + 1, "delay_ms": 9},
+    ],
+)
+def test_the_literal_insert_stores_the_rows_the_bound_insert_stores(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    """Every column's value and SQLite storage class (``typeof``) alike, for names that
+    need quoting; the whole table intact."""
+    storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'q.db'}")
+    try:
+        template = new_job(**fields)  # type: ignore[arg-type]
+        shared = _Shared(template)
+        assert shared.insert is not None
+        with storage._tx() as cur:
+            cur.execute(shared.insert, ("lit", b"[1]", 7) + shared.times(T0))
+            cur.execute(INSERT_TEMPLATE, ("bnd", b"[1]", 7) + shared.at(T0))
+            cols = [r[1] for r in cur.execute("PRAGMA table_info(qc_jobs)").fetchall()]
+            probe = ", ".join(f"{c}, typeof({c})" for c in cols if c not in ("seq", "id"))
+            rows = [tuple(cur.execute(f"SELECT {probe} FROM qc_jobs WHERE id = ?", (i,)).fetchone())
+                    for i in ("lit", "bnd")]  # fmt: skip
+        assert rows[0] == rows[1]
+        assert storage.get_job("lit") is not None
+    finally:
+        storage.close()
+
+
+def test_a_value_sqlite_cannot_take_as_a_literal_keeps_the_bound_insert() -> None:
+    assert _Shared(new_job(queue="nul\x00queue")).insert is None
+    assert _Shared(new_job(queue="plain")).insert is not None
