@@ -18,12 +18,12 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from queue_core.model import NewJob
 
-__all__ = ["JobFactory", "new_job_id", "new_job_ids", "plain_job_factory"]
+__all__ = ["JobFactory", "expand_template", "new_job_id", "new_job_ids", "plain_job_factory"]
 
 _PER_JOB: Final = ("id", "payload", "lost_delay_ms")
 
@@ -113,10 +113,32 @@ def new_job_id() -> str:
     Time-ordered, so the unique index on job ids takes its new entries at its end instead
     of all over it: a batch of 1,000 inserts dirties a few index pages, not one per job
     (SQLite, 10 x 1,000 jobs: 28 % fewer WAL bytes, 27 % more rows/s; more as the table
-    grows). 62 random bits keep ids unguessable and unique across processes."""
-    s = _stamps(1)
-    r = int.from_bytes(os.urandom(8), "big") & _LOW62 | _VARIANT_BIT
+    grows). 62 random bits keep ids unguessable and unique across processes; they come
+    from ``os.urandom`` drawn 4 KiB at a time (a system call per id cost a third of
+    making it), a pool a forked child never shares with its parent."""
+    now = (time.time_ns() // 1_000_000) << 12
+    with _stamp_lock:  # as _stamps(1), and this id's 8 bytes of the pool
+        s = max(now, _last_stamp[0] + 1)
+        _last_stamp[0] = s
+        pool, at = _pool
+        if at >= len(pool):
+            pool, at = os.urandom(_POOL_BYTES), 0
+            _pool[0] = pool
+        _pool[1] = at + 8
+    r = int.from_bytes(pool[at : at + 8], "big") & _LOW62 | _VARIANT_BIT
     return f"{((s >> 12) << 16) | 0x7000 | (s & 0xFFF):016x}{r:016x}"
+
+
+_POOL_BYTES: Final = 4096
+_pool: list[Any] = [b"", 0]
+"""Random bytes for :func:`new_job_id` and the offset of the next unused 8."""
+
+
+def _drop_pool() -> None:
+    _pool[0], _pool[1] = b"", 0
+
+
+os.register_at_fork(after_in_child=_drop_pool)  # a child draws its own bytes
 
 
 _LOW62: Final = (1 << 62) - 1
@@ -133,3 +155,22 @@ def plain_job_factory(template: dict[str, Any]) -> JobFactory | None:
     if template.get("unique_key") is not None or (key is not None and key.__class__ is not str):
         return None
     return JobFactory({**template, "options": None, "delay_ms": 0, "run_at": None})
+
+
+def expand_template(template: NewJob, jobs: Sequence[tuple[str, bytes, int]]) -> list[NewJob]:
+    """The jobs :meth:`~queue_core.storage.SupportsTemplateEnqueue.enqueue_template` stores:
+    ``template`` with the ``(id, payload, lost_delay_ms)`` of each element of ``jobs``."""
+    hit = _factories.get(id(template))
+    if hit is None or hit[0] is not template:  # built once per template (one per task)
+        if len(_factories) >= 256:
+            _factories.clear()
+        fields = {f.name: getattr(template, f.name) for f in dataclasses.fields(NewJob)}
+        hit = _factories[id(template)] = (
+            template,
+            JobFactory({k: v for k, v in fields.items() if k not in _PER_JOB}),
+        )
+    factory = hit[1]
+    return [factory(job_id, payload, lost) for job_id, payload, lost in jobs]
+
+
+_factories: dict[int, tuple[NewJob, JobFactory]] = {}

@@ -76,6 +76,7 @@ __all__ = [
     "SupportsMigrate",
     "SupportsSchemaVersion",
     "SupportsRateLimits",
+    "SupportsTemplateEnqueue",
     "SupportsUniqueJobs",
     "SupportsWaitClaim",
     "SupportsWakeup",
@@ -328,6 +329,23 @@ class SupportsWaitClaim(Protocol):
         (as ``wait_for_jobs``; at once when one is ready now), then claim up to ``limit``
         of them at the storage's time (as ``claim``). A timeout or a spurious wake-up
         claims what is ready then, often nothing: ``[]``."""
+        ...
+
+
+@runtime_checkable
+class SupportsTemplateEnqueue(Protocol):
+    """A batch of jobs that differ only in id, payload and lost delay (``Task.map``'s)
+    stored without a :class:`~queue_core.model.NewJob` per job."""
+
+    def enqueue_template(
+        self, template: NewJob, jobs: Sequence[tuple[str, bytes, int]], *, now: int | None = None
+    ) -> None:
+        """Store one job per ``(id, payload, lost_delay_ms)`` of ``jobs``: ``template``
+        with those three fields replaced (the other fields of ``template``, its id
+        included, are ignored). Exactly what :meth:`Storage.enqueue` of those jobs
+        (:func:`queue_core.jobbuild.expand_template`) at ``now`` stores: the same rows,
+        indexes, counts and wake-ups; all-or-nothing (a repeated or existing id stores
+        nothing and raises ``StorageError``)."""
         ...
 
 

@@ -23,6 +23,7 @@ from queue_core.errors import ConfigError
 from queue_core.handle import JobHandle
 from queue_core.jobbuild import new_job_id as new_job_id
 from queue_core.jobbuild import new_job_ids, plain_job_factory
+from queue_core.mapbatch import delay_template, map_template, template_sink
 from queue_core.model import NewJob
 
 # The options and the spec builder live in queue_core.options / queue_core.spec; these
@@ -386,6 +387,9 @@ class Task(Generic[P, R]):
         """
         if kwargs or not self._fast_min <= len(args) <= self._fast_max:
             self.check_arguments(args, kwargs, "delay")
+        handle = delay_template(self, args, kwargs)  # a storage taking rows (SQLite, Redis)
+        if handle is not None:
+            return handle
         return self._owner._submit_one(self._plain(args, kwargs, new_job_id()))
 
     def apply(
@@ -445,6 +449,9 @@ class Task(Generic[P, R]):
             SerializationError: an element cannot be serialized (nothing is written).
         """
         items = arg_tuples if isinstance(arg_tuples, list) else list(arg_tuples)
+        sink = template_sink(self)  # a storage that takes a plain batch as rows (SQLite)
+        if sink is not None:
+            return map_template(self, items, sink)
         plain, low, high = self._plain, self._fast_min, self._fast_max
         jobs = []
         for a, job_id in zip(items, new_job_ids(len(items)), strict=True):

@@ -74,6 +74,7 @@ class RedisLimits:
     _r: Any
     _enqueue: Script
     _plain_script: Script | None = None  # enqueue_plain.lua, registered on first use
+    _one_script: Script | None = None  # enqueue_one.lua (a batch of one), idem
     key_prefix: str
 
     def _args(self, now: int | None) -> list[Any]:  # pragma: no cover - RedisStorage's
@@ -117,12 +118,9 @@ class RedisLimits:
     def _enqueue_plain(self, jobs: Sequence[NewJob], now: int | None) -> None:
         """``enqueue_plain.lua``: the jobs ``enqueue.lua`` would store, for jobs with no
         unique, rate or concurrency key and no optional field but a timeout; 10 arguments
-        per job instead of 22 (measured in docs/backends/redis.md). Each job is queued."""
-        script = self._plain_script
-        if script is None:
-            from backends.redis.storage import _load_script  # storage imports this module
-
-            script = self._plain_script = self._r.register_script(_load_script("enqueue_plain"))
+        per job instead of 22 (measured in docs/backends/redis.md); a single job through
+        ``enqueue_one.lua``, the same writes without a prelude's closures. Each job is
+        queued."""
         args = self._args(now)
         for j in jobs:
             run_at, timeout = j.run_at, j.timeout_ms
@@ -138,10 +136,29 @@ class RedisLimits:
                 j.lost_delay_ms,
                 "" if timeout is None else timeout,
             )
+        self._run_plain(args, len(jobs))
+
+    def _run_plain(self, args: list[Any], n: int) -> None:
+        """Run ``enqueue_plain.lua`` (``enqueue_one.lua`` when ``n`` is 1) with ``args``."""
+        script = self._plain_script if n > 1 else self._one_script
+        if script is None:
+            script = self._register_enqueue(n > 1)
         with translate_errors("enqueue"):
             res = self._run(script, args)
         if isinstance(res, list) and res and res[0] == b"dup":
             raise StorageError(f"job id {res[1].decode()!r} already exists")
+
+    def _register_enqueue(self, batch: bool) -> Script:
+        from backends.redis.storage import _load_script  # storage imports this module
+
+        script: Script = self._r.register_script(
+            _load_script("enqueue_plain" if batch else "enqueue_one")
+        )
+        if batch:
+            self._plain_script = script
+        else:
+            self._one_script = script
+        return script
 
     def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
         """See :meth:`queue_core.storage.SupportsRateLimits.rate_usage`."""

@@ -90,11 +90,13 @@ def lua_text(name: str) -> str:
     return "".join(lines)
 
 
-PRELUDES = {"enqueue_plain": "_base", "claim": "_claim"}
+PRELUDES = {"enqueue_plain": "_base", "enqueue_one": "_now", "claim": "_claim"}
 """Scripts run with a prelude shorter than ``_lib.lua``: each call builds every closure
 of its prelude again (``_lib.lua`` ~30 of them: ~10 µs of server time per call, measured
 in docs/backends/redis.md), so the single-enqueue hot path takes only ``_base.lua`` and
-the claim ``_claim.lua`` (``_base.lua`` and the pieces of ``_lib.lua`` it uses)."""
+the claim ``_claim.lua`` (``_base.lua`` and the pieces of ``_lib.lua`` it uses); the
+single-job enqueue ``enqueue_one.lua`` only ``_now.lua`` (the prefix, ``NOW`` and the
+retention: no closure at all)."""
 
 
 def load_script(name: str) -> str:

@@ -41,6 +41,7 @@ from backends.redis.records import (
 )
 from backends.redis.schedules import RedisSchedules
 from backends.redis.scripts import SCRIPTS, load_script, opt, sources
+from backends.redis.template import RedisTemplateEnqueue
 from backends.redis.throughput import RedisThroughput
 from backends.redis.waitclaim import RedisWaitClaim
 from backends.redis.workers import RedisWorkers
@@ -65,6 +66,7 @@ _load_script = load_script  # backends/redis/limits.py loads enqueue_plain.lua t
 class RedisStorage(
     RedisAttempts,
     RedisWaitClaim,
+    RedisTemplateEnqueue,
     RedisLimits,
     RedisSchedules,
     RedisWorkers,

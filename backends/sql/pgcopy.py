@@ -25,7 +25,7 @@ from psycopg.pq import TransactionStatus
 from backends.sql.records import JOB_COLUMNS, job_row
 from queue_core.model import NewJob
 
-__all__ = ["COPY_MIN", "COPY_TYPES", "copy_jobs"]
+__all__ = ["COPY_MIN", "COPY_TYPES", "copy_jobs", "copy_rows"]
 
 COPY_MIN = 64
 """Batches of at least this many queued jobs are written with ``COPY``."""
@@ -41,6 +41,31 @@ the binary ``COPY`` sends it; ``text`` is accepted by the ``VARCHAR`` columns to
 checks them against :data:`backends.sql.schema.jobs`."""
 
 _COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+
+
+def copy_rows(
+    cur: Any,
+    copy_sql: str,
+    types: Sequence[str],
+    rows: Callable[[int], Sequence[tuple[Any, ...]]],
+    now: int | None,
+    server_now: Callable[[Any], int],
+    notify: Callable[[Any], None],
+) -> None:
+    """:func:`copy_jobs` for rows given by ``rows(t)`` (``t`` the enqueue time) in the
+    columns of ``copy_sql``, of PostgreSQL types ``types`` (the template path,
+    ``backends/sql/pg_template.py``)."""
+    own = cur.connection.info.transaction_status == TransactionStatus.IDLE
+    if own:
+        cur.execute("BEGIN")
+    t = now if now is not None else server_now(cur)
+    with cur.copy(copy_sql) as copy:
+        copy.set_types(types)
+        for row in rows(t):
+            copy.write_row(row)
+    notify(cur)
+    if own:
+        cur.execute("COMMIT")
 
 
 def copy_jobs(

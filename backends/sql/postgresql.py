@@ -26,6 +26,7 @@ from psycopg.rows import dict_row
 from backends.sql import pg_hot, pgcopy, queries
 from backends.sql.base import Order
 from backends.sql.errors import translate_errors
+from backends.sql.pg_template import PostgresTemplateEnqueue
 from backends.sql.records import EndRow
 from backends.sql.storage import SQLStorage
 from backends.sql.watchdog import Watchdog
@@ -155,7 +156,7 @@ def _job_arrays(
     }
 
 
-class PostgresStorage(SQLStorage):
+class PostgresStorage(PostgresTemplateEnqueue, SQLStorage):
     """:class:`~backends.sql.SQLStorage` on PostgreSQL."""
 
     dialect = "postgresql"

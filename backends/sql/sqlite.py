@@ -24,6 +24,7 @@ from backends.sql.errors import translate_errors
 from backends.sql.records import EndRow, Row, job_row
 from backends.sql.sqlite_watch import DirWatch
 from backends.sql.storage import SQLStorage
+from backends.sql.template import SQLiteTemplateEnqueue
 from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
 
 __all__ = ["FINISH_ROW", "SQLiteStorage"]
@@ -52,7 +53,7 @@ but no new commit was visible yet (the ``-wal`` frames are written before the co
 published in the WAL index)."""
 
 
-class SQLiteStorage(SQLStorage):
+class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
     """:class:`~backends.sql.SQLStorage` on SQLite."""
 
     dialect = "sqlite"

@@ -47,7 +47,12 @@ from queue_core.testing.fixtures import (
     run_concurrently,
     timed_out_end,
 )
-from queue_core.testing.suite import StorageContract, StorageWithRetention, WaitClaimContract
+from queue_core.testing.suite import (
+    StorageContract,
+    StorageWithRetention,
+    TemplateEnqueueContract,
+    WaitClaimContract,
+)
 
 __all__ = [
     "DAY",
@@ -60,6 +65,7 @@ __all__ = [
     "ManualClock",
     "StorageContract",
     "StorageWithRetention",
+    "TemplateEnqueueContract",
     "WaitClaimContract",
     "cancel_end",
     "claim_one",

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract, StorageWithRetention
+from queue_core.testing import StorageContract, StorageWithRetention, TemplateEnqueueContract
 from tests.contract.urls import with_option
 
 
-class TestPgBouncerStorage(StorageContract):
+class TestPgBouncerStorage(StorageContract, TemplateEnqueueContract):
     @pytest.fixture
     def storage(self, pgbouncer_clean_url: str) -> Iterator[SQLStorage]:
         storage = SQLStorage.from_url(pgbouncer_clean_url)

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract, StorageWithRetention
+from queue_core.testing import StorageContract, StorageWithRetention, TemplateEnqueueContract
 from tests.contract.urls import with_option
 
 
-class TestPostgresStorage(StorageContract):
+class TestPostgresStorage(StorageContract, TemplateEnqueueContract):
     @pytest.fixture
     def storage(self, postgres_clean_url: str) -> Iterator[SQLStorage]:
         storage = SQLStorage.from_url(postgres_clean_url)

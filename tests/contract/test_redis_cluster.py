@@ -7,11 +7,16 @@ from collections.abc import Iterator
 import pytest
 
 from backends.redis import RedisStorage
-from queue_core.testing import StorageContract, StorageWithRetention, WaitClaimContract
+from queue_core.testing import (
+    StorageContract,
+    StorageWithRetention,
+    TemplateEnqueueContract,
+    WaitClaimContract,
+)
 from tests.contract.urls import with_option
 
 
-class TestRedisClusterStorage(StorageContract, WaitClaimContract):
+class TestRedisClusterStorage(StorageContract, WaitClaimContract, TemplateEnqueueContract):
     @pytest.fixture
     def storage(self, redis_cluster_url: str) -> Iterator[RedisStorage]:
         s = RedisStorage.from_url(redis_cluster_url)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract, StorageWithRetention
+from queue_core.testing import StorageContract, StorageWithRetention, TemplateEnqueueContract
 
 
-class TestSQLiteStorage(StorageContract):
+class TestSQLiteStorage(StorageContract, TemplateEnqueueContract):
     @pytest.fixture
     def storage(self, tmp_path: Path) -> Iterator[SQLStorage]:
         storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'queue.db'}")

@@ -5,6 +5,7 @@ gives, field for field."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import uuid
 from typing import Any
@@ -174,3 +175,24 @@ def test_a_single_int_argument_encodes_as_the_json_encoder_does(value: int) -> N
 class _IntSub(int):
     def __repr__(self) -> str:
         return "IntSub"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_reuse_the_parents_random_bytes() -> None:
+    """``new_job_id`` draws its random bits from a pool; a child forked with the pool
+    half used draws its own, so parent and child ids never share their random part."""
+    new_job_id()  # the pool is filled now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, ",".join(new_job_id() for _ in range(5)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    parent = [new_job_id() for _ in range(5)]
+    with os.fdopen(read) as f:
+        child = f.read().split(",")
+    os.waitpid(pid, 0)
+    assert len(child) == 5
+    assert not {i[16:] for i in parent} & {i[16:] for i in child}

@@ -7,15 +7,7 @@
 -- server's TIME), ARGV[3] = retention in ms; its own arguments start at ARGV[4].
 -- Keys are derived from the prefix inside the script (see docs/backends/redis.md), so
 -- every key of one storage shares the prefix; use a hash tag prefix ("{qc}") on a cluster.
-local P = ARGV[1]
-local NOW
-if ARGV[2] ~= '' then
-  NOW = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local RET = tonumber(ARGV[3])
+-- #include _now
 local RUN = P .. ':run'
 local STS = P .. ':sts'
 local FIN = P .. ':fin'

@@ -23,6 +23,7 @@ from queue_core.testing.suite.reap import ReapContract
 from queue_core.testing.suite.schedule import ScheduleToStartContract
 from queue_core.testing.suite.schedules import ScheduleContract
 from queue_core.testing.suite.stats import StatsContract
+from queue_core.testing.suite.template import TemplateEnqueueContract
 from queue_core.testing.suite.throughput import ThroughputContract
 from queue_core.testing.suite.workers import WorkerContract
 
@@ -50,6 +51,7 @@ __all__ = [
     "ThroughputContract",
     "WorkerContract",
     "UniqueContract",
+    "TemplateEnqueueContract",
     "WaitClaimContract",
 ]
 

@@ -150,7 +150,7 @@ def test_a_script_cache_flush_on_every_node_is_survived(
     try:
         s.enqueue([_job(0)])
         owner = raw.get_node_from_key("{flush1}")
-        plain = s._plain_script  # plain jobs go through enqueue_plain.lua
+        plain = s._one_script  # a single plain job goes through enqueue_one.lua
         assert plain is not None
         sha = plain.sha
         assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [1]

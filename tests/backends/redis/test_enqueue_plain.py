@@ -1,4 +1,5 @@
-"""The lean enqueue script (``enqueue_plain.lua``) stores what ``enqueue.lua`` stores.
+"""The lean enqueue scripts (``enqueue_plain.lua``, and ``enqueue_one.lua`` for a batch
+of one job) store what ``enqueue.lua`` stores.
 
 Plain jobs (no unique, rate or concurrency key, no replay, heartbeat, schedule-to-start
 or per-call options) go through a script with 10 arguments per job; these tests store
@@ -134,3 +135,42 @@ def test_a_large_batch_matches_too(
     assert plain.count_pending(["q0", "q1"], 0, now=NOW) == 1201
     claimed = plain.claim("w", ["q0"], 3, LEASE, now=NOW)
     assert [c.id for c in claimed] == ["j0002", "j0008", "j0014"]  # priority 2, then order
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000])
+def test_single_jobs_are_stored_as_the_batch_scripts_store_them(
+    pair: tuple[RedisStorage, RedisStorage],
+    redis_server: RedisServer,
+    raw: redis.Redis[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+    delay_ms: int,
+) -> None:
+    """One job per call through ``enqueue_one.lua``, through ``enqueue_plain.lua`` and
+    through ``enqueue.lua``: every key alike (wake-up tokens, capped at 8, included), the
+    same duplicate refusal."""
+    one, batch = pair
+    batch._one_script = batch._register_enqueue(batch=True)  # enqueue_plain.lua for one job
+    more = [
+        NewJob(id=f"n{i}", task_name="t", queue="q", payload=b"{}", delay_ms=delay_ms)
+        for i in range(10)
+    ]
+    jobs = _jobs() + more
+    for job in jobs:
+        assert one.enqueue([job], now=NOW) == [JobState.QUEUED]
+    assert one._one_script is not None and one._plain_script is None
+    for job in jobs:
+        batch.enqueue([job], now=NOW)
+    assert batch._one_script.sha == batch._plain_script.sha != one._one_script.sha
+    assert _dump(raw, one.key_prefix) == _dump(raw, batch.key_prefix)
+    full = RedisStorage.from_url(redis_server.url(prefix=f"x{uuid.uuid4().hex[:12]}"))
+    try:
+        monkeypatch.setattr(limits, "_is_plain", lambda j: False)
+        for job in jobs:
+            full.enqueue([job], now=NOW)
+        assert _dump(raw, full.key_prefix) == _dump(raw, one.key_prefix)
+    finally:
+        full.close()
+    monkeypatch.undo()
+    with pytest.raises(StorageError, match="'a' already exists"):
+        one.enqueue([_jobs()[0]], now=NOW)
+    assert one.stats(now=NOW) == batch.stats(now=NOW)

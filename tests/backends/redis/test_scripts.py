@@ -17,7 +17,7 @@ def _directives(text: str) -> list[str]:
 
 
 def test_no_loaded_script_keeps_an_include_line() -> None:
-    for name in (*SCRIPTS, "enqueue_plain", "schedule_tick"):
+    for name in (*SCRIPTS, "enqueue_plain", "enqueue_one", "schedule_tick"):
         assert _directives(load_script(name)) == [], name
 
 
@@ -51,3 +51,11 @@ def test_claim_runs_with_the_claim_prelude_which_defines_every_function_it_calls
     every = set(re.findall(r"local function (\w+)", lib))
     called = {f for f in every if re.search(rf"\b{f}\(", body)}
     assert called and called <= defined, called - defined
+
+
+def test_enqueue_one_runs_with_the_now_prelude_alone() -> None:
+    now, base = lua_text("_now"), lua_text("_base")
+    assert base.count(now) == 1  # _base.lua includes _now.lua
+    one = load_script("enqueue_one")
+    assert one.startswith(now) and base not in one
+    assert "local function" not in one  # no closure built per call
