@@ -17,7 +17,7 @@ bench/pg_copy_server.py). A batch with a job that is not simply queued (concurre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from psycopg.pq import TransactionStatus
@@ -47,7 +47,7 @@ def copy_rows(
     cur: Any,
     copy_sql: str,
     types: Sequence[str],
-    rows: Callable[[int], Sequence[tuple[Any, ...]]],
+    rows: Callable[[int], Iterable[tuple[Any, ...]]],
     now: int | None,
     server_now: Callable[[Any], int],
     notify: Callable[[Any], None],
@@ -81,14 +81,6 @@ def copy_jobs(
     here unless one is open already); ``server_now(cur)`` reads the server's clock when
     ``now`` is ``None``; ``notify(cur)`` sends the wake-up.
     """
-    own = cur.connection.info.transaction_status == TransactionStatus.IDLE
-    if own:
-        cur.execute("BEGIN")
-    t = now if now is not None else server_now(cur)
-    with cur.copy(_COPY) as copy:
-        copy.set_types(COPY_TYPES)
-        for j in jobs:
-            copy.write_row(job_row(j, t))
-    notify(cur)
-    if own:
-        cur.execute("COMMIT")
+    copy_rows(
+        cur, _COPY, COPY_TYPES, lambda t: (job_row(j, t) for j in jobs), now, server_now, notify
+    )

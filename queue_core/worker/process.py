@@ -46,6 +46,7 @@ from queue_core.worker.process_results import (
     _answered,
     _group_exists,
     _signal_group,
+    _unanswered,
 )
 from queue_core.worker.scopes import Carried
 
@@ -541,16 +542,7 @@ class ProcessPool:
             sigkill, gone = await self._discard(
                 child, grace=kill_grace if why_stopped is not None else 0.0
             )
-        exit_code, sig = child.status()
-        return ProcessResult(
-            outcome=why_stopped or ProcessOutcome.DIED,
-            exit_code=exit_code,
-            signal=sig,
-            sigkill=sigkill,
-            group_gone=gone,
-            pid=child.pid,
-            duration=elapsed,
-        )
+        return _unanswered(why_stopped, child.status(), sigkill, gone, child.pid, elapsed)
 
     async def aclose(self, *, grace: float = 5.0) -> None:
         """Stop every child: SIGTERM to each group, SIGKILL after ``grace``; reap them all.

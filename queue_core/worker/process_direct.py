@@ -33,6 +33,7 @@ from queue_core.worker.process_results import (
     _answered,
     _group_exists,
     _signal_group,
+    _unanswered,
 )
 from queue_core.worker.scopes import Carried
 
@@ -194,16 +195,7 @@ def _attempt(
     if answer is not None and answer[0] in _ANSWERS:
         return _answered(answer, child.pid, elapsed)
     sigkill, gone = _discard(pool, child, kill_grace if why_stopped is not None else 0.0)
-    exit_code, sig = child.status()
-    return ProcessResult(
-        outcome=why_stopped or ProcessOutcome.DIED,
-        exit_code=exit_code,
-        signal=sig,
-        sigkill=sigkill,
-        group_gone=gone,
-        pid=child.pid,
-        duration=elapsed,
-    )
+    return _unanswered(why_stopped, child.status(), sigkill, gone, child.pid, elapsed)
 
 
 def _wait(

@@ -283,3 +283,26 @@ def _answered(answer: Any, pid: int, elapsed: float) -> ProcessResult:
             outcome=ProcessOutcome.RAISED, error=_child_error(info), pid=pid, duration=elapsed
         )
     return ProcessResult(outcome=ProcessOutcome.RETURNED, value=value, pid=pid, duration=elapsed)
+
+
+def _unanswered(
+    why_stopped: ProcessOutcome | None,
+    status: tuple[int | None, int | None],
+    sigkill: bool,
+    group_gone: bool,
+    pid: int,
+    elapsed: float,
+) -> ProcessResult:
+    """The result of an attempt whose child gave no answer: stopped for ``why_stopped``
+    (timed out, cancelled) or, when ``None``, died; ``status`` is the child's
+    ``(exit code, signal)``, ``sigkill``/``group_gone`` what stopping its group took."""
+    exit_code, sig = status
+    return ProcessResult(
+        outcome=why_stopped or ProcessOutcome.DIED,
+        exit_code=exit_code,
+        signal=sig,
+        sigkill=sigkill,
+        group_gone=group_gone,
+        pid=pid,
+        duration=elapsed,
+    )
