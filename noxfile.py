@@ -1,5 +1,5 @@
-"""Development sessions: ``nox -s tests`` (the default), contract, soak, chaos, lint,
-typecheck, bench, docs.
+"""Development sessions: ``nox -s tests`` (the default), quick, contract, soak, fuzz,
+chaos, lint, typecheck, bench, docs.
 
 Every session runs in the *current* environment (``python=False``) with the interpreter
 that runs nox itself (``sys.executable``), instead of building one virtualenv per session:
@@ -89,8 +89,23 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
-    """The default test run: every test except the long ``soak`` ones."""
-    _pytest(session, "-m", "not soak", "-q")
+    """The default test run: every test except the long ``soak`` and ``fuzz`` ones."""
+    _pytest(session, "-m", "not soak and not fuzz", "-q")
+
+
+@nox.session(python=False)
+def quick(session: nox.Session) -> None:
+    """The inner loop: the unit tests and the contract suite on memory and SQLite, no
+    server to start (about a minute). ``pytest tests/unit`` alone needs only the base
+    install (``pip install -e . pytest pytest-timeout hypothesis``)."""
+    _pytest(
+        session,
+        "tests/unit",
+        "tests/contract/test_memory.py",
+        "tests/contract/test_sqlite.py",
+        "-q",
+        "-x",
+    )
 
 
 @nox.session(python=False)
@@ -101,19 +116,36 @@ def contract(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def soak(session: nox.Session) -> None:
-    """Long soak tests (``-m soak``), including the bounded chaos drain that CI runs:
-    1,000 jobs per backend (100 on SQS), unless ``QC_CHAOS_JOBS`` says otherwise."""
+    """Long soak tests (``-m soak``), including the bounded chaos drains that CI runs:
+    1,000 jobs per backend (100 on SQS), and 30 flows + 30 durable workflows per backend
+    (20 flows on SQS) under SIGKILLs and through one Redis and one PostgreSQL restart,
+    unless ``QC_CHAOS_JOBS`` says otherwise."""
     _pytest(session, "-m", "soak", "-q")
 
 
 @nox.session(python=False)
+def fuzz(session: nox.Session) -> None:
+    """Stored records fuzzed (``-m fuzz``, tests/fuzz/test_fuzz_records.py): random garbage
+    in one field of one stored job on SQLite, PostgreSQL, Redis and DynamoDB (moto); the
+    worker, the CLI, the dashboard and the Python API survive and only that job is
+    affected. ``QC_FUZZ_RECORD_EXAMPLES`` examples per backend (10 by default: a few
+    minutes; CI runs it after the soak session)."""
+    _pytest(session, "-m", "fuzz", "-q")
+
+
+@nox.session(python=False)
 def chaos(session: nox.Session) -> None:
-    """The full chaos drain (tests/chaos): 10,000 jobs per backend (500 on SQS) and 1,000
-    flow executions (50 on SQS), three workers, one SIGKILLed every few seconds; prints
-    the table of jobs, kills, attempts lost and recovered, jobs run twice, jobs lost and
-    the wait of a reaped job. ``QC_CHAOS_JOBS=N nox -s chaos``
-    sets another size; ``nox -s chaos -- -k redis`` picks backends."""
+    """The full chaos drain (tests/chaos): 10,000 jobs per backend (500 on SQS), three
+    workers, one SIGKILLed every few seconds; then 303 diamond flows and 303 durable
+    workflows (steps, a sleep, an event wait, children; 60 flows on SQS) per backend the
+    same way, and again through three Redis and three PostgreSQL restarts. Prints the
+    table of jobs, kills, attempts lost and recovered, jobs run twice, jobs lost and the
+    wait of a reaped job, and the table of flows and workflows (kills, restarts, attempts
+    lost and suspended, bodies re-run, stuck, wrong ends). ``QC_CHAOS_JOBS=N nox -s
+    chaos`` sets another size (``QC_CHAOS_FLOWS``, ``QC_CHAOS_WORKFLOWS``,
+    ``QC_CHAOS_RESTARTS`` the others); ``nox -s chaos -- -k redis`` picks backends."""
     os.environ.setdefault("QC_CHAOS_JOBS", "10000")
+    os.environ.setdefault("QC_CHAOS_RESTARTS", "3")
     _pytest(session, "tests/chaos", "-m", "chaos", "-q")
 
 
@@ -200,9 +232,15 @@ _LOCAL: dict[str, list[list[str]]] = {
     "drain.py": [["sqlite"], ["redis"], ["postgres"]],
     "isolation_overhead.py": [[]],
     "latency.py": [[]],
+    "workflows.py": [["memory://"]],  # add a backend's URL when it gains SupportsWorkflows
 }
 """In-repo benchmarks run by ``nox -s bench`` and their arguments (one run per list);
 the others need a server of yours or run for minutes (see each script's docstring)."""
+
+_HISTORY = ["sqlite", "postgres", "redis", "-n", "5000", "-k", "50000", "--reps", "3"]
+"""``bench/history_cost.py``'s arguments in ``nox -s bench``: what a kept history costs a
+drain, short enough for the session (a few minutes); the 300,000 and 1,000,000 points
+of docs/guides/performance.md are run by hand."""
 
 
 def _harness_copy() -> Path:
@@ -229,17 +267,30 @@ def bench(session: nox.Session) -> None:
     the ratios compare figures measured minutes apart on the same machine. It prints the
     ratio table and writes it to ``.bench/RATIOS.md``. Options after ``--``:
     ``--all-peers`` (every system of the harness: a long run), ``--no-local``,
-    ``--no-peers``; anything else (e.g. ``--quick``) goes to run_all.py.
+    ``--no-peers``, ``--no-history``; anything else (e.g. ``--quick``) goes to run_all.py.
+    Last, the history table (``bench/history_cost.py``, ``_HISTORY``): the same drain on a
+    fresh store and after a kept history, per backend, written to ``.bench/HISTORY.md``.
     """
     args = list(session.posargs)
-    flags = {a for a in args if a in ("--all-peers", "--no-local", "--no-peers")}
+    own = ("--all-peers", "--no-local", "--no-peers", "--no-history")
+    flags = {a for a in args if a in own}
     passthrough = [a for a in args if a not in flags]
     if "--no-local" not in flags:
         for name, runs in _LOCAL.items():
             for extra in runs:
                 session.run(PY, str(ROOT / "bench" / name), *extra, external=True)
-    if "--no-peers" in flags:
-        return
+    if "--no-peers" not in flags:
+        _peers(session, flags, passthrough)
+    if "--no-history" not in flags:
+        out = ROOT / ".bench" / "HISTORY.md"
+        out.parent.mkdir(exist_ok=True)
+        script = str(ROOT / "bench" / "history_cost.py")
+        session.run(PY, script, *_HISTORY, "--out", str(out), external=True)
+        session.log(f"wrote {out}")
+
+
+def _peers(session: nox.Session, flags: set[str], passthrough: list[str]) -> None:
+    """The shared harness: queue-core's rows and the best peers, and the ratio table."""
     env_root = Path(os.environ.get("BENCH_ENV_ROOT", Path.home() / ".cache" / "qc-bench"))
     if not (SHARED_BENCH / "run_all.py").exists():
         session.log(f"peer harness not found at {SHARED_BENCH}; skipping the peer comparison")

@@ -1,4 +1,5 @@
-"""Static check that every in-repo backend class is a :class:`~queue_core.storage.StorageFactory`.
+"""Static check that every in-repo backend class is a
+:class:`~queue_core.storage.protocol.StorageFactory`.
 
 The URL registry names backends by ``"module:Class"`` strings (so ``import queue_core``
 imports no driver), which mypy cannot follow. This module gives mypy the same fact in
@@ -16,6 +17,6 @@ if TYPE_CHECKING:
     from backends.redis import RedisStorage
     from backends.sql import SQLStorage
     from backends.sqs import SQSStorage
-    from queue_core.storage import StorageFactory
+    from queue_core.storage.protocol import StorageFactory
 
     FACTORIES: tuple[StorageFactory, ...] = (MemoryStorage, SQLStorage, RedisStorage, SQSStorage)

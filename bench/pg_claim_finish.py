@@ -26,7 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import drain  # noqa: E402 - the app and servers of bench/drain.py
 
-from queue_core.model import Action, AttemptEnd, Decision, Outcome  # noqa: E402
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    Outcome,
+)  # noqa: E402
 
 
 def one_rep(fresh: object, workdir: Path, n: int, limit: int, batch: int) -> tuple[float, ...]:

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backends.sql import SQLStorage, pgcopy  # noqa: E402
-from queue_core.model import NewJob  # noqa: E402
+from queue_core.records.jobs import NewJob  # noqa: E402
 from tests.servers.postgres import PostgresServer  # noqa: E402
 
 

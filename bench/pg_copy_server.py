@@ -40,7 +40,7 @@ import psycopg  # noqa: E402
 
 from backends.sql import SQLStorage  # noqa: E402
 from backends.sql.records import JOB_COLUMNS, job_row  # noqa: E402
-from queue_core.model import NewJob  # noqa: E402
+from queue_core.records.jobs import NewJob  # noqa: E402
 from tests.servers.postgres import PostgresServer  # noqa: E402
 
 _COLS = ", ".join(JOB_COLUMNS)

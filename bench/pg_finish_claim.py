@@ -44,7 +44,13 @@ import drain  # noqa: E402 - the app and servers of bench/drain.py
 from backends.sql import pg_hot  # noqa: E402
 from backends.sql.postgresql import FINISH_SIZES  # noqa: E402
 from backends.sql.records import end_values  # noqa: E402
-from queue_core.model import Action, AttemptEnd, ClaimedJob, Decision, Outcome  # noqa: E402
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    ClaimedJob,
+    Decision,
+    Outcome,
+)  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -1,7 +1,7 @@
 """Server time of the Redis enqueue scripts, per call, compared between checkouts.
 
 The Lua text of ``enqueue`` and ``enqueue_plain`` is taken from each tree of ``--roots``
-(as that tree's ``backends.redis.storage._load_script`` builds it) and both variants are
+(as that tree's ``backends.redis.scripts.load_script`` builds it) and both variants are
 registered on one redis-server started here. The storage of this tree then enqueues
 through them in turn, call by call (A B, B A, A B, ...), so load drift on a shared machine
 hits both alike; the arguments are this tree's (the scripts of the trees compared must
@@ -30,10 +30,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backends.redis import RedisStorage  # noqa: E402
-from queue_core.model import NewJob  # noqa: E402
+from queue_core.records.jobs import NewJob  # noqa: E402
 from tests.servers.redis import start_redis_server, stop_redis_server  # noqa: E402
 
-_LOAD = "import sys; from backends.redis.storage import _load_script as f; print(f(sys.argv[1]))"
+_LOAD = "import sys; from backends.redis.scripts import load_script as f; print(f(sys.argv[1]))"
 PAYLOAD = b'{"args":[1],"kwargs":{}}'
 
 
@@ -55,13 +55,13 @@ def figure(
     s: RedisStorage, scripts: list[Any], hb: int | None, batch: int, calls: int
 ) -> list[float]:
     """Median server µs per job of each script in ``scripts``, called in turn."""
-    attr = "_plain_script" if hb is None else "_enqueue"
-    r = s._r
+    attr = "_plain" if hb is None else "_full"
+    r = s.store.client
     by_sha: dict[str, list[float]] = {sc.sha: [] for sc in scripts}
     for i in range(calls):
         r.slowlog_reset()
         for script in scripts if i % 2 == 0 else scripts[::-1]:  # A B, B A: no place favoured
-            setattr(s, attr, script)
+            setattr(s.enqueuing, attr, script)
             s.enqueue(_jobs(batch, hb))
         # the log holds the commands the scripts call too: read it after every round
         for entry in r.slowlog_get(-1):
@@ -81,7 +81,7 @@ def main() -> None:
     server = start_redis_server()
     try:
         s = RedisStorage.from_url(server.url(prefix="bench"))
-        r = s._r
+        r = s.store.client
         r.config_set("slowlog-log-slower-than", 0)
         r.config_set("slowlog-max-len", 10_000)
         plain = [r.register_script(lua_of(root, "enqueue_plain")) for root in roots]

@@ -17,7 +17,13 @@ import time
 import uuid
 
 from backends.redis import RedisStorage
-from queue_core.model import Action, AttemptEnd, Decision, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    NewJob,
+    Outcome,
+)
 from tests.servers.redis import start_redis_server, stop_redis_server
 
 DONE = Decision(action=Action.COMPLETE)
@@ -26,8 +32,8 @@ DONE = Decision(action=Action.COMPLETE)
 def _server_us(s: RedisStorage) -> float:
     """Server time in scripts (INFO commandstats usec of EVALSHA, which includes the
     commands a script calls) since the last call, then reset the statistics."""
-    stats = s._r.info("commandstats")
-    s._r.config_resetstat()
+    stats = s.store.client.info("commandstats")
+    s.store.client.config_resetstat()
     return float(stats.get("cmdstat_evalsha", {}).get("usec", 0))
 
 

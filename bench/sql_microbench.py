@@ -25,7 +25,13 @@ from pathlib import Path
 from sqlalchemy import text
 
 from backends.sql import SQLStorage
-from queue_core.model import Action, AttemptEnd, Decision, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    NewJob,
+    Outcome,
+)
 
 PAYLOAD = b'{"args":[1],"kwargs":{}}'
 

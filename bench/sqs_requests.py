@@ -20,9 +20,14 @@ are billed per 64 KB chunk: every request here is below 64 KB.
 Prices (AWS list prices, us-east-1): SQS standard $0.40 per million requests; DynamoDB
 on-demand $1.25 per million write request units, $0.25 per million read request units.
 
+``--kept K`` first drains K more jobs and keeps them (finished, default retention), so
+that the measured drain runs beside a history; ``read/job`` is the items Queries read
+per job (``ScannedCount``, before their filters: what DynamoDB bills a filtered Query
+for), which shows any read that grows with the history.
+
 Run from the repo root::
 
-    python bench/sqs_requests.py [-n 1000] [--enqueue delay|map|both]
+    python bench/sqs_requests.py [-n 1000] [--enqueue delay|map|both] [--kept 0]
 """
 
 from __future__ import annotations
@@ -79,14 +84,18 @@ class Meter:
         """Of ``wru``: the global secondary index writes (an upper bound)."""
         self.rru = 0.0
         self.max_item = 0
+        self.scanned = 0
+        """Items Queries read (``ScannedCount``: before their filters)."""
+        self.mean_item = 1024
+        """Bytes billed per item a Query read but did not return (``Select=COUNT``)."""
         self._index_keys = [tuple(k for k in pair if k) for pair in indexes.values()]
-        for client in (storage.ddb, storage.sqs):
+        for client in (storage.store.ddb, storage.store.sqs):
             service = client.meta.service_model.service_name
             client.meta.events.register(
                 f"before-call.{service}", lambda model, s=service, **_: self._call(s, model)
             )
             client.meta.events.register(f"before-parameter-build.{service}", self._params)
-        storage.ddb.meta.events.register("after-call.dynamodb", self._reads)
+        storage.store.ddb.meta.events.register("after-call.dynamodb", self._reads)
 
     def _call(self, service: str, model: Any) -> None:
         self.calls[f"{service}.{model.name}"] += 1
@@ -132,7 +141,12 @@ class Meter:
     def _reads(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         op = model.name
         if op == "Query":
-            size = sum(item_bytes(i) for i in parsed.get("Items", []))
+            items = parsed.get("Items", [])
+            size = sum(item_bytes(i) for i in items)
+            scanned = int(parsed.get("ScannedCount", len(items)))
+            self.scanned += scanned
+            if scanned > len(items):  # a filter or Select=COUNT: DynamoDB bills what it read
+                size = scanned * (size // len(items) if items else self.mean_item)
             self.rru += max(1, math.ceil(size / 4096)) * 0.5  # eventually consistent (GSI)
         elif op == "GetItem":
             self.rru += max(1, math.ceil(item_bytes(parsed.get("Item", {})) / 4096))
@@ -140,10 +154,11 @@ class Meter:
             for items in parsed.get("Responses", {}).values():
                 self.rru += sum(max(1, math.ceil(item_bytes(i) / 4096)) for i in items)
 
-    def take(self) -> tuple[Counter[str], float, float, float]:
-        out = (Counter(self.calls), self.wru, self.rru, self.gsi)
+    def take(self) -> tuple[Counter[str], float, float, float, int]:
+        out = (Counter(self.calls), self.wru, self.rru, self.gsi, self.scanned)
         self.calls.clear()
         self.wru = self.rru = self.gsi = 0.0
+        self.scanned = 0
         return out
 
 
@@ -164,11 +179,11 @@ def _drain(queue: Any, task: Any, n: int, bulk: bool, meter: Meter) -> dict[str,
     return {"enqueue": enq, "drain": run}
 
 
-def _per_job(part: tuple[Counter[str], float, float, float], n: int) -> tuple[float, ...]:
-    calls, wru, rru, gsi = part
+def _per_job(part: tuple[Counter[str], float, float, float, int], n: int) -> tuple[float, ...]:
+    calls, wru, rru, gsi, scanned = part
     sqs = sum(v for k, v in calls.items() if k.startswith("sqs."))
     ddb = sum(v for k, v in calls.items() if k.startswith("dynamodb."))
-    return sqs / n, ddb / n, wru / n, gsi / n, rru / n
+    return sqs / n, ddb / n, wru / n, gsi / n, rru / n, scanned / n
 
 
 def main() -> None:
@@ -179,6 +194,12 @@ def main() -> None:
         choices=("delay", "map", "both"),
         default="both",
         help="enqueue one delay() per job, one map() of all, or both runs (default)",
+    )
+    ap.add_argument(
+        "--kept",
+        type=int,
+        default=0,
+        help="finished jobs drained and kept before the measured drain (default 0)",
     )
     args = ap.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
@@ -213,22 +234,29 @@ def main() -> None:
             meter = Meter(storage, INDEXES)
             noop.delay(-1)  # warm-up: queue URLs resolved, one job through
             Worker(queue, slots=1, burst=True, install_signal_handlers=False, scheduler=False).run()
+            for start in range(0, args.kept, 1000):  # the history: map()s of 1,000, drained
+                noop.map([(i,) for i in range(start, min(args.kept, start + 1000))])
+                Worker(
+                    queue, slots=8, burst=True, install_signal_handlers=False, scheduler=False
+                ).run()
+            meter.mean_item = meter.max_item or 1024
             got = _drain(queue, noop, args.n, bulk, meter)
             rows.append((bulk, got, meter.max_item))
             queue.close()
     finally:
         server.stop()
-    _report(rows, args.n)
+    _report(rows, args.n, args.kept)
 
 
-def _report(rows: list[tuple[bool, dict[str, Any], int]], n: int) -> None:
+def _report(rows: list[tuple[bool, dict[str, Any], int]], n: int, kept: int) -> None:
     head = (
         f"{'enqueue':<8} {'phase':<8} {'SQS req/job':>11} {'DDB req/job':>11} "
-        f"{'WRU/job':>8} {'of: GSI':>8} {'RRU/job':>8} {'$/M jobs':>9} {'no GSI':>7}"
+        f"{'WRU/job':>8} {'of: GSI':>8} {'RRU/job':>8} {'$/M jobs':>9} {'no GSI':>7} "
+        f"{'read/job':>10}"
     )
-    print(f"{n} jobs, 1 worker (1 slot), requests per job\n{head}")
+    print(f"{n} jobs, 1 worker (1 slot), {kept:,} finished jobs kept, requests per job\n{head}")
     for bulk, got, biggest in rows:
-        total = [0.0] * 5
+        total = [0.0] * 6
         for phase in ("enqueue", "drain"):
             per = _per_job(got[phase], n)
             total = [a + b for a, b in zip(total, per, strict=True)]
@@ -241,11 +269,12 @@ def _report(rows: list[tuple[bool, dict[str, Any], int]], n: int) -> None:
 
 
 def _cells(per: tuple[float, ...]) -> str:
-    sqs, ddb, wru, gsi, rru = per
+    sqs, ddb, wru, gsi, rru, scanned = per
     cost = sqs * SQS_PER_M + wru * WRU_PER_M + rru * RRU_PER_M
     bare = cost - gsi * WRU_PER_M
     return (
-        f"{sqs:>11.2f} {ddb:>11.2f} {wru:>8.2f} {gsi:>8.2f} {rru:>8.2f} {cost:>9.2f} {bare:>7.2f}"
+        f"{sqs:>11.2f} {ddb:>11.2f} {wru:>8.2f} {gsi:>8.2f} {rru:>8.2f} {cost:>9.2f} "
+        f"{bare:>7.2f} {scanned:>10.2f}"
     )
 
 

@@ -41,13 +41,20 @@ t0 = float(os.environ["QC_T0"]); marks = {"interp": time.time()}
 from contrib.cli import main
 marks["cli"] = time.time()
 import queue_core.worker.runner as runner
-from queue_core.worker.claiming import Claiming
-run_async, claim_loop = runner.Worker.run_async, Claiming._claim_loop
+import queue_core.worker.claiming as claiming
+# the claim loop's class and method: ClaimLoop.claim_loop, or (before the worker was
+# composed of parts) the mixin Claiming._claim_loop, so that checkouts of both compare
+_cls, _name = (
+    (claiming.ClaimLoop, "claim_loop") if hasattr(claiming, "ClaimLoop")
+    else (claiming.Claiming, "_claim_loop")
+)
+run_async, claim_loop = runner.Worker.run_async, getattr(_cls, _name)
 async def _run_async(self):
     marks["loop"] = time.time(); return await run_async(self)
 async def _claim_loop(self):
     marks["claiming"] = time.time(); return await claim_loop(self)
-runner.Worker.run_async, Claiming._claim_loop = _run_async, _claim_loop
+runner.Worker.run_async = _run_async
+setattr(_cls, _name, _claim_loop)
 import tests.integration.helpers.drain_app as app
 marks["app"] = time.time()
 log = app._log

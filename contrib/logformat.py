@@ -23,12 +23,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from contrib.textsafe import printable
 from queue_core import ConfigError
+from queue_core.storage.urls import redactions
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "configure_logging"]
+__all__ = [
+    "LOG_FORMATS",
+    "JsonFormatter",
+    "RedactingFormatter",
+    "TextFormatter",
+    "configure_logging",
+]
 
 LOG_FORMATS = ("text", "json")
 """The values of ``--log-format``."""
@@ -36,7 +45,8 @@ LOG_FORMATS = ("text", "json")
 
 class TextFormatter(logging.Formatter):
     """``%(asctime)s %(levelname)s %(name)s: %(message)s``, the date part computed once
-    per second instead of once per record (same output as ``logging.Formatter``)."""
+    per second instead of once per record (same output as ``logging.Formatter``), control
+    characters but newlines and tabs written as escapes (:func:`contrib.textsafe.printable`)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -52,7 +62,8 @@ class TextFormatter(logging.Formatter):
             f"{self._date},{int(record.msecs):03d} {record.levelname} {record.name}: "
             f"{record.getMessage()}"
         )
-        return self._with_exception(record, text)
+        # a job's error text is the job's: no escape sequence of it reaches the terminal
+        return printable(self._with_exception(record, text))
 
     def _with_exception(self, record: logging.LogRecord, text: str) -> str:
         if record.exc_info and not record.exc_text:
@@ -91,12 +102,38 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str, separators=(",", ":"))
 
 
-def configure_logging(level: str, log_format: str = "text", stream: TextIO | None = None) -> None:
+class RedactingFormatter(logging.Formatter):
+    """Another formatter's lines with the credentials of storage URLs scrubbed
+    (:func:`queue_core.storage.urls.redact`): a driver's own debug lines may quote a URL or an
+    endpoint with its password."""
+
+    def __init__(self, inner: logging.Formatter, urls: Sequence[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self._pairs = [pair for url in urls for pair in redactions(url)]
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.inner.format(record)
+        for old, new in self._pairs:
+            if old in text:
+                text = text.replace(old, new)
+        return text
+
+
+def configure_logging(
+    level: str,
+    log_format: str = "text",
+    stream: TextIO | None = None,
+    *,
+    redact_urls: Sequence[str] = (),
+) -> None:
     """Log to ``stream`` (default stderr) at ``level`` in ``log_format``, cheaply.
 
     Like :func:`logging.basicConfig`, it does nothing when the root logger already has
     handlers. It turns off what neither format prints and every record would pay for:
     the caller lookup (``logging._srcfile``), thread, process and multiprocessing names.
+    Every line is scrubbed of the credentials of ``redact_urls`` (the worker passes its
+    storage URL), whichever library logged it.
 
     Raises:
         ConfigError: ``log_format`` is not ``text`` or ``json`` (code ``invalid_log_format``),
@@ -125,6 +162,9 @@ def configure_logging(level: str, log_format: str = "text", stream: TextIO | Non
     logging.logProcesses = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
+    formatter: logging.Formatter = TextFormatter() if log_format == "text" else JsonFormatter()
+    if any(redactions(url) for url in redact_urls):
+        formatter = RedactingFormatter(formatter, redact_urls)
+    handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(number)

@@ -18,18 +18,6 @@ them through the public :class:`~queue_core.Storage` protocol:
     :class:`~queue_core.QueueStats` counters: ``ready``, ``scheduled``, ``running``,
     ``succeeded``, ``dead``, ``cancelled``, ``skipped``, ``timed_out`` (``ready`` +
     ``scheduled`` = the jobs in state ``queued``).
-``queue_core_dead_letters{task}`` (gauge)
-    Dead-letter entries per task (paged ``Storage.list_dead``, at most
-    ``max_scan_dead`` entries read).
-``queue_core_attempts{queue,task,outcome,reason}`` (gauge)
-    Attempt records kept in storage, by outcome (``succeeded``, ``failed``,
-    ``timed_out``, ``lost``, ``cancelled``, or ``running`` for an attempt that has not
-    ended) and reason (empty for none). Only when the storage has the optional
-    :class:`~queue_core.SupportsJobScan` ability; at most ``max_scan_jobs`` jobs are read,
-    newest first. It is a gauge, not a counter: pruning finished jobs lowers it.
-``queue_core_attempts_scan_jobs`` / ``queue_core_attempts_scan_truncated`` (gauges)
-    How many jobs the attempt scan read, and ``1`` when it stopped at ``max_scan_jobs``
-    (or ``queue_core_dead_letters_scan_truncated`` for the dead-letter scan).
 ``queue_core_storage_up`` (gauge)
     ``1`` when the scrape could read the storage, ``0`` when it raised (the other
     families are then left out of that scrape; the error is logged).
@@ -43,6 +31,25 @@ them through the public :class:`~queue_core.Storage` protocol:
     built from storage's per-minute counts (:class:`~queue_core.SupportsThroughput`, every
     in-repo backend) by :mod:`contrib.metrics_throughput`. The first scrape starts them at
     the last hour's counts; scrapes more than an hour apart miss what lies between.
+
+A scrape reads counts only -- one ``stats()`` and one throughput read -- so it costs
+the same whether storage keeps ten jobs or ten million: the ``/metrics`` of a dashboard
+without a token cannot be used to load the storage. Two scans that read every kept
+record are opt-in, for an exporter only Prometheus reaches:
+
+``queue_core_dead_letters{task}`` and ``queue_core_dead_letters_scan_truncated`` (gauges,
+``scan_dead_letters=True``)
+    Dead-letter entries per task (paged ``Storage.list_dead``, at most
+    ``max_scan_dead`` entries read), and ``1`` when the scan stopped there. Without the
+    scan, ``queue_core_jobs{state="dead"}`` counts dead jobs per queue.
+``queue_core_attempts{queue,task,outcome,reason}``, ``queue_core_attempts_scan_jobs``,
+``queue_core_attempts_scan_truncated`` (gauges, ``scan_attempts=True``)
+    Attempt records kept in storage, by outcome (``succeeded``, ``failed``,
+    ``timed_out``, ``lost``, ``cancelled``, or ``running`` for an attempt that has not
+    ended) and reason (empty for none): one ``list_attempts`` per job, at most
+    ``max_scan_jobs`` jobs, newest first (needs :class:`~queue_core.SupportsJobScan`);
+    how many jobs it read, and ``1`` when it stopped at ``max_scan_jobs``. A gauge, not a
+    counter: pruning finished jobs lowers it. Worker metrics count attempts for free.
 
 Label cardinality is bounded: at most ``max_tasks`` distinct ``task`` values and
 ``max_queues`` distinct ``queue`` values per family (the largest counts win, ties by
@@ -149,7 +156,9 @@ class StorageCollector:
         max_tasks: at most this many distinct ``task`` label values per family.
         max_queues: at most this many distinct ``queue`` label values per family.
         scan_attempts: count attempt records (needs :class:`~queue_core.SupportsJobScan`;
-            costs one ``list_attempts`` per job that has attempts).
+            costs one ``list_attempts`` per job that has attempts, at every scrape).
+        scan_dead_letters: count dead-letter entries per task (costs reading every
+            entry, up to ``max_scan_dead``, at every scrape).
         max_scan_jobs: stop the attempt scan after this many jobs (newest first).
         max_scan_dead: stop the dead-letter count after this many entries.
 
@@ -163,7 +172,8 @@ class StorageCollector:
         *,
         max_tasks: int = 50,
         max_queues: int = 50,
-        scan_attempts: bool = True,
+        scan_attempts: bool = False,
+        scan_dead_letters: bool = False,
         max_scan_jobs: int = 10_000,
         max_scan_dead: int = 10_000,
     ) -> None:
@@ -171,20 +181,21 @@ class StorageCollector:
         self.max_tasks = _check_cap("max_tasks", max_tasks, 1)
         self.max_queues = _check_cap("max_queues", max_queues, 1)
         self.scan_attempts = bool(scan_attempts)
+        self.scan_dead_letters = bool(scan_dead_letters)
         self.max_scan_jobs = _check_cap("max_scan_jobs", max_scan_jobs, 0)
         self.max_scan_dead = _check_cap("max_scan_dead", max_scan_dead, 0)
         self.throughput = ThroughputTotals(self.max_queues, _allowed)
 
     # prometheus-client calls describe() at registration: answer without touching storage.
     def describe(self) -> Iterable[Metric]:
-        yield from self._families(with_attempts=self._can_scan())
+        yield from self._families(with_dead=self.scan_dead_letters, with_attempts=self._can_scan())
         if isinstance(self.storage, SupportsThroughput):
             yield from ThroughputTotals.families()
 
     def _can_scan(self) -> bool:
         return self.scan_attempts and isinstance(self.storage, SupportsJobScan)
 
-    def _families(self, *, with_attempts: bool) -> list[GaugeMetricFamily]:
+    def _families(self, *, with_dead: bool, with_attempts: bool) -> list[GaugeMetricFamily]:
         families: list[GaugeMetricFamily] = [
             GaugeMetricFamily(
                 "queue_core_storage_up", "1 when this scrape could read the storage, else 0"
@@ -197,14 +208,17 @@ class StorageCollector:
                 "Jobs per queue and state (Storage.stats)",
                 labels=["queue", "state"],
             ),
-            GaugeMetricFamily(
-                "queue_core_dead_letters", "Dead-letter entries per task", labels=["task"]
-            ),
-            GaugeMetricFamily(
-                "queue_core_dead_letters_scan_truncated",
-                "1 when the dead-letter count stopped at its scan limit",
-            ),
         ]
+        if with_dead:
+            families += [
+                GaugeMetricFamily(
+                    "queue_core_dead_letters", "Dead-letter entries per task", labels=["task"]
+                ),
+                GaugeMetricFamily(
+                    "queue_core_dead_letters_scan_truncated",
+                    "1 when the dead-letter count stopped at its scan limit",
+                ),
+            ]
         if with_attempts:
             families += [
                 GaugeMetricFamily(
@@ -224,26 +238,31 @@ class StorageCollector:
         started = time.perf_counter()
         try:
             stats = self.storage.stats()
-            dead, dead_truncated = self._dead_by_task()
+            dead = self._dead_by_task() if self.scan_dead_letters else None
             attempts = self._attempts() if self._can_scan() else None
             if isinstance(self.storage, SupportsThroughput):
                 self.throughput.read(self.storage)
         except Exception:  # noqa: BLE001 - a scrape must answer, and say the storage is down
             log.exception("queue-core metrics: reading the storage failed")
-            up = self._families(with_attempts=False)[0]
+            up = self._families(with_dead=False, with_attempts=False)[0]
             up.add_metric([], 0)
             yield up
             return
         elapsed = time.perf_counter() - started
-        families = {m.name: m for m in self._families(with_attempts=attempts is not None)}
+        families = {
+            m.name: m
+            for m in self._families(with_dead=dead is not None, with_attempts=attempts is not None)
+        }
         families["queue_core_storage_up"].add_metric([], 1)
         families["queue_core_scrape_duration_seconds"].add_metric([], elapsed)
         self._add_jobs(families["queue_core_jobs"], stats)
-        for task, n in sorted(fold(dead, self.max_tasks).items()):
-            families["queue_core_dead_letters"].add_metric([task], n)
-        families["queue_core_dead_letters_scan_truncated"].add_metric(
-            [], 1 if dead_truncated else 0
-        )
+        if dead is not None:
+            by_task, dead_truncated = dead
+            for task, n in sorted(fold(by_task, self.max_tasks).items()):
+                families["queue_core_dead_letters"].add_metric([task], n)
+            families["queue_core_dead_letters_scan_truncated"].add_metric(
+                [], 1 if dead_truncated else 0
+            )
         if attempts is not None:
             counts, scanned, truncated = attempts
             self._add_attempts(families["queue_core_attempts"], counts)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from prometheus_client.core import CounterMetricFamily
 
 from queue_core import SupportsThroughput
-from queue_core.throughput import ENQUEUED, THROUGHPUT_RESOLUTION_MS, THROUGHPUT_WINDOW_MS
+from queue_core.rules.throughput import ENQUEUED, THROUGHPUT_RESOLUTION_MS, THROUGHPUT_WINDOW_MS
 
 __all__ = ["ThroughputTotals"]
 

@@ -16,7 +16,7 @@ the worker runs each attempt inside a span that is its child:
   propagator is configured) into the job's headers, which travel in the job's options
   on every backend;
 * in the worker: a ``CONSUMER`` span ``<task> attempt`` from the attempt's start to
-  its end, with attributes ``queue_core.job_id``, ``queue_core.task``,
+  its end, with attributes ``queue_core.job_id``, ``queue_core.app.task``,
   ``queue_core.queue``, ``queue_core.attempt``, ``queue_core.outcome``,
   ``queue_core.reason`` and ``queue_core.action``; status ``ERROR`` unless the attempt
   succeeded.
@@ -26,7 +26,7 @@ that your OpenTelemetry setup installs). Inside the task body the attempt span i
 current span, so spans the body starts are its children: async bodies (in their task),
 thread bodies (in their body thread) and process-isolated bodies (the child gets the
 span's context as W3C headers and attaches it: :func:`carried_context`, through
-:meth:`~queue_core.events.WorkerListener.attempt_carrier`). The child needs an
+:meth:`~queue_core.app.events.WorkerListener.attempt_carrier`). The child needs an
 OpenTelemetry SDK set up itself (e.g. at import of the task's module) to export its
 spans; without one they are non-recording, as anywhere.
 
@@ -42,8 +42,13 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from queue_core import ConfigError, Queue
-from queue_core.events import AttemptEnded, AttemptStarted, WorkerListener, job_headers
-from queue_core.model import ClaimedJob, Outcome
+from queue_core.app.events import (
+    AttemptEnded,
+    AttemptStarted,
+    WorkerListener,
+    job_headers,
+)
+from queue_core.records.jobs import ClaimedJob, Outcome
 
 __all__ = ["TracingListener", "carried_context", "instrument", "trace_headers"]
 
@@ -98,7 +103,7 @@ class TracingListener(WorkerListener):
                     kind=self._otel.trace.SpanKind.CONSUMER,
                     attributes={
                         "queue_core.job_id": job.id,
-                        "queue_core.task": job.task_name,
+                        "queue_core.app.task": job.task_name,
                         "queue_core.queue": job.queue,
                         "queue_core.attempt": job.attempt,
                     },

@@ -1,6 +1,6 @@
 """Live Prometheus metrics of a worker process (``queue-core worker --metrics-port P``).
 
-:class:`WorkerMetrics` is a :class:`~queue_core.events.WorkerListener`: the worker tells
+:class:`WorkerMetrics` is a :class:`~queue_core.app.events.WorkerListener`: the worker tells
 it of every attempt's start and end, and it keeps prometheus-client metrics in its own
 registry. Unlike :mod:`contrib.metrics` (read from storage at scrape time, by any
 process), these count what *this* worker did since it started::
@@ -36,7 +36,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from contrib.metrics import OTHER
 from queue_core import ConfigError
-from queue_core.events import AttemptEnded, AttemptStarted, WorkerListener, WorkerView
+from queue_core.app.events import (
+    AttemptEnded,
+    AttemptStarted,
+    WorkerListener,
+    WorkerView,
+)
 
 __all__ = ["DURATION_BUCKETS", "WorkerMetrics"]
 

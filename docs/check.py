@@ -6,7 +6,9 @@
   checks that every directive renders);
 * every relative Markdown link in README.md and docs/**/*.md points at an existing file;
 * every CLI command appears in docs/guides/cli.md;
-* README.md links every guide (docs/guides/*.md) and every backend page (docs/backends/*.md).
+* README.md links every guide (docs/guides/*.md) and every backend page (docs/backends/*.md);
+* the tables of docs/reference/storage.md are what ``tools/storage_reference.py``
+  generates from the docstrings today (the page reads on disk, and stays true).
 
 That every code block of README.md and docs/guides runs as written is checked by the
 test suite (tests/docs, run by ``nox -s tests``), not here: it needs the test servers.
@@ -101,6 +103,14 @@ def main() -> int:
     for command_line in commands:
         if command_line not in cli_doc:
             problems.append(f"CLI command `{command_line}` is not documented in docs/guides/cli.md")
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import storage_reference
+
+    if storage_reference.stale():
+        problems.append(
+            "docs/reference/storage.md is stale: run `python tools/storage_reference.py --write`"
+        )
 
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 
 from queue_core import JobContext, JobHandle, Queue, TaskError
+from queue_core.rules.ids import short_ids
 
 DB = Path("demo_queue.db")
 for leftover in (DB, DB.with_name(DB.name + "-wal"), DB.with_name(DB.name + "-shm")):
@@ -57,10 +58,11 @@ def charge_card(card: str) -> None:
     raise TaskError.fatal(f"card {card} was declined")
 
 
-def describe(handle: JobHandle) -> None:
-    """Print a job's final state and the record of every attempt."""
+def describe(handle: JobHandle, short: dict[str, str]) -> None:
+    """Print a job's final state and the record of every attempt (``short``: the
+    abbreviation of each job id, as ``short_ids`` made them)."""
     info = handle.info()
-    print(f"  {info.task_name:<20} {info.id[:8]}  state={info.state.value:<9}"
+    print(f"  {info.task_name:<20} {short.get(info.id, info.id)}  state={info.state.value:<9}"
           f" reason={info.reason or '-':<17} attempts={info.attempts}/{info.max_attempts}"
           f"  result={info.result!r}")
     for rec in handle.attempts():
@@ -82,14 +84,19 @@ def main() -> None:
     print(f"Enqueued {len(jobs)} jobs into {DB}; running a burst worker...")
     queue.run_worker(burst=True, slots=4)
 
+    # job ids are time-ordered: jobs enqueued together share a long head, so they are
+    # shown cut to the shortest length at which they differ (any unique prefix works
+    # with the CLI: queue-core jobs show <prefix>)
+    short = short_ids(h.id for h in jobs)
     print("\nWhat happened to each job:")
     for handle in jobs:
-        describe(handle)
+        describe(handle, short)
 
     dead = queue.dead_letters(limit=20)
     print(f"\nDead-letter queue ({len(dead)} entries, newest first):")
+    dead_short = short_ids(e.id for e in dead)
     for entry in dead:
-        print(f"  {entry.id[:8]}  {entry.task_name:<20} reason={entry.reason:<17}"
+        print(f"  {dead_short[entry.id]}  {entry.task_name:<20} reason={entry.reason:<17}"
               f" {entry.error_class}: {entry.error}  ({len(entry.attempts)} attempt records,"
               f" args={list(entry.args)})")
 
@@ -97,13 +104,14 @@ def main() -> None:
     DOWNSTREAM_UP = True
     victim = next(e for e in dead if e.task_name == "demo.sync_inventory")
     new_id = queue.retry_dead(victim.id)
-    print(f"\nInventory service is back: replayed dead entry {victim.id[:8]}"
-          f" as job {new_id[:8]} with a fresh retry budget.")
+    print(f"\nInventory service is back: replayed dead entry {dead_short[victim.id]}"
+          f" as job {new_id} with a fresh retry budget.")
     queue.run_worker(burst=True, slots=4)
     replay = queue.job(new_id)
-    describe(replay)
+    describe(replay, {})
     replay_of = replay.info().replay_of or ""
-    print(f"  replay_of={replay_of[:8]}; dead-letter entries left: {len(queue.dead_letters())}")
+    print(f"  replay_of={dead_short.get(replay_of, replay_of)};"
+          f" dead-letter entries left: {len(queue.dead_letters())}")
     print("\nInspect the same data from the CLI:\n"
           f"  queue-core dlq list --url sqlite:///{DB}\n"
           f"  queue-core jobs show {new_id} --url sqlite:///{DB}")

@@ -17,11 +17,23 @@
 
 from typing import TYPE_CHECKING, Any
 
-from queue_core.clock import Clock, SystemClock
-from queue_core.context import JobContext
-from queue_core.durations import parse_duration
-from queue_core.errors import (
+from queue_core.app.clock import Clock, SystemClock
+from queue_core.app.context import JobContext
+from queue_core.app.control import RateLimit
+from queue_core.app.serializer import Serializer
+from queue_core.app.task import (
+    Concurrency,
+    JobHandle,
+    Replay,
+    Task,
+)
+from queue_core.queue import Queue
+from queue_core.records.control import Pause, PauseKind, Progress
+from queue_core.records.durations import parse_duration
+from queue_core.records.errors import (
+    ChildFailed,
     ConfigError,
+    EventTimeout,
     ExecutionFailed,
     JobCancelled,
     JobError,
@@ -37,7 +49,7 @@ from queue_core.errors import (
     StorageUnavailable,
     TaskError,
 )
-from queue_core.model import (
+from queue_core.records.jobs import (
     AttemptRecord,
     DeadJob,
     JobInfo,
@@ -46,30 +58,31 @@ from queue_core.model import (
     QueueStats,
     Reason,
 )
-from queue_core.policy import RetryPolicy
-from queue_core.queue import Queue
-from queue_core.serializer import Serializer
-from queue_core.storage import (
-    Storage,
-    StorageFactory,
+from queue_core.rules import RetryPolicy
+from queue_core.rules.throughput import ThroughputCount
+from queue_core.storage.abilities import (
+    SupportsFlows,
     SupportsJobScan,
     SupportsMigrate,
+    SupportsSchedules,
     SupportsSchemaVersion,
+    SupportsThroughput,
     SupportsWakeup,
 )
-from queue_core.task import Concurrency, JobHandle, Replay, Task
-from queue_core.throughput import SupportsThroughput, ThroughputCount
+from queue_core.storage.protocol import Storage, StorageFactory
 
 if TYPE_CHECKING:
-    from queue_core.flows.storage import SupportsFlows
-    from queue_core.schedules import SupportsSchedules
+    from queue_core.app.durable import DurableContext
 
 __all__ = [
     "AttemptRecord",
+    "ChildFailed",
     "Clock",
     "Concurrency",
     "ConfigError",
     "DeadJob",
+    "DurableContext",
+    "EventTimeout",
     "ExecutionFailed",
     "JobCancelled",
     "JobContext",
@@ -83,9 +96,13 @@ __all__ = [
     "NonRetryableError",
     "NotFound",
     "Outcome",
+    "Pause",
+    "PauseKind",
+    "Progress",
     "Queue",
     "QueueCoreError",
     "QueueStats",
+    "RateLimit",
     "Reason",
     "Replay",
     "RetryPolicy",
@@ -111,17 +128,13 @@ __all__ = [
 ]
 
 
-if not TYPE_CHECKING:  # PEP 562: flows and schedules load on first use (worker start-up)
+if not TYPE_CHECKING:  # mypy sees the import above
 
     def __getattr__(name: str) -> Any:
-        if name == "SupportsFlows":
-            from queue_core.flows.storage import SupportsFlows
+        # loaded on first use: a worker that runs no workflow never imports the flow rules
+        if name == "DurableContext":
+            from queue_core.app.durable import DurableContext
 
-            globals()[name] = SupportsFlows
-            return SupportsFlows
-        if name == "SupportsSchedules":
-            from queue_core.schedules import SupportsSchedules
-
-            globals()[name] = SupportsSchedules
-            return SupportsSchedules
+            globals()[name] = DurableContext
+            return DurableContext
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,39 +3,62 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar, overload
 
-from queue_core.clock import Clock, SystemClock
-from queue_core.config import RETRY_KEYS, UNSET, Config, load_config
-from queue_core.durations import parse_duration, to_ms
-from queue_core.errors import ConfigError, NotFound
-from queue_core.events import HeaderProvider, WorkerListener, with_headers
-from queue_core.flows.facade import FlowMethods
-from queue_core.handle import JobHandle
-from queue_core.limits import enqueue_limited
-from queue_core.model import DeadJob, JobState, NewJob, QueueStats
-from queue_core.policy import RetryPolicy, policy_from_options
-from queue_core.registry import mask_url, open_storage, resolve_url
-from queue_core.serializer import Serializer, get_serializer
-from queue_core.storage import Storage, SupportsMigrate
-from queue_core.task import (
+from queue_core.app.clock import Clock, SystemClock
+from queue_core.app.config import (
+    ENV_URL,
+    UNSET,
+    file_retry_policy,
+    load_config,
+    open_storage,
+    resolve_url,
+)
+from queue_core.app.control import RateLimit
+from queue_core.app.events import HeaderProvider, WorkerListener, with_headers
+from queue_core.app.flow_control import FlowControl
+from queue_core.app.handle import JobHandle
+from queue_core.app.limited import enqueue_limited, needs_abilities
+from queue_core.app.named import task_by_name
+from queue_core.app.serializer import Serializer, get_serializer
+from queue_core.app.task import (
     AsyncTask,
     CallOptions,
     Task,
+    TaskDecorator,
     TaskOptions,
     build_spec,
     check_name,
     check_timeout,
     default_task_name,
 )
+from queue_core.flows.facade import FlowMethods
+from queue_core.records.control import Pause
+from queue_core.records.durations import parse_duration, to_ms
+from queue_core.records.errors import ConfigError
+from queue_core.records.jobs import (
+    DeadJob,
+    JobState,
+    NewJob,
+    QueueStats,
+)
+from queue_core.rules import RetryPolicy
+from queue_core.rules.paging import check_page
+from queue_core.storage.abilities import SupportsMigrate, SupportsTemplateEnqueue
+from queue_core.storage.protocol import Storage
+from queue_core.storage.urls import mask_url
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from queue_core.schedules import Periodic
+    from queue_core.app.periodic import Periodic
+    from queue_core.flows.host import FlowHost
+    from queue_core.worker.host import WorkerHost
 
 __all__ = ["Queue"]
 
@@ -43,21 +66,15 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class TaskDecorator(Protocol):
-    """What ``@queue.task(...)`` with options returns: a decorator that keeps the body's
-    types (``Task[P, R]``, or ``AsyncTask[P, R]`` for an ``async def`` body)."""
-
-    @overload
-    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
-
-    @overload
-    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
-
-
 _RAISE_SKIPPED: Final = JobState.SKIPPED
 
 EAGER_EVERYWHERE = False
 """Set by the ``queue_core_eager`` fixture: every Queue runs eagerly (also those built before)."""
+
+ON_EMBEDDED_DEFAULT: weakref.WeakSet[Queue] = weakref.WeakSet()
+"""The queues built on the embedded default (``Queue()`` with no URL, env
+``QUEUE_CORE_URL`` or configuration file): the ``queue_core_eager`` fixture gives them a
+fresh ``memory://`` storage for each test, so tests never write ``./queue_core.db``."""
 
 
 class Queue(FlowMethods):
@@ -66,8 +83,8 @@ class Queue(FlowMethods):
     Args:
         url: storage URL (``memory://``, ``sqlite:///jobs.db``, ``redis://…``, …);
             ``None``: env ``QUEUE_CORE_URL``, else ``sqlite:///queue_core.db``.
-        storage: a ready :class:`~queue_core.storage.Storage` instead of a URL.
-        retry: queue-wide :class:`~queue_core.policy.RetryPolicy` defaults (first in
+        storage: a ready :class:`~queue_core.storage.protocol.Storage` instead of a URL.
+        retry: queue-wide :class:`~queue_core.rules.RetryPolicy` defaults (first in
             the merge order queue -> task -> call).
         default_timeout: per-attempt bound for tasks that set none (``None``: no limit;
             default 300 s).
@@ -80,7 +97,7 @@ class Queue(FlowMethods):
 
     Every option not given here comes from the environment, then the configuration file
     (``queue-core.toml`` or ``[tool.queue-core]`` in ``pyproject.toml``; see
-    :mod:`queue_core.config`), then the default: ``url`` (``QUEUE_CORE_URL``), ``eager``
+    :mod:`queue_core.app.config`), then the default: ``url`` (``QUEUE_CORE_URL``), ``eager``
     (``QUEUE_CORE_EAGER``), ``lease`` (``QUEUE_CORE_LEASE``), ``serializer``
     (``QUEUE_CORE_SERIALIZER``), ``default_timeout`` (``QUEUE_CORE_DEFAULT_TIMEOUT``, file
     ``[task] timeout``). The file's ``[task]`` retry options are the queue-wide retry
@@ -90,8 +107,8 @@ class Queue(FlowMethods):
     Attributes:
         url: the resolved storage URL as given, **password included** (the driver needs
             it): treat it as a secret. ``repr(queue)``, errors, logs, the CLI and the
-            dashboard show :func:`~queue_core.urls.mask_url` of it instead.
-        config: the :class:`~queue_core.config.Config` the defaults were read from.
+            dashboard show :func:`~queue_core.storage.urls.mask_url` of it instead.
+        config: the :class:`~queue_core.app.config.Config` the defaults were read from.
         default_queue: the queue of tasks that set none (``"default"``).
         eager: whether jobs run eagerly at enqueue.
 
@@ -127,7 +144,7 @@ class Queue(FlowMethods):
             )
         cfg = self.config = load_config()
         if retry is None:
-            retry = _file_retry_policy(cfg)
+            retry = file_retry_policy(cfg)
         self.retry_policy: RetryPolicy = retry if retry is not None else RetryPolicy()
         self.default_timeout: float | None = check_timeout(
             cfg.value("task.timeout", default_timeout)
@@ -141,14 +158,18 @@ class Queue(FlowMethods):
         self._periodic: dict[str, Periodic] = {}
         self._lock = threading.Lock()
         self._header_providers: list[HeaderProvider] = []
+        self._template_sink: tuple[Storage, SupportsTemplateEnqueue | None] | None = None
         self.worker_listeners: list[WorkerListener] = []
         """Listeners every worker of this queue calls (:meth:`add_worker_listener`)."""
+        self._control = FlowControl(self.storage)
         if storage is not None:
             self.url = None
             self._storage: Storage = storage
         else:
             self.url = resolve_url(url)
             self._storage = open_storage(self.url)
+            if url is None and not os.environ.get(ENV_URL) and not cfg.file_values.get("url"):
+                ON_EMBEDDED_DEFAULT.add(self)
 
     def __repr__(self) -> str:
         where = mask_url(self.url) if self.url else type(self._storage).__name__
@@ -177,12 +198,12 @@ class Queue(FlowMethods):
 
     def add_header_provider(self, provider: HeaderProvider) -> None:
         """Call ``provider()`` at every enqueue and carry the string headers it returns
-        with the job (read them in the worker with :func:`queue_core.events.job_headers`)."""
+        with the job (read them in the worker with :func:`queue_core.app.events.job_headers`)."""
         self._header_providers.append(provider)
 
     def add_worker_listener(self, listener: WorkerListener) -> None:
         """Have every worker of this queue call ``listener`` (a
-        :class:`~queue_core.events.WorkerListener`) besides its own listeners."""
+        :class:`~queue_core.app.events.WorkerListener`) besides its own listeners."""
         self.worker_listeners.append(listener)
 
     # ------------------------------------------------------------------ tasks
@@ -211,9 +232,9 @@ class Queue(FlowMethods):
         The task is typed after the body: ``def f(a: int) -> str`` gives a
         ``Task[(a: int), str]``, so a type checker checks ``f.delay(...)``'s arguments
         and ``f.delay(...).result()``'s type (an ``async def`` body gives an
-        :class:`~queue_core.task.AsyncTask`).
+        :class:`~queue_core.app.task.AsyncTask`).
 
-        Every option of SPEC §2 (:class:`~queue_core.task.TaskOptions`) is accepted and
+        Every option of SPEC §2 (:class:`~queue_core.app.task.TaskOptions`) is accepted and
         validated here. ``name`` defaults to ``module.qualname``; a function declared in
         a script run as ``python tasks.py`` is named after the module a worker imports
         (``tasks.send_welcome_email``), not ``__main__``.
@@ -281,7 +302,8 @@ class Queue(FlowMethods):
                 ``invalid_option`` (an unknown ``tz``, no schedule), or a bad task option.
             TypeError: ``args``/``kwargs`` do not fit the function's signature.
         """
-        from queue_core.schedules import Periodic, parse_schedule  # not at start-up
+        from queue_core.app.periodic import Periodic
+        from queue_core.rules.ticks import parse_schedule  # not at start-up
 
         schedule = parse_schedule(every, cron, tz, catch_up)
         call_args, call_kwargs = tuple(args), dict(kwargs or {})
@@ -317,7 +339,7 @@ class Queue(FlowMethods):
     # ------------------------------------------------------------------ enqueue
 
     def _submit_one(self, job: NewJob) -> JobHandle[Any]:
-        if job.unique_key is not None or job.rate_key is not None:
+        if needs_abilities(job):
             return self._submit_many([job])[0]
         if self._header_providers:
             job = with_headers([job], self._header_providers)[0]
@@ -332,7 +354,7 @@ class Queue(FlowMethods):
         if self._header_providers:
             jobs = with_headers(jobs, self._header_providers)
         ids = [j.id for j in jobs]
-        if any(j.unique_key is not None or j.rate_key is not None for j in jobs):
+        if any(needs_abilities(j) for j in jobs):
             ids = enqueue_limited(self._storage, jobs)
         else:
             self._storage.enqueue(jobs)
@@ -343,32 +365,23 @@ class Queue(FlowMethods):
                     self._run_eagerly(job_id)
         return [JobHandle(self, job_id) for job_id in ids]
 
+    def template_sink(self) -> SupportsTemplateEnqueue | None:
+        """The storage to hand a task's plain jobs to as template rows, or ``None`` when
+        they take the ordinary path (no such ability, header providers, eager mode)."""
+        if self._header_providers or self.eager or EAGER_EVERYWHERE:
+            return None
+        storage = self._storage
+        cached = self._template_sink  # the protocol check is slow for a per-call path
+        if cached is None or cached[0] is not storage:
+            sink = storage if isinstance(storage, SupportsTemplateEnqueue) else None
+            cached = self._template_sink = (storage, sink)
+        return cached[1]
+
     def _run_eagerly(self, job_id: str) -> None:
         """Eager mode: run the job to its end now, on the worker's recording path."""
         from queue_core.worker.eager import EagerRunner
 
         EagerRunner(self).run(job_id)
-
-    def _by_name(self, task_name: str, allow_unregistered: bool, method: str) -> Task[Any, Any]:
-        check_name(task_name, "task_name")
-        task = self._tasks.get(task_name)
-        if task is not None:
-            return task
-        if not allow_unregistered:
-            known = ", ".join(sorted(self._tasks)) or "none"
-            raise ConfigError(
-                f"unknown task {task_name!r}: it is not registered on this queue in this "
-                "process, so its options (queue, retries, timeout, ...) are unknown here and "
-                "the job would silently get the queue defaults — import the module that "
-                "declares the task first (CLI: pass --app MODULE:ATTR, the Queue your tasks "
-                f"are declared on), or pass allow_unregistered=True to {method}() (CLI: "
-                f"--allow-unregistered) to enqueue with the queue defaults; tasks registered "
-                f"here: {known}",
-                code="unknown_task",
-                field="task_name",
-                value=task_name,
-            )
-        return Task(self, _unregistered, name=task_name, spec=build_spec(is_async=False))
 
     def enqueue(
         self,
@@ -394,7 +407,7 @@ class Queue(FlowMethods):
             ConfigError: ``code="unknown_task"``: the name is not registered here (import
                 the task's module, or pass ``allow_unregistered=True``).
         """
-        task = self._by_name(task_name, allow_unregistered, "enqueue")
+        task = task_by_name(self, self._tasks, task_name, allow_unregistered, "enqueue")
         return task.apply(args, kwargs, **overrides)
 
     def enqueue_many(
@@ -413,8 +426,38 @@ class Queue(FlowMethods):
             ConfigError: ``code="unknown_task"`` for a name not registered here.
         """
         if isinstance(task, str):
-            task = self._by_name(task, allow_unregistered, "enqueue_many")
+            task = task_by_name(self, self._tasks, task, allow_unregistered, "enqueue_many")
         return task.map(arg_tuples)
+
+    # ------------------------------------------------------------------ flow control
+
+    def rate_limit(
+        self, name: str, rate: str, *, key: Callable[..., str] | None = None
+    ) -> RateLimit:
+        """A named :class:`~queue_core.app.control.RateLimit` that every task given it
+        (``@queue.task(rate_limit=limit)``) shares: at most ``rate`` body starts of all of
+        them together (per value of ``key`` when given). The same name again returns the
+        same limit; another rate for it is a ``ConfigError`` (SPEC §13)."""
+        return self._control.rate_limit(name, rate, key=key)
+
+    def pause(
+        self, queue: str | None = None, task: Task[Any, Any] | str | None = None, flow: Any = None
+    ) -> list[Pause]:
+        """Pause a queue, a task (or its name) and/or a flow (or its name), stored: every
+        worker stops claiming their jobs (and starting their steps) within 1 s; running
+        attempts finish, enqueues and schedules go on. Returns every pause now stored.
+        ``ConfigError`` when none is given, or the storage cannot pause (SPEC §13)."""
+        return self._control.pause(queue, task, flow)
+
+    def resume(
+        self, queue: str | None = None, task: Task[Any, Any] | str | None = None, flow: Any = None
+    ) -> list[Pause]:
+        """Undo :meth:`pause` for each one given; return the pauses left."""
+        return self._control.resume(queue, task, flow)
+
+    def paused(self) -> list[Pause]:
+        """Every stored pause (``kind``, ``name``, ``since``), by kind then name."""
+        return self._control.paused()
 
     # ------------------------------------------------------------------ jobs
 
@@ -430,7 +473,7 @@ class Queue(FlowMethods):
         Raises:
             NotFound: no job with that id.
         """
-        from queue_core._aio import run_sync
+        from queue_core.app._aio import run_sync
 
         handle: JobHandle[Any] = JobHandle(self, job_id)
         await run_sync(handle.status)
@@ -454,7 +497,13 @@ class Queue(FlowMethods):
     def dead_letters(
         self, limit: int = 20, offset: int = 0, task_name: str | None = None
     ) -> list[DeadJob]:
-        """A page of dead-letter entries, newest first, optionally of one task."""
+        """A page of dead-letter entries, newest first, optionally of one task.
+
+        Raises:
+            ConfigError: ``limit`` or ``offset`` is not an integer from 0 to
+                :data:`~queue_core.rules.paging.MAX_PAGE_VALUE` (before any storage read).
+        """
+        limit, offset = check_page(limit, offset)
         return [self._decoded(e) for e in self._storage.list_dead(limit, offset, task_name)]
 
     def dead_letter(self, dead_id: str) -> DeadJob | None:
@@ -514,8 +563,9 @@ class Queue(FlowMethods):
                 due within 60 s).
             reap_interval: seconds between reaper passes.
             **options: extra worker settings (``lease``, ``shutdown_grace``, ``isolation``,
-                ``max_replacement_slots``, ``install_signal_handlers``, ``listeners``); see
-                :class:`queue_core.worker.Worker`.
+                ``max_replacement_slots``, ``install_signal_handlers``, ``listeners``,
+                ``flow_dirs`` and ``http_hosts`` -- default env, else ``[worker]`` of the
+                configuration file); see :class:`queue_core.worker.Worker`.
         """
         from queue_core.worker import Worker
 
@@ -524,23 +574,13 @@ class Queue(FlowMethods):
             slots = config.value("worker.slots")
         if queues is None:
             queues = config.value("worker.queues")
+        for name in ("flow_dirs", "http_hosts"):
+            setting = config.get(f"worker.{name}")
+            if options.get(name) is None and setting.source.startswith("file"):
+                options[name] = setting.value  # the environment: the Worker reads it
         Worker(
             self, queues=queues, slots=slots, burst=burst, reap_interval=reap_interval, **options
         ).run()
-
-
-def _file_retry_policy(cfg: Config) -> RetryPolicy | None:
-    """The queue-wide retry defaults of the file's ``[task]`` table, or ``None``."""
-    given = {
-        key[len("task.") :]: value for key, value in cfg.file_values.items() if key in RETRY_KEYS
-    }
-    if not given:
-        return None
-    return policy_from_options(**given)
-
-
-def _unregistered(*args: Any, **kwargs: Any) -> Any:
-    raise NotFound("this task is not registered in this process; run it on a worker")
 
 
 def _age_ms(value: float | str | timedelta) -> int:
@@ -551,3 +591,9 @@ def _age_ms(value: float | str | timedelta) -> int:
     ):
         return 0
     return to_ms(parse_duration(value, field="older_than"))
+
+
+if TYPE_CHECKING:  # mypy checks that a Queue is what its parts ask of it
+
+    def _hosts(queue: Queue) -> tuple[FlowHost, WorkerHost]:
+        return queue, queue

@@ -33,7 +33,7 @@ FILE_ALLOW: dict[str, int] = {}
 
 # "path::Qualified.name" -> lines when allow-listed (2026-11-30). Shrink, never grow.
 FUNCTION_ALLOW: dict[str, int] = {
-    "queue_core/policy/retry.py::policy_from_options": 66,
+    "queue_core/rules/retry.py::policy_from_options": 66,
 }
 
 

@@ -1,6 +1,6 @@
 """Griffe extension for the API reference (``mkdocs.yml``): Sphinx roles as code spans.
 
-The docstrings use Sphinx cross-reference roles (``:class:`~queue_core.errors.NotFound```,
+The docstrings use Sphinx cross-reference roles (``:class:`~queue_core.records.errors.NotFound```,
 ``:meth:`reap```), which Markdown would print verbatim. This rewrites each role to a
 code span of its target, shortened the way ``~`` asks (``NotFound``), before
 mkdocstrings renders the docstring.

@@ -1,4 +1,4 @@
-"""Redis backend (``redis://``, ``rediss://``): see :class:`RedisStorage`."""
+"""Redis backend (``redis://``, ``rediss://``, ``redis+cluster://``): see :class:`RedisStorage`."""
 
 from backends.redis.storage import DEFAULT_PREFIX, DEFAULT_RETENTION_MS, RedisStorage
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -12,9 +11,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from backends.redis.errors import translate_errors
-from queue_core.errors import ConfigError
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS, parse_retention
-from queue_core.urls import mask_url
+from queue_core.records.errors import ConfigError
+from queue_core.rules.outcomes import DEFAULT_RETENTION_MS, parse_retention
+from queue_core.storage.urls import mask_url, redact
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMES", "Clients", "check_cluster_prefix", "clients_from_url"]
 
@@ -49,31 +48,18 @@ def check_cluster_prefix(prefix: str) -> None:
     if "{" in prefix or "}" in prefix:
         raise ConfigError(
             f"prefix {prefix!r} must not contain '{{' or '}}' on a Redis Cluster: the "
-            "storage puts the prefix in a hash tag itself (its keys start with "
-            "'{prefix}:'), so that every script's keys share one slot",
+            "storage puts the prefix in hash tags itself (its keys start with "
+            "'{prefix}:' or '{prefix:<queue>}:'), so that each script's keys share one slot",
             code="invalid_option",
             field="prefix",
             value=prefix,
         )
 
 
-def _redacted(exc: BaseException, url: str) -> str:
-    """``str(exc)`` without any piece of the URL's password (a driver's message may quote
-    the part of a badly encoded password it took for a port or a database number)."""
-    text = str(exc)
-    userinfo = url.partition("://")[2].partition("@")
-    if userinfo[1]:
-        secret = userinfo[0].partition(":")[2]
-        for piece in sorted({secret, *re.split(r"[/#?:]", secret)}, key=len, reverse=True):
-            if piece:
-                text = text.replace(piece, "***")
-    return text
-
-
 def _refused(url: str, exc: BaseException) -> ConfigError:
     """The error for a URL redis-py refused with ``exc`` (no piece of the password in it)."""
     return ConfigError(
-        f"invalid redis URL {mask_url(url)!r}: {_redacted(exc, url)}",
+        f"invalid redis URL {mask_url(url)!r}: {redact(str(exc), url)}",
         code="invalid_url",
         field="url",
     )

@@ -6,7 +6,7 @@ from types import TracebackType
 
 import redis.exceptions as rex
 
-from queue_core.errors import StorageError, StorageUnavailable
+from queue_core.records.errors import StorageError, StorageUnavailable
 
 __all__ = ["translate_errors"]
 
@@ -26,8 +26,8 @@ class translate_errors:  # noqa: N801 - used like the function it was: `with tra
 
     Connection problems (refused, reset, timed out, server loading its data set; on a
     cluster also a cluster that is down, a slot being migrated or not covered) become
-    :class:`~queue_core.errors.StorageUnavailable`; any other redis-py error becomes
-    :class:`~queue_core.errors.StorageError`. Library errors pass through untouched.
+    :class:`~queue_core.records.errors.StorageUnavailable`; any other redis-py error becomes
+    :class:`~queue_core.records.errors.StorageError`. Library errors pass through untouched.
 
     A class rather than a ``@contextmanager`` generator: entering and leaving it is about
     a microsecond cheaper, paid by every call of the backend (a single enqueue included).

@@ -1,6 +1,6 @@
 """The hot scripts' call: one pooled connection pinned to each calling thread.
 
-:meth:`RedisStorage._run <backends.redis.storage.RedisStorage._run>` sends its
+:meth:`RedisStore.run <backends.redis.store.RedisStore.run>` sends its
 ``EVALSHA`` (:func:`~backends.redis.scripts.eval_once`) on a connection the calling
 thread checked out of the client's pool once and keeps: the per-call checkout and release
 cost about a quarter of a single enqueue's client time. The connection goes back to the
@@ -20,7 +20,7 @@ from typing import Any
 
 from backends.redis.scripts import eval_once
 
-__all__ = ["Pinned", "run_pinned"]
+__all__ = ["Pinned", "command_pinned", "run_pinned"]
 
 _forks = [0]
 
@@ -39,17 +39,37 @@ class Pinned(threading.local):
     forks = -1
 
 
-def run_pinned(local: Pinned, pool: Any, script: Any, args: Sequence[Any]) -> Any:
-    """Run ``script`` with ``args`` on this thread's pinned connection of ``pool``."""
+def command_pinned(local: Pinned, pool: Any, cmd: Sequence[Any]) -> Any:
+    """Send one command on this thread's pinned connection of ``pool`` and read its
+    reply (no retry: a failure drops the connection and propagates)."""
+    conn = local.conn
+    if conn is None or local.forks != _forks[0]:
+        conn = pool.get_connection()
+        local.conn, local.forks = conn, _forks[0]
+    try:
+        conn.send_command(*cmd)
+        return conn.read_response()
+    except BaseException:
+        local.conn = None
+        conn.disconnect()
+        pool.release(conn)
+        raise
+
+
+def run_pinned(
+    local: Pinned, pool: Any, script: Any, args: Sequence[Any], keys: Sequence[str] = ()
+) -> Any:
+    """Run ``script`` with ``args`` (and ``keys``) on this thread's pinned connection of
+    ``pool``."""
     conn = local.conn
     if conn is None or local.forks != _forks[0]:
         conn = pool.get_connection()
         local.conn, local.forks = conn, _forks[0]
     try:
         try:
-            result = eval_once(conn, script, args)
+            result = eval_once(conn, script, args, keys)
         except Exception as exc:  # noqa: BLE001 - replayed through the retry policy
-            result = _retried(conn, script, args, exc)
+            result = _retried(conn, script, args, exc, keys)
     except BaseException:
         local.conn = None
         conn.disconnect()
@@ -60,7 +80,9 @@ def run_pinned(local: Pinned, pool: Any, script: Any, args: Sequence[Any]) -> An
     return result
 
 
-def _retried(conn: Any, script: Any, args: Sequence[Any], first: Exception) -> Any:
+def _retried(
+    conn: Any, script: Any, args: Sequence[Any], first: Exception, keys: Sequence[str] = ()
+) -> Any:
     """What ``conn.retry.call_with_retry`` makes of a call whose first try raised
     ``first``: its first ``do()`` raises ``first`` again, so the policy sees the same
     failures, counts and backoffs as if it had made that try itself (an error it does not
@@ -70,6 +92,6 @@ def _retried(conn: Any, script: Any, args: Sequence[Any], first: Exception) -> A
     def do() -> Any:
         if pending:
             raise pending.pop()
-        return eval_once(conn, script, args)
+        return eval_once(conn, script, args, keys)
 
     return conn.retry.call_with_retry(do, lambda _err: conn.disconnect())

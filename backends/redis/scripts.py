@@ -3,9 +3,9 @@
 Every script of ``lua/`` is run with ``_lib.lua`` prepended (and ``_flow.lua`` for the
 ``flow_*`` scripts; a script of :data:`PRELUDES` with its shorter prelude instead), and a
 ``-- #include <file>`` line stands for the text of ``lua/<file>.lua``; :func:`load_script`
-builds that text, :func:`sources` the texts of every script
-:class:`~backends.redis.RedisStorage` registers. :func:`eval_once` is the hot paths'
-call: one pre-packed ``EVALSHA`` on a pooled connection.
+builds that text, which the store (:class:`~backends.redis.store.RedisStore`) registers the
+first time a part asks for the script. :func:`eval_once` is the hot paths' call: one
+pre-packed ``EVALSHA`` on a pooled connection.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["PRELUDES", "SCRIPTS", "eval_once", "load_script", "lua_text", "opt", "sources"]
+__all__ = ["PRELUDES", "SCRIPTS", "cluster_text", "eval_once", "load_script", "lua_text"]
 
 SCRIPTS = (
     "enqueue",
@@ -36,9 +36,15 @@ SCRIPTS = (
     "list_jobs",
     "flow_start",
     "flow_apply",
+    "peek",
+    "dead_take",
+    "dead_drop",
+    "corrupt",
+    "flow_send",
 )
-"""The scripts registered when a storage is built (``enqueue_plain`` and
-``schedule_tick`` are registered on first use)."""
+"""The scripts run by name with all of ``_lib.lua`` before them; ``enqueue_plain``,
+``enqueue_one`` and ``claim`` run with a shorter one (:data:`PRELUDES`), ``schedule_tick``
+joined to ``enqueue`` (``backends/redis/schedules.py``)."""
 
 # redis-py packs with hiredis when it is installed; the hot paths call it directly
 _hiredis_pack: Any = None
@@ -50,70 +56,89 @@ except ImportError:  # pragma: no cover - hiredis is an optional speed-up
     pass
 
 
-def opt(value: int | str | None) -> str | int:
-    """An optional argument of a script: ``''`` for ``None`` (what the scripts test)."""
-    return "" if value is None else value
-
-
-def eval_once(conn: Any, script: Any, args: Sequence[Any]) -> Any:
-    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again."""
+def eval_once(conn: Any, script: Any, args: Sequence[Any], keys: Sequence[str] = ()) -> Any:
+    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again.
+    ``keys`` are named in ``KEYS`` (a cluster node answers ``MOVED`` for a key of a slot it
+    does not own, before running anything)."""
     if _hiredis_pack is not None:
-        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, 0, *args))])
+        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, len(keys), *keys, *args))])
     else:
-        conn.send_command("EVALSHA", script.sha, 0, *args)
+        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
     try:
         return conn.read_response()
     except NoScriptError:
         conn.send_command("SCRIPT", "LOAD", script.script)
         sha = conn.read_response()
         script.sha = sha.decode() if isinstance(sha, bytes) else sha
-        conn.send_command("EVALSHA", script.sha, 0, *args)
+        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return conn.read_response()
 
 
 _LUA = Path(__file__).parent / "lua"  # not importlib.resources: slow to import
 _INCLUDE = "-- #include "
+_CLUSTER = "-- #cluster "
+_SEQ_DRAWS = (
+    ("redis.call('INCR', P .. ':seq')", "tseq(1)"),
+    ("redis.call('INCR', SEQ)", "tseq(1)"),
+    ("redis.call('INCRBY', SEQ, n)", "tseq(n)"),
+)
+"""What a script on a Redis Cluster draws from ``P:seq`` instead (``lua/_tseq.lua``)."""
 
 
-def lua_text(name: str) -> str:
+def lua_text(name: str, cluster: bool = False) -> str:
     """``lua/<name>.lua`` with each ``-- #include <file>`` line replaced by the text of
     ``lua/<file>.lua``: a piece of code two scripts share, inlined (as a function it
-    would cost each call its closure)."""
+    would cost each call its closure). A ``-- #cluster <file>`` line is included the same
+    way on a Redis Cluster (``cluster``) and dropped otherwise."""
     text = _LUA.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    if _INCLUDE not in text:
+    if _INCLUDE not in text and _CLUSTER not in text:
         return text
     lines = text.splitlines(keepends=True)
     for k, line in enumerate(lines):
         head, _, included = line.partition(_INCLUDE)
         if included and not head.strip():
-            lines[k] = lua_text(included.strip())
+            lines[k] = lua_text(included.strip(), cluster)
+            continue
+        head, _, included = line.partition(_CLUSTER)
+        if included and not head.strip():
+            lines[k] = lua_text(included.strip(), cluster) if cluster else ""
     return "".join(lines)
 
 
-PRELUDES = {"enqueue_plain": "_base", "enqueue_one": "_now", "claim": "_claim"}
+def cluster_text(text: str) -> str:
+    """``text`` as it runs on a Redis Cluster: every draw of ``P:seq`` becomes ``tseq(n)``
+    (``lua/_tseq.lua``: numbers that follow the server's clock, so that those of two
+    homes compare in the order the jobs were stored)."""
+    for old, new in _SEQ_DRAWS:
+        text = text.replace(old, new)
+    return text
+
+
+PRELUDES = {
+    "enqueue_plain": "_base",
+    "enqueue_one": "_now",
+    "claim": "_claim",
+    "peek": "_base",
+    "progress": "_now",
+    "resume": "_base",
+    "rr_keys": "_base",
+}
 """Scripts run with a prelude shorter than ``_lib.lua``: each call builds every closure
 of its prelude again (``_lib.lua`` ~30 of them: ~10 µs of server time per call, measured
 in docs/backends/redis.md), so the single-enqueue hot path takes only ``_base.lua`` and
 the claim ``_claim.lua`` (``_base.lua`` and the pieces of ``_lib.lua`` it uses); the
-single-job enqueue ``enqueue_one.lua`` only ``_now.lua`` (the prefix, ``NOW`` and the
-retention: no closure at all)."""
+single-job enqueue ``enqueue_one.lua`` and the progress report ``progress.lua`` only
+``_now.lua`` (the prefix, ``NOW`` and the retention: no closure at all); ``resume.lua``
+and ``rr_keys.lua`` need only ``_base.lua``."""
 
 
-def load_script(name: str) -> str:
+def load_script(name: str, cluster: bool = False) -> str:
     """The text of script ``name``: ``_lib.lua`` (its :data:`PRELUDES` entry if it has
     one; and ``_flow.lua`` for a ``flow_`` script) followed by ``<name>.lua``, includes
-    expanded (:func:`lua_text`)."""
-    lib = lua_text(PRELUDES.get(name, "_lib"))
+    expanded (:func:`lua_text`); on a Redis Cluster (``cluster``) with its cluster parts
+    and sequence draws (:func:`cluster_text`)."""
+    lib = lua_text(PRELUDES.get(name, "_lib"), cluster)
     if name.startswith("flow_"):
-        lib += "\n" + lua_text("_flow")
-    return lib + "\n" + lua_text(name)
-
-
-_SOURCES: dict[str, str] = {}
-
-
-def sources() -> dict[str, str]:
-    """The text of every script of :data:`SCRIPTS`, read once per process."""
-    if not _SOURCES:
-        _SOURCES.update({name: load_script(name) for name in SCRIPTS})
-    return _SOURCES
+        lib += "\n" + lua_text("_flow", cluster)
+    text = lib + "\n" + lua_text(name, cluster)
+    return cluster_text(text) if cluster else text

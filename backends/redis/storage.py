@@ -1,77 +1,133 @@
 """Redis storage: one job hash per job, sorted sets as indexes, one Lua script per step.
 
 Every multi-key transition (enqueue, claim, renew, heartbeat, finish, reap, cancel,
-retry_dead, purge_dead, prune) is a single Lua script from ``lua/`` run by SHA, so a crash
-between two commands cannot leave a job half-moved, and concurrent callers serialize on
-the server. The key layout is documented in ``docs/backends/redis.md``.
+retry_dead, purge_dead, prune, a flow's changes) is a single Lua script from ``lua/`` run by
+SHA, so a crash between two commands cannot leave a job half-moved, and concurrent callers
+serialize on the server. The key layout is documented in ``docs/backends/redis.md``.
 
-This module holds the class, its construction and call paths, control and reads; the
-scripts' sources are in ``scripts.py``, an attempt's claim to reap in ``attempts.py``,
-the decoding of stored records in ``records.py``, the optional abilities in the other
-mixins of this package.
+:class:`RedisStorage` is composed, not layered: it builds the store (``store.py``: clients,
+keys, clock, scripts) and one part per capability on it -- enqueue, claiming, jobs (renew
+to reap, reads), admin, limits, workers, and, on first use, flows, schedules and throughput
+(:class:`~queue_core.storage.lazy.Lazy`) -- and every operation is one line that delegates
+to a part.
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING
 
 import redis
-from redis.cluster import ClusterNode, RedisCluster
-from redis.commands.core import Script
+from redis.cluster import RedisCluster
 from typing_extensions import Self
 
-from backends.redis import connect
-from backends.redis.attempts import RedisAttempts
-from backends.redis.connect import DEFAULT_PREFIX, check_cluster_prefix, clients_from_url
-from backends.redis.errors import translate_errors
-from backends.redis.flow_records import step_replay_refused
-from backends.redis.keys import Keys
+from backends.redis.admin import RedisAdmin
+from backends.redis.claiming import RedisClaiming
+from backends.redis.connect import DEFAULT_PREFIX, clients_from_url
+from backends.redis.enqueue import RedisEnqueue
+from backends.redis.jobs import RedisJobs
 from backends.redis.limits import RedisLimits
-from backends.redis.pinned import Pinned, run_pinned
-from backends.redis.records import (
-    DEAD_FIELDS,
-    STATES,
-    attempt_from_json,
-    dead_job,
-    job_record,
-    running_attempt,
-)
-from backends.redis.schedules import RedisSchedules
-from backends.redis.scripts import SCRIPTS, load_script, opt, sources
-from backends.redis.template import RedisTemplateEnqueue
-from backends.redis.throughput import RedisThroughput
-from backends.redis.waitclaim import RedisWaitClaim
+from backends.redis.pauses import RedisPauses
+from backends.redis.progress import RedisProgress
+from backends.redis.roundrobin import RedisRoundRobin
+from backends.redis.store import RedisStore
 from backends.redis.workers import RedisWorkers
-from queue_core.errors import ConfigError, NotFound, StorageError
-from queue_core.model import (
+from queue_core.records.control import Pause, PauseKind, Progress, ProgressUpdate
+from queue_core.records.jobs import (
+    AttemptEnd,
     AttemptRecord,
+    ClaimedJob,
     DeadJob,
+    Enqueued,
     JobRecord,
     JobState,
+    LeaseRef,
     NewJob,
     QueueStats,
+    ReapedJob,
+    RenewResult,
 )
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS
-from queue_core.storage import Storage
+from queue_core.records.workers import WorkerInfo
+from queue_core.rules.outcomes import DEFAULT_RETENTION_MS
+from queue_core.rules.throughput import THROUGHPUT_RESOLUTION_MS, ThroughputCount
+from queue_core.storage.abilities import (
+    SupportsCancelPoll,
+    SupportsDebounce,
+    SupportsFlows,
+    SupportsJobScan,
+    SupportsPause,
+    SupportsProgress,
+    SupportsRateLimits,
+    SupportsRoundRobin,
+    SupportsSchedules,
+    SupportsSupersede,
+    SupportsTemplateEnqueue,
+    SupportsThroughput,
+    SupportsUniqueJobs,
+    SupportsWaitClaim,
+    SupportsWakeup,
+    SupportsWorkerRegistry,
+    SupportsWorkflows,
+)
+from queue_core.storage.lazy import Lazy
+from queue_core.storage.protocol import Storage
+
+if TYPE_CHECKING:  # parts built on first use (Lazy): their modules load then
+    from backends.redis.flows import RedisFlows
+    from backends.redis.schedules import RedisSchedules
+    from backends.redis.throughput import RedisThroughput
+    from backends.redis.workflows import RedisWorkflows
+    from queue_core.records.flows import ExecutionState
+    from queue_core.records.workflows import SuspendedEnd
+    from queue_core.storage.flows import ExecutionRecord, NewExecution, StepInputs, StepRecord
+    from queue_core.storage.workflows import WorkflowState
 
 __all__ = ["DEFAULT_PREFIX", "DEFAULT_RETENTION_MS", "RedisStorage"]
 
-_PURGE_BATCH = 1000
-_load_script = load_script  # backends/redis/limits.py loads enqueue_plain.lua through it
+
+def _flows(storage: RedisStorage) -> RedisFlows:
+    from backends.redis.flows import RedisFlows  # with the first flow operation
+
+    return RedisFlows(storage.store)
+
+
+def _workflows(storage: RedisStorage) -> RedisWorkflows:
+    from backends.redis.workflows import RedisWorkflows  # with the first workflow operation
+
+    return RedisWorkflows(storage.store, lambda: storage.flows, storage.jobs)
+
+
+def _schedules(storage: RedisStorage) -> RedisSchedules:
+    from backends.redis.schedules import RedisSchedules
+
+    return RedisSchedules(storage.store)
+
+
+def _throughput(storage: RedisStorage) -> RedisThroughput:
+    from backends.redis.throughput import RedisThroughput
+
+    return RedisThroughput(storage.store)
 
 
 class RedisStorage(
-    RedisAttempts,
-    RedisWaitClaim,
-    RedisTemplateEnqueue,
-    RedisLimits,
-    RedisSchedules,
-    RedisWorkers,
-    RedisThroughput,
     Storage,
+    SupportsWakeup,
+    SupportsWaitClaim,
+    SupportsTemplateEnqueue,
+    SupportsJobScan,
+    SupportsUniqueJobs,
+    SupportsRateLimits,
+    SupportsWorkflows,  # extends SupportsFlows: listed before it (one MRO)
+    SupportsFlows,
+    SupportsSchedules,
+    SupportsThroughput,
+    SupportsWorkerRegistry,
+    SupportsCancelPoll,
+    SupportsProgress,
+    SupportsPause,
+    SupportsDebounce,
+    SupportsSupersede,
+    SupportsRoundRobin,
 ):
     """Storage on Redis >= 6.2 through redis-py (``redis://``, ``rediss://`` and, for a
     Redis Cluster, ``redis+cluster://`` and ``rediss+cluster://`` URLs).
@@ -82,9 +138,11 @@ class RedisStorage(
             operation and closes it in :meth:`close`.
         prefix: the first part of every key (default ``"qc"``). Two storages with
             different prefixes share a server without seeing each other's jobs. On a
-            cluster the storage wraps it in a hash tag itself (keys start with ``{qc}:``),
-            so that every key of one storage lands in one slot, the one each Lua script
-            runs on; ``{`` and ``}`` are then refused in the prefix.
+            cluster the storage writes the hash tags itself: each queue's plain jobs under
+            ``{qc:<queue>}``, what spans queues (limits, flows) under ``{qc}``
+            (``backends/redis/homes.py``), so that each Lua script runs in one slot while
+            the queues spread over the masters; ``{`` and ``}`` are then refused in the
+            prefix.
         retention_ms: how long finished jobs are kept before :meth:`prune` deletes them
             (default 7 days). ``0`` keeps no finished job: the next :meth:`prune`
             deletes every job finished at or before its ``now``. Finished jobs also get a
@@ -92,11 +150,24 @@ class RedisStorage(
         wake_client: the client used for blocking waits in :meth:`wait_for_jobs`; it must
             have no socket timeout shorter than the waits (capped at ``WAKE_MAX_S``).
 
-    Supports :class:`~queue_core.storage.SupportsWakeup` (enqueues and requeues push a
-    token to a bounded per-queue list that idle workers ``BLPOP``), ``SupportsWaitClaim``
-    (the ``BLPOP`` and the claim in one round trip, ``redis/waitclaim.py``), ``SupportsJobScan``,
-    ``SupportsFlows`` (``redis/flows.py``) and ``SupportsSchedules`` (``redis/schedules.py``).
+    Supports :class:`~queue_core.storage.abilities.SupportsWakeup` (enqueues and requeues
+    push a token to a bounded per-queue list that idle workers ``BLPOP``),
+    ``SupportsWaitClaim`` (the ``BLPOP`` and the claim in one round trip,
+    ``redis/claiming.py``), ``SupportsTemplateEnqueue``, ``SupportsJobScan``,
+    ``SupportsUniqueJobs``, ``SupportsRateLimits``, ``SupportsFlows`` (``redis/flows.py``),
+    ``SupportsWorkflows`` (``redis/workflows.py``),
+    ``SupportsSchedules``, ``SupportsThroughput``, ``SupportsWorkerRegistry``,
+    ``SupportsCancelPoll``, ``SupportsProgress`` (``redis/progress.py``),
+    ``SupportsPause`` (``redis/pauses.py``), ``SupportsDebounce`` and ``SupportsSupersede``
+    (``enqueue.lua``; executions in ``flow_start.lua``) and ``SupportsRoundRobin``
+    (``redis/roundrobin.py``).
     """
+
+    #: the parts most workers never use, built (and their modules imported) on first use
+    flows = Lazy(_flows)
+    workflows = Lazy(_workflows)
+    schedules = Lazy(_schedules)
+    counters = Lazy(_throughput)  # the per-minute throughput counts
 
     def __init__(
         self,
@@ -106,54 +177,31 @@ class RedisStorage(
         retention_ms: int = DEFAULT_RETENTION_MS,
         wake_client: redis.Redis[bytes] | RedisCluster[bytes] | None = None,
     ) -> None:
-        if retention_ms < 0:
-            raise ConfigError(
-                f"retention_ms must be >= 0, got {retention_ms!r}",
-                code="invalid_option",
-                field="retention_ms",
-                value=retention_ms,
-            )
-        if not prefix:
-            raise ConfigError(
-                "prefix must not be empty", code="invalid_option", field="prefix", value=prefix
-            )
-        self._cluster = isinstance(client, RedisCluster)
-        if self._cluster:
-            check_cluster_prefix(prefix)
-        self.prefix = prefix
-        #: the first part of every key: ``prefix``, or ``{prefix}`` (a hash tag) on a cluster
-        self.key_prefix = f"{{{prefix}}}" if self._cluster else prefix
+        self.store = store = RedisStore(
+            client, prefix=prefix, retention_ms=retention_ms, wake_client=wake_client
+        )
+        self.prefix, self.key_prefix, self.keys = store.prefix, store.key_prefix, store.keys
         self.retention_ms = retention_ms
-        self.keys = Keys(self.key_prefix)
-        self._r: Any = cast(Any, client)
-        self._wake: Any = wake_client
-        self._wake_lock = threading.Lock()
-        self._closed = False
-        self._thread_conn = Pinned()  # backends/redis/pinned.py
-        self._base = [self.key_prefix, "", str(retention_ms)]
-        # The scripts derive their keys from ARGV[1]; on a cluster one key of the prefix's
-        # slot goes in KEYS so that the client routes the call to the node owning it.
-        self._route: list[str] = [self.keys.job("")] if self._cluster else []
-        src = sources()
-        s: dict[str, Script] = {name: self._r.register_script(src[name]) for name in SCRIPTS}
-        self._enqueue = s["enqueue"]
-        self._claim = s["claim"]
-        self._renew = s["renew"]
-        self._heartbeat = s["heartbeat"]
-        self._finish = s["finish"]
-        self._reap = s["reap"]
-        self._cancel = s["cancel"]
-        self._retry_dead = s["retry_dead"]
-        self._purge_dead = s["purge_dead"]
-        self._prune = s["prune"]
-        self._list_dead = s["list_dead"]
-        self._stats = s["stats"]
-        self._count_pending = s["count_pending"]
-        self._next_ready = s["next_ready"]
-        self._list_jobs = s["list_jobs"]
-        self._flow_start = s["flow_start"]
-        self._flow_apply = s["flow_apply"]
-        self._info_cache: dict[tuple[str, str | None, str], str] = {}
+        self.enqueuing = RedisEnqueue(store)
+        self.jobs = RedisJobs(store, lambda: self.flows, self._suspended)
+        self.claiming = RedisClaiming(
+            store, lambda ends: self.jobs.finish(ends, None), self._function_claimed
+        )
+        self.admin = RedisAdmin(store, self.jobs, self.enqueuing, self._retry_step)
+        self.limits = RedisLimits(store)
+        self.workers = RedisWorkers(store)
+        self.progress = RedisProgress(store)
+        self.pauses = RedisPauses(store)
+        self.round_robin = RedisRoundRobin(store)
+
+    def _function_claimed(self, execution_id: str, now: int | None) -> None:
+        self.workflows.claimed(execution_id, now)
+
+    def _suspended(self, end: SuspendedEnd, now: int | None) -> bool:
+        return self.workflows.suspend(end, now)
+
+    def _retry_step(self, dead_id: str, now: int | None) -> str:
+        return self.workflows.retry_dead_step(dead_id, now)
 
     @classmethod
     def from_url(cls, url: str) -> Self:
@@ -163,7 +211,7 @@ class RedisStorage(
         ``rediss+cluster://``) connects to a Redis Cluster through any one of its nodes
         (redis-py's ``RedisCluster`` discovers the others); a cluster has only database 0.
         ``prefix`` and ``retention`` (read by
-        :func:`~queue_core.policy.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
+        :func:`~queue_core.rules.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
         seconds, or ``0``) are this backend's options; every other query parameter goes
         to redis-py (e.g. ``socket_timeout``).
 
@@ -178,235 +226,160 @@ class RedisStorage(
         return cls(c.client, prefix=c.prefix, retention_ms=c.retention_ms, wake_client=c.wake)
 
     def __repr__(self) -> str:
-        if self._cluster:
-            node = self._r.get_default_node()
-            where = f"cluster {node.host}:{node.port}" if node is not None else "cluster"
-        else:
-            kw = self._r.connection_pool.connection_kwargs
-            where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}/{kw.get('db', 0)}"
+        where = self.store.where()
         return f"RedisStorage({where}, prefix={self.prefix!r}, retention_ms={self.retention_ms})"
 
-    # ------------------------------------------------------------------ internals
+    def close(self) -> None:
+        """Close both connection pools. Idempotent."""
+        self.store.close()
 
-    def _args(self, now: int | None) -> list[Any]:
-        if self._closed:
-            raise StorageError("RedisStorage is closed")
-        if now is None:
-            return list(self._base)
-        return [self.key_prefix, now, self._base[2]]
-
-    def _call(self, script: Script, args: list[Any]) -> Any:
-        """Run ``script`` through the client (on a cluster, routed by ``self._route``)."""
-        return script(keys=self._route, args=args)
-
-    def _run(self, script: Script, args: list[Any]) -> Any:
-        """Run ``script`` with ``args`` (no KEYS) through the lowest-overhead path.
-
-        The hot paths call this instead of ``Script.__call__``: it sends one pre-packed
-        EVALSHA on the calling thread's pinned connection (``redis/pinned.py``), keeping
-        redis-py's retry policy (the connection's ``Retry``, disconnecting between tries)
-        and NOSCRIPT reload, but skipping the per-call bookkeeping of
-        ``Redis.execute_command``. A cluster or single-connection client goes through
-        the ordinary path (the latter has its own lock).
-        """
-        r: Any = self._r
-        if self._cluster or r.connection is not None:
-            return self._call(script, args)
-        return run_pinned(self._thread_conn, r.connection_pool, script, args)
-
-    # ------------------------------------------------------------------ enqueue
+    # ------------------------------------------------------------------ jobs
 
     def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
-        """See :meth:`queue_core.storage.Storage.enqueue`. A batch is all-or-nothing."""
-        return self._enqueue_states(jobs, now)  # backends/redis/limits.py
+        """See :meth:`queue_core.storage.protocol.Storage.enqueue`. A batch is all-or-nothing."""
+        return self.enqueuing.enqueue(jobs, now)
 
-    # ------------------------------------------------------------------ retention
+    def enqueue_unique(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[Enqueued]:
+        """See :meth:`queue_core.storage.abilities.SupportsUniqueJobs.enqueue_unique`."""
+        return self.enqueuing.enqueue_unique(jobs, now)
 
-    def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
-        """See :meth:`queue_core.storage.Storage.prune`."""
-        if limit <= 0:
-            return 0
-        args = self._args(now)
-        args.append(limit)
-        with translate_errors("prune"):
-            return int(self._call(self._prune, args))
+    def enqueue_debounced(
+        self, jobs: Sequence[NewJob], *, now: int | None = None
+    ) -> list[Enqueued]:
+        """See :meth:`queue_core.storage.control.SupportsDebounce.enqueue_debounced`."""
+        return self.enqueuing.enqueue_debounced(jobs, now)
 
-    # ------------------------------------------------------------------ control and reads
+    def enqueue_superseding(
+        self, jobs: Sequence[NewJob], *, now: int | None = None
+    ) -> list[Enqueued]:
+        """See :meth:`queue_core.storage.control.SupportsSupersede.enqueue_superseding`."""
+        return self.enqueuing.enqueue_superseding(jobs, now)
+
+    def enqueue_template(
+        self, template: NewJob, jobs: Sequence[tuple[str, bytes, int]], *, now: int | None = None
+    ) -> None:
+        """See :meth:`queue_core.storage.abilities.SupportsTemplateEnqueue.enqueue_template`."""
+        self.enqueuing.enqueue_template(template, jobs, now)
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.protocol.Storage.claim`."""
+        return self.claiming.claim(worker_id, queues, limit, lease_ms, now)
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """See :meth:`queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`."""
+        return self.claiming.wait_for_jobs(queues, timeout)
+
+    def wait_and_claim(
+        self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, timeout: float
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.abilities.SupportsWaitClaim.wait_and_claim`."""
+        return self.claiming.wait_and_claim(worker_id, queues, limit, lease_ms, timeout)
+
+    def renew(
+        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
+    ) -> RenewResult:
+        """See :meth:`queue_core.storage.protocol.Storage.renew`."""
+        return self.jobs.renew(refs, lease_ms, now)
+
+    def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
+        """See :meth:`queue_core.storage.protocol.Storage.heartbeat`."""
+        return self.jobs.heartbeat(ref, now)
+
+    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.protocol.Storage.finish`."""
+        return self.jobs.finish(ends, now)
+
+    def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
+        """See :meth:`queue_core.storage.protocol.Storage.reap`."""
+        return self.jobs.reap(now, limit)
 
     def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
-        """See :meth:`queue_core.storage.Storage.cancel`."""
-        args = self._args(now)
-        args.append(job_id)
-        with translate_errors("cancel"):
-            res = self._call(self._cancel, args)
-        if res is None:
-            raise NotFound(f"no job with id {job_id!r}")
-        if res[1]:
-            self._after_ends([res[1].decode()], now)
-        return STATES[res[0]]
+        """See :meth:`queue_core.storage.protocol.Storage.cancel`."""
+        return self.jobs.cancel(job_id, now)
 
     def get_job(self, job_id: str) -> JobRecord | None:
-        """See :meth:`queue_core.storage.Storage.get_job`."""
-        self._args(None)
-        found = self._read_jobs([job_id])
-        return found[0] if found else None
-
-    def _read_jobs(self, ids: Sequence[str]) -> list[JobRecord]:
-        with translate_errors("get_job"):
-            pipe = self._r.pipeline(transaction=True)
-            for job_id in ids:
-                pipe.hgetall(self.keys.job(job_id))
-                pipe.lrange(self.keys.attempts(job_id), 0, -1)
-            res = pipe.execute()
-        out: list[JobRecord] = []
-        for k, job_id in enumerate(ids):
-            h, recs = res[2 * k], res[2 * k + 1]
-            if h:
-                out.append(job_record(job_id, h, recs))
-        return out
+        """See :meth:`queue_core.storage.protocol.Storage.get_job`."""
+        return self.jobs.get_job(job_id)
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
-        """See :meth:`queue_core.storage.Storage.list_attempts`."""
-        self._args(None)
-        with translate_errors("list_attempts"):
-            pipe = self._r.pipeline(transaction=True)
-            pipe.hmget(self.keys.job(job_id), ["st", "att", "wid", "sa"])
-            pipe.lrange(self.keys.attempts(job_id), 0, -1)
-            (st, att, wid, sa), recs = pipe.execute()
-        out = [attempt_from_json(raw) for raw in recs]
-        if st == b"running":
-            out.append(running_attempt(att, wid, sa))
-        return out
+        """See :meth:`queue_core.storage.protocol.Storage.list_attempts`."""
+        return self.jobs.list_attempts(job_id)
+
+    def cancel_requested(self, refs: Sequence[LeaseRef]) -> list[LeaseRef]:
+        """See :meth:`queue_core.storage.abilities.SupportsCancelPoll.cancel_requested`."""
+        return self.workers.cancel_requested(refs)
+
+    def rate_usage(self, rate_key: str, window_ms: int, *, now: int | None = None) -> int:
+        """See :meth:`queue_core.storage.abilities.SupportsRateLimits.rate_usage`."""
+        return self.limits.rate_usage(rate_key, window_ms, now)
+
+    def set_progress(
+        self, ref: LeaseRef, update: ProgressUpdate, *, now: int | None = None
+    ) -> bool:
+        """See :meth:`queue_core.storage.control.SupportsProgress.set_progress`."""
+        return self.progress.set_progress(ref, update, now)
+
+    def get_progress(self, job_id: str) -> Progress | None:
+        """See :meth:`queue_core.storage.control.SupportsProgress.get_progress`."""
+        return self.progress.get_progress(job_id)
+
+    def round_robin_keys(self, group: str, *, now: int | None = None) -> list[str]:
+        """See :meth:`queue_core.storage.control.SupportsRoundRobin.round_robin_keys`."""
+        return self.round_robin.round_robin_keys(group, now)
+
+    def pause(self, kind: PauseKind, name: str, *, now: int | None = None) -> bool:
+        """See :meth:`queue_core.storage.control.SupportsPause.pause`."""
+        return self.pauses.pause(kind, name, now)
+
+    def resume(self, kind: PauseKind, name: str) -> bool:
+        """See :meth:`queue_core.storage.control.SupportsPause.resume`."""
+        return self.pauses.resume(kind, name)
+
+    def list_paused(self) -> list[Pause]:
+        """See :meth:`queue_core.storage.control.SupportsPause.list_paused`."""
+        return self.pauses.list_paused()
+
+    # ------------------------------------------------------------------ admin
 
     def count_pending(
         self, queues: Sequence[str], horizon_ms: int, *, now: int | None = None
     ) -> int:
-        """See :meth:`queue_core.storage.Storage.count_pending`."""
-        if not queues:
-            return 0
-        args = self._args(now)
-        args.append(horizon_ms)
-        args += dict.fromkeys(queues)
-        with translate_errors("count_pending"):
-            return int(self._call(self._count_pending, args))
+        """See :meth:`queue_core.storage.protocol.Storage.count_pending`."""
+        return self.admin.count_pending(queues, horizon_ms, now)
 
     def stats(self, *, now: int | None = None) -> list[QueueStats]:
-        """See :meth:`queue_core.storage.Storage.stats`."""
-        args = self._args(now)
-        with translate_errors("stats"):
-            rows = self._call(self._stats, args)
-        out: list[QueueStats] = []
-        for row in rows:
-            counts = {row[i].decode(): int(row[i + 1]) for i in range(2, len(row), 2)}
-            queued = counts.pop("queued", 0)
-            scheduled = int(row[1])
-            out.append(
-                QueueStats(
-                    queue=row[0].decode(), ready=queued - scheduled, scheduled=scheduled, **counts
-                )
-            )
-        out.sort(key=lambda s: s.queue)
-        return out
+        """See :meth:`queue_core.storage.protocol.Storage.stats`."""
+        return self.admin.stats(now)
 
-    # ------------------------------------------------------------------ dead letters
+    def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
+        """See :meth:`queue_core.storage.protocol.Storage.prune`."""
+        return self.admin.prune(now, limit)
 
     def list_dead(
         self, limit: int = 20, offset: int = 0, task_name: str | None = None
     ) -> list[DeadJob]:
-        """See :meth:`queue_core.storage.Storage.list_dead`."""
-        args = self._args(None)
-        args += (max(offset, 0), limit, opt(task_name))
-        with translate_errors("list_dead"):
-            r = self._call(self._list_dead, args)
-        return [dead_job(r[i].decode(), r[i + 1 : i + 11]) for i in range(0, len(r), 11)]
+        """See :meth:`queue_core.storage.protocol.Storage.list_dead`."""
+        return self.admin.list_dead(limit, offset, task_name)
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
-        """See :meth:`queue_core.storage.Storage.get_dead`."""
-        self._args(None)
-        with translate_errors("get_dead"):
-            f = self._r.hmget(self.keys.dead(dead_id), DEAD_FIELDS)
-        if f[0] is None:
-            return None
-        return dead_job(dead_id, f)
+        """See :meth:`queue_core.storage.protocol.Storage.get_dead`."""
+        return self.admin.get_dead(dead_id)
 
     def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
-        """See :meth:`queue_core.storage.Storage.retry_dead`."""
-        new_id = os.urandom(16).hex()
-        args = self._args(now)
-        args += (dead_id, new_id, opt(queue))
-        with translate_errors("retry_dead"):
-            took = self._call(self._retry_dead, args)
-        if took == -1:
-            raise step_replay_refused(dead_id)
-        if not took:
-            raise NotFound(f"no dead-letter entry with id {dead_id!r}")
-        return new_id
+        """See :meth:`queue_core.storage.protocol.Storage.retry_dead`."""
+        return self.admin.retry_dead(dead_id, queue, now)
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
-        """See :meth:`queue_core.storage.Storage.purge_dead`.
-
-        Deletes in batches of 1,000 entries, each batch atomic.
-        """
-        args = self._args(None)
-        args += (opt(task_name), opt(before), _PURGE_BATCH)
-        total = 0
-        with translate_errors("purge_dead"):
-            while True:
-                n = int(self._call(self._purge_dead, args))
-                total += n
-                if n < _PURGE_BATCH:
-                    return total
-
-    def close(self) -> None:
-        """Close both connection pools. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        with translate_errors("close"):
-            self._r.close()
-            if self._wake is not None:
-                self._wake.close()
-
-    # ------------------------------------------------------------------ optional abilities
-
-    def _wake_client(self) -> Any:
-        with self._wake_lock:
-            if self._wake is None and self._cluster:
-                nodes = [ClusterNode(n.host, n.port) for n in self._r.get_nodes()]
-                kw = dict(self._r.nodes_manager.connection_kwargs)
-                kw["socket_timeout"] = connect.WAKE_MAX_S + 5
-                self._wake = RedisCluster(startup_nodes=nodes, **kw)
-            elif self._wake is None:
-                kw = dict(self._r.connection_pool.connection_kwargs)
-                kw["socket_timeout"] = connect.WAKE_MAX_S + 5
-                pool = redis.ConnectionPool(
-                    connection_class=self._r.connection_pool.connection_class, **kw
-                )
-                self._wake = redis.Redis(connection_pool=pool)
-            return self._wake
-
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
-
-        Returns ``True`` at once when a job is ready now; otherwise blocks with ``BLPOP``
-        on the queues' wake-up lists (fed by enqueues, retries and released concurrency
-        slots) until a token arrives, the earliest delayed job becomes due, or the timeout.
-        Spurious wake-ups are possible.
-        """
-        if self._closed or not queues:
-            return False
-        names = list(dict.fromkeys(queues))
-        args = self._args(None)
-        args += names
-        with translate_errors("wait_for_jobs"):
-            due_ms = int(self._call(self._next_ready, args))
-            if due_ms == 0:
-                return True
-            wait = min(timeout, connect.WAKE_MAX_S, timeout if due_ms < 0 else due_ms / 1000.0)
-            if wait <= 0:
-                return due_ms >= 0
-            got = self._wake_client().blpop([self.keys.wake(q) for q in names], timeout=wait)
-        return got is not None or (due_ms >= 0 and wait < timeout)
+        """See :meth:`queue_core.storage.protocol.Storage.purge_dead` (batches of 1,000)."""
+        return self.admin.purge_dead(task_name, before)
 
     def list_jobs(
         self,
@@ -416,13 +389,121 @@ class RedisStorage(
         limit: int = 50,
         offset: int = 0,
     ) -> list[JobRecord]:
-        """A page of jobs, newest (latest enqueued) first, optionally filtered.
+        """See :meth:`queue_core.storage.abilities.SupportsJobScan.list_jobs`."""
+        return self.admin.list_jobs(state, queue, limit, offset)
 
-        A filtered page scans jobs from the newest until the page is full: meant for
-        dashboards and the CLI, not for hot paths.
-        """
-        args = self._args(None)
-        args += ("" if state is None else state.value, opt(queue), max(offset, 0), limit)
-        with translate_errors("list_jobs"):
-            ids = self._call(self._list_jobs, args)
-        return self._read_jobs([i.decode() for i in ids])
+    # ------------------------------------------------------------------ workers, throughput
+
+    def register_worker(self, info: WorkerInfo) -> None:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.register_worker`."""
+        self.workers.register_worker(info)
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.deregister_worker`."""
+        self.workers.deregister_worker(worker_id)
+
+    def list_workers(self, *, now: int | None = None) -> list[WorkerInfo]:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.list_workers`."""
+        return self.workers.list_workers(now)
+
+    def throughput(
+        self,
+        since_ms: int,
+        bucket_ms: int = THROUGHPUT_RESOLUTION_MS,
+        *,
+        queues: Sequence[str] | None = None,
+        now: int | None = None,
+    ) -> list[ThroughputCount]:
+        """See :meth:`queue_core.storage.abilities.SupportsThroughput.throughput`."""
+        return self.counters.throughput(since_ms, bucket_ms, queues, now)
+
+    # ------------------------------------------------------------------ schedules
+
+    def enqueue_tick(
+        self, schedule: str, tick_ms: int, job: NewJob, *, now: int | None = None
+    ) -> bool:
+        """See :meth:`queue_core.storage.abilities.SupportsSchedules.enqueue_tick`."""
+        return self.schedules.enqueue_tick(schedule, tick_ms, job, now)
+
+    def schedule_ticks(self) -> dict[str, int]:
+        """See :meth:`queue_core.storage.abilities.SupportsSchedules.schedule_ticks`."""
+        return self.schedules.schedule_ticks()
+
+    # ------------------------------------------------------------------ flows
+
+    def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.start_execution`."""
+        return self.flows.start_execution(new, now)
+
+    def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.cancel_execution`."""
+        return self.flows.cancel_execution(execution_id, now)
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_execution`."""
+        return self.flows.get_execution(execution_id)
+
+    def list_executions(
+        self,
+        flow: str | None = None,
+        state: ExecutionState | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[ExecutionRecord]:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_executions`."""
+        return self.flows.list_executions(flow, state, limit, offset)
+
+    def list_steps(self, execution_id: str) -> list[StepRecord]:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_steps`."""
+        return self.flows.list_steps(execution_id)
+
+    def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs`."""
+        return self.flows.get_step_inputs(execution_id, step_id)
+
+    # ------------------------------------------------------------------ workflows
+
+    def workflow_state(self, execution_id: str) -> WorkflowState | None:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.workflow_state`."""
+        return self.workflows.workflow_state(execution_id)
+
+    def put_memo(
+        self,
+        ref: LeaseRef,
+        execution_id: str,
+        key: str,
+        value: bytes,
+        *,
+        now: int | None = None,
+    ) -> None:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.put_memo`."""
+        return self.workflows.put_memo(ref, execution_id, key, value, now)
+
+    def send_event(
+        self,
+        name: str,
+        key: str | None = None,
+        data: bytes = b"null",
+        *,
+        now: int | None = None,
+    ) -> int:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.send_event`."""
+        return self.workflows.send_event(name, key, data, now)
+
+    def start_child_execution(
+        self,
+        ref: LeaseRef,
+        new: NewExecution,
+        step_id: str,
+        memo_key: str,
+        *,
+        now: int | None = None,
+    ) -> ExecutionState:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.start_child_execution`."""
+        return self.workflows.start_child_execution(ref, new, step_id, memo_key, now)
+
+    def resume_execution(
+        self, execution_id: str, from_step: str | None = None, *, now: int | None = None
+    ) -> ExecutionState:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.resume_execution`."""
+        return self.workflows.resume_execution(execution_id, from_step, now)

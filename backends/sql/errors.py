@@ -2,10 +2,10 @@
 
 Every database call of the SQL backend runs inside :func:`translate_errors`:
 
-* duplicate keys and other integrity errors -> :class:`~queue_core.errors.StorageError`;
+* duplicate keys and other integrity errors -> :class:`~queue_core.records.errors.StorageError`;
 * connection refused / reset / lost, pool exhaustion, "database is locked" ->
-  :class:`~queue_core.errors.StorageUnavailable` (transient: workers retry);
-* anything else from the driver or SQLAlchemy -> :class:`~queue_core.errors.StorageError`.
+  :class:`~queue_core.records.errors.StorageUnavailable` (transient: workers retry);
+* anything else from the driver or SQLAlchemy -> :class:`~queue_core.records.errors.StorageError`.
 
 Messages name the masked URL and the driver's own first line, never the SQL parameters
 (payloads) and never a password; the cause chained is the driver's exception (whose text
@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from queue_core.errors import QueueCoreError, StorageError, StorageUnavailable
+from queue_core.records.errors import QueueCoreError, StorageError, StorageUnavailable
+from queue_core.storage.urls import redact
 
 __all__ = ["translate_errors", "translated"]
 
@@ -37,9 +38,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _scrub(message: str, secret: str | None) -> str:
-    if secret:
-        message = message.replace(secret, "***")
-    return message
+    return redact(message, secret)
 
 
 def _is_sqlite(exc: BaseException, kind: str = "Error") -> bool:
@@ -73,7 +72,8 @@ def translated(
     Args:
         exc: the exception raised by a database call.
         where: what the messages name, e.g. the masked URL.
-        secret: a password to scrub from messages, if the URL has one.
+        secret: the storage URL: every credential in it (password, ``?password=``...)
+            is scrubbed from messages (:func:`queue_core.storage.urls.redact`).
     """
     if isinstance(exc, QueueCoreError):
         return None

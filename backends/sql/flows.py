@@ -1,597 +1,573 @@
-"""Flow executions on SQLite and PostgreSQL (:class:`~queue_core.flows.storage.SupportsFlows`).
+"""Flow executions on SQLite and PostgreSQL (:class:`~queue_core.storage.abilities.SupportsFlows`).
 
-Every change to an execution is one transaction holding the event that caused it: a step
-job's end (``finish``, ``reap``, ``cancel``), the deadline (``reap``), ``cancel_execution``,
-``start_execution``. The transaction reads the execution's
-:class:`~queue_core.flows.decide.ExecutionView`, calls a function of
-:mod:`queue_core.flows.decide`, and applies the returned
-:class:`~queue_core.flows.decide.Transition` in the order of the design
-(``docs/design/flows-storage.md`` §3) before it commits; no rule is re-derived here.
+Every change to an execution is one transaction with the event that caused it: a step
+job's end (``finish``, ``reap``, ``cancel``: the jobs parts call :meth:`Flows.ended`
+in their transaction), the deadline (``reap``), ``cancel_execution``, ``start_execution``.
+The transaction locks the execution (:meth:`Flows.open`: its concurrency key, then its
+row), reads what the decision needs, lets the core decide and plan
+(:mod:`queue_core.rules.flows.plan`), and applies the plan's operations with one
+interpreter (:meth:`Flows._apply`); no rule is re-derived here.
 
-Lock order, everywhere (design §4.2): the execution's concurrency key (PostgreSQL
-advisory lock; only executions with concurrency), the execution row, its active step jobs
-(``FOR UPDATE`` in id order), then the rows the transition changes. On SQLite the write
-lock serializes every transaction. The plain reaper scans skip step jobs
-(``execution_id IS NULL``); a step job's end is routed here by its id
-(``<execution>.<idx>``, :func:`~queue_core.flows.storage.step_job_id`), so plain jobs pay
-nothing. A released step's stored state stays ``queued`` while its job is queued or
-running; the view reads ``running`` from the job row, so ``claim`` writes nothing more.
-Tables: :mod:`backends.sql.flow_schema`.
+A step end is decided by :func:`~queue_core.rules.flows.plan.step_end` from the execution's
+row and counters (``n_succeeded``; ``n_bad``, the steps in an
+:data:`~queue_core.rules.flows.decide_fast.OFF_FAST_PATH` state), the ended step's row and
+its dependents' rows with their ``unmet`` counters: O(dependents) rows. Only when the
+fast rule does not apply does it ask for the whole execution (:meth:`Flows._view`, which
+also locks the execution's active step jobs, in id order). The step rows read are kept
+for the transaction with the plan's changes, and written once each (:meth:`Flows._flush`),
+so the ends of one ``finish`` batch cost one write per row however many they are.
+
+A released step's stored state stays ``queued`` while its job is queued or running; the
+whole-execution view reads ``running`` from the job row, so ``claim`` writes nothing more.
+Executions started before schema version 10 have NULL counters: always judged whole.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
-from backends.sql.base import Grave
-from backends.sql.flow_fast import FastStepEnd, changes
-from backends.sql.records import Row, end_values, job_row
-from queue_core.errors import NotFound
-from queue_core.model import AttemptEnd, JobState, NewJob, Outcome, ReapedJob, Reason
+from backends.sql.flow_reads import index_of, reason_of, remember_index
+from backends.sql.limits import Limits, mark
+from backends.sql.records import Row, job_row
+from backends.sql.store import Store
+from backends.sql.workflow_rows import WorkflowRows, job_json
+from queue_core.records.errors import NotFound
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import JobState, NewJob, ReapedJob
+from queue_core.records.workflows import Suspension
+from queue_core.rules.flows import decide, plan, workflow
+from queue_core.rules.flows.decide import (
+    WORKFLOW,
+    Admission,
+    ExecutionSlot,
+    ExecutionView,
+    StepView,
+)
+from queue_core.rules.flows.decide_fast import (
+    OFF_FAST_PATH,
+    ExecutionHead,
+    StepIndex,
+    advance_idle,
+    step_index,
+)
+from queue_core.rules.flows.spec import ConcurrencySpec
+from queue_core.storage.flows import NewExecution, step_job_id
+from queue_core.storage.workflows import sub_execution_id
 
-if TYPE_CHECKING:  # at run time from backends.sql.flow_names, on a first flow operation
-    from queue_core.flows import decide
-    from queue_core.flows.decide import ExecutionView, StepView, Transition
-    from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
-    from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord
+__all__ = ["Flows", "Open", "StepEnd"]
 
-__all__ = ["SQLFlows"]
+StepEnd = tuple[str, str, str | None]
+"""A step job's change: (step id, the job's new state as stored, its reason)."""
 
-_JOB_FIELDS = tuple(f.name for f in fields(NewJob) if f.name != "payload")
-_CACHE_MAX = 4096
-_deps_cache: dict[str, list[tuple[str, tuple[str, ...], dict[StepState, StepView]]]] = {}
-"""``(step id, dependencies, its StepView by state)`` of each step by execution id
-(immutable: read once per process; a view is built once per step and state)."""
-_spec_cache: dict[str, str] = {}
-"""Spec JSON by content hash (immutable)."""
-
-
-def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    cache[key] = value
-
-
-def _job_json(j: NewJob) -> str:
-    return json.dumps({name: getattr(j, name) for name in _JOB_FIELDS})
-
-
-def _job_of(text: str, payload: Any) -> NewJob:
-    return NewJob(payload=bytes(payload), **json.loads(text))
-
-
-class _Step(NamedTuple):
-    idx: int
-    id: str
-    state: StepState
-    reason: str | None
-    job_id: str | None
-    deps: tuple[str, ...]
-    seen: StepView
-    """The step as the decisions see it (one object per step and state, reused)."""
+_S, _E = StepState, ExecutionState
+_OFF = frozenset(OFF_FAST_PATH)
 
 
 @dataclass(slots=True)
-class _Exec:
-    """One execution read (and locked) in a transaction."""
+class _Step:
+    """A step row as this transaction sees it."""
 
-    row: dict[str, Any]
-    """The execution row, kept up to date by :meth:`SQLFlows._apply`."""
-    steps: list[_Step]
-    attempts: dict[str, int]
-    """Attempt number of each active step job (locked)."""
-
-    @property
-    def id(self) -> str:
-        return str(self.row["id"])
-
-    def view(self) -> ExecutionView:
-        from backends.sql.flow_names import E, ExecutionView, reason_of
-
-        r = self.row
-        return ExecutionView(
-            state=E(r["state"]),
-            steps=tuple([s.seen for s in self.steps]),
-            max_parallel=r["max_parallel"],
-            timeout_ms=r["timeout_ms"],
-            deadline_at=r["deadline_at"],
-            reason=reason_of(r["reason"]),
-            failed_step=r["failed_step"],
-        )
-
-    def changed(self, tr: Transition, rows: list[dict[str, Any]], t: int) -> None:
-        """Follow what :meth:`SQLFlows._apply` wrote (the next event of the same
-        transaction reads it from here)."""
-        from backends.sql.flow_names import STEP_STATES, StepView
-
-        r = self.row
-        r["state"], r["reason"] = tr.state.value, _value(tr.reason)
-        r["failed_step"], r["deadline_at"] = tr.failed_step, tr.deadline_at
-        if tr.started:
-            r["started_at"] = t
-        if tr.finished:
-            r["finished_at"] = t
-        cached = _deps_cache.get(self.id)
-        for u in rows:
-            old = self.steps[u["idx"]]
-            state = STEP_STATES[u["state"]]
-            views = cached[old.idx][2] if cached is not None else {}
-            seen = views.get(state)
-            if seen is None:
-                seen = views[state] = StepView(old.id, state, old.deps)
-            self.steps[u["idx"]] = old._replace(
-                state=state, reason=u["reason"], job_id=u["job_id"] or old.job_id, seen=seen
-            )
-
-    def step_of_job(self, job_id: str) -> _Step | None:
-        return next((s for s in self.steps if s.job_id == job_id), None)
+    state: StepState
+    reason: str | None
+    unmet: int | None
+    running: bool = False
+    """Stored ``queued`` and its job was running when read (the view shows ``running``)."""
+    lowered: int = 0
+    """Dependencies that succeeded in this transaction (``unmet`` written minus this)."""
+    dirty: bool = False
+    sub: bool = False
+    """A workflow's step that stands for a sub-execution (no job)."""
 
 
-class SQLFlows(FastStepEnd):
-    """The flow operations of :class:`~backends.sql.SQLStorage` (its base class)."""
+class Open:
+    """One execution locked in a flow transaction: its row, its step rows read so far with
+    the plan's changes, and what :meth:`Flows._flush` has yet to write."""
 
-    # ------------------------------------------------------------------ hooks (storage.py)
+    def __init__(
+        self, cur: Any, head: dict[str, Any], index: StepIndex, t: int, parent: Open | None
+    ) -> None:
+        self.cur, self.head, self.index, self.t = cur, head, index, t
+        self.parent = parent
+        """A sub-execution's parent, locked first (its end ends the parent's step)."""
+        self.id: str = head["id"]
+        self.workflow = head["kind"] == WORKFLOW
+        self.steps: dict[int, _Step] = {}
+        self.whole = self.jobs_locked = False
+        """``whole``: every step row is read (with its job's state)."""
+        self.ds = self.db = 0
+        self.started = self.finished = self.changed = False
+        self.releases: list[plan.Release] = []
+        self.skipped: list[StepEnd] = []
+        """Children stored ``skipped`` by their ``skip`` limit: their steps end next."""
+        self.seen: ExecutionHead | None = None
 
-    def _finish_plain(self, ends: Sequence[AttemptEnd], now: int | None) -> list[bool]:
-        raise NotImplementedError
+    def head_view(self) -> ExecutionHead:
+        """The execution's fields as the fast rule reads them (kept until they change)."""
+        if self.seen is None:
+            h = self.head
+            self.seen = ExecutionHead(
+                state=_E(h["state"]), max_parallel=h["max_parallel"],
+                deadline_at=h["deadline_at"], reason=reason_of(h["reason"]),
+                failed_step=h["failed_step"], kind=h["kind"] or "flow",
+            )  # fmt: skip
+        return self.seen
 
-    def _bury(self, cur: Any, graves: list[Grave]) -> None:
-        raise NotImplementedError
+    def counts(self) -> dict[StepState, int]:
+        """Steps by state as the counters say: ``n_bad`` under one OFF_FAST_PATH state
+        (the rule asks only whether there is one); NULL counters (an execution started
+        before schema version 10) count as one: judged on the whole execution."""
+        ok, bad = self.head["n_succeeded"], self.head["n_bad"]
+        if ok is None or bad is None:
+            return {OFF_FAST_PATH[0]: 1}
+        return {_S.SUCCEEDED: ok + self.ds, OFF_FAST_PATH[0]: bad + self.db}
 
-    def _reap_stale(self, cur: Any, rows: list[Row]) -> tuple[list[ReapedJob], bool]:
-        raise NotImplementedError
 
-    def _expire_unstarted(self, cur: Any, rows: list[Row]) -> list[ReapedJob]:
-        raise NotImplementedError
+class Flows:
+    """:class:`~queue_core.storage.abilities.SupportsFlows` and the flow events of the
+    jobs parts, on ``store``."""
 
-    # ------------------------------------------------------------------ reading one execution
+    def __init__(self, store: Store, limits: Limits) -> None:
+        self.store = store
+        self.q = store.q
+        self.rows = WorkflowRows(store, limits)
 
-    def _steps(self, cur: Any, eid: str, running: set[str] | None = None) -> list[_Step]:
-        """The steps of ``eid`` by index. ``running``: the ids of its running step jobs
-        (read under lock by :meth:`_lock`); ``None``: read them with the steps."""
-        from backends.sql.flow_names import STEP_STATES, StepView
+    # ------------------------------------------------------------------ reading
 
-        if running is None:
-            rows = cur.execute(self._q["flow_steps"], {"e": eid}).fetchall()
-            running = {r["job_id"] for r in rows if r["job_state"] == "running"}
-        else:
-            rows = cur.execute(self._q["flow_step_states"], {"e": eid}).fetchall()
-        deps = _deps_cache.get(eid)
-        if deps is None or len(deps) != len(rows):
-            found = cur.execute(self._q["flow_step_deps"], {"e": eid}).fetchall()
-            deps = [(r["step_id"], tuple(json.loads(r["deps"])), {}) for r in found]
-            _remember(_deps_cache, eid, deps)
-        states = STEP_STATES
-        out: list[_Step] = []
-        for r, (sid, d, views) in zip(rows, deps, strict=True):
-            state, reason, job_id = r["state"], r["reason"], r["job_id"]
-            if state == "queued" and job_id in running:
-                state, reason = "running", None
-            st = states[state]
-            seen = views.get(st)
-            if seen is None:
-                seen = views[st] = StepView(sid, st, d)
-            out.append(_Step(r["idx"], sid, st, reason, job_id, d, seen))
-        return out
-
-    def _lock(self, cur: Any, eid: str, *, key_held: bool = False) -> _Exec | None:
-        """Lock and read an execution in the design's order (``None``: unknown id)."""
-        row = self._lock_head(cur, eid, key_held=key_held)
-        if row is None:
-            return None
-        jobs = cur.execute(self._q["flow_lock_jobs"], {"e": eid}).fetchall()
-        running = {r["id"] for r in jobs if r["state"] == "running"}
-        return _Exec(row, self._steps(cur, eid, running), {r["id"]: r["attempt"] for r in jobs})
-
-    # ------------------------------------------------------------------ applying
-
-    def _apply(
+    def open(
         self,
         cur: Any,
-        x: _Exec,
-        tr: Transition,
+        eid: str,
         t: int,
-        reason: str | None = None,
-        result: bytes | None = None,
-    ) -> list[ReapedJob]:
-        """Apply ``tr`` to ``x`` in the design's order (§3); the step jobs it timed out.
-        ``reason``/``result``: of the event's own step end (``tr.ended``)."""
-        from backends.sql.flow_names import S
+        *,
+        key_held: bool = False,
+        jobs: bool = False,
+        parent: Open | None = None,
+    ) -> Open | None:
+        """Lock execution ``eid`` (a sub-execution's parent first, unless given as
+        ``parent``; then its concurrency key unless held, then its row: the first locks
+        of every flow transaction; with ``jobs`` its active step jobs too, for a caller
+        that locks one of them next); ``None``: no such execution."""
+        q, locking = self.q, self.store.dialect.locking
+        if locking:
+            row = cur.execute(q["flow_conc_key_of"], {"e": eid}).fetchone()
+            if row is None:
+                return None
+            if row["parent_id"] is not None and parent is None:
+                parent = self.open(cur, row["parent_id"], t)
+            if not key_held and row["conc_key"] is not None:
+                self.store.lock_key(cur, row["conc_key"], flows=True)
+        found = cur.execute(q["flow_lock_execution"], {"e": eid}).fetchone()
+        if found is None:
+            return None
+        head = {k: found[k] for k in found.keys()}
+        if not locking and head["parent_id"] is not None and parent is None:
+            parent = self.open(cur, head["parent_id"], t)
+        x = Open(cur, head, index_of(cur, self.q, head), t, parent)
+        if jobs:
+            self._lock_jobs(x)
+        return x
 
-        by_id = {s.id: s for s in x.steps}
-        rows: list[dict[str, Any]] = []
+    def _lock_jobs(self, x: Open) -> None:
+        """Lock the execution's queued and running step jobs, in id order (PostgreSQL)."""
+        if self.store.dialect.locking and not x.jobs_locked:
+            x.cur.execute(self.q["flow_lock_jobs"], {"e": x.id})
+        x.jobs_locked = True
 
-        def step(sid: str, state: StepState, why: str | None, **extra: Any) -> None:
-            rows.append(
-                {
-                    "e": x.id,
-                    "idx": by_id[sid].idx,
-                    "state": state.value,
-                    "reason": why,
-                    "job_id": extra.get("job_id"),
-                    "result": extra.get("result"),
-                }
-            )
+    def _load(self, x: Open, idxs: Iterable[int]) -> None:
+        """Read the rows of steps ``idxs`` not read yet (one statement)."""
+        missing = sorted({i for i in idxs if i not in x.steps})
+        if missing and not x.whole:
+            params = {"e": x.id, "idxs": self.store.array(missing)}
+            for r in x.cur.execute(self.q["flow_step_rows"], params).fetchall():
+                x.steps[r["idx"]] = _step(x, r)
 
-        for sid, state in tr.ended:
-            step(sid, state, reason, result=result if state is S.SUCCEEDED else None)
-        ds, db, succeeded = changes(tr, lambda sid: by_id[sid].state)
-        cur.execute(self._q["flow_update_execution"], {
-            "e": x.id, "state": tr.state.value, "reason": _value(tr.reason),
-            "failed_step": tr.failed_step, "deadline_at": tr.deadline_at,
-            "started_at": t if tr.started else None, "finished_at": t if tr.finished else None,
-            "ds": ds, "db": db,
-        })  # fmt: skip
-        if succeeded:
-            self._lower_unmet(cur, x.id, self._index(cur, x.row), succeeded)
-        reaped: list[ReapedJob] = []
-        for sid in tr.time_out:
-            step(sid, S.TIMED_OUT, Reason.FLOW_TIMEOUT.value)
-            reaped += self._time_out_job(cur, x, by_id[sid].job_id, t)
-        for sid in tr.not_run:
-            step(sid, S.NOT_RUN, _value(tr.not_run_reason))
-            if by_id[sid].job_id is not None:
-                cur.execute(self._q["flow_not_run_job"], {"id": by_id[sid].job_id, "now": t})
-        for sid in tr.cancel:
-            cur.execute(self._q["flow_cancel_job"], {"id": by_id[sid].job_id})
-        if tr.release:
-            jobs = self._release(cur, x.id, [by_id[s].idx for s in tr.release], tr.deadline_at, t)
-            for sid in tr.release:
-                step(sid, S.QUEUED, None, job_id=jobs[by_id[sid].idx])
-        if rows:
-            cur.executemany(self._q["flow_update_step"], rows)
-        x.changed(tr, rows, t)
-        if tr.finished and x.row["conc_key"] is not None:
-            reaped += self._promote(cur, x.row, t)
-        return reaped
-
-    def _time_out_job(self, cur: Any, x: _Exec, job_id: str | None, t: int) -> list[ReapedJob]:
-        """A running step job stopped by the deadline: attempt ``timed_out`` /
-        ``flow_timeout``, lease cleared (the worker's late finish is refused)."""
-        number = x.attempts.get(job_id or "")
-        if job_id is None or number is None:
-            return []
-        cur.execute(self._q["flow_time_out_job"], {"id": job_id, "now": t})
-        if cur.rowcount != 1:
-            return []
-        reason = Reason.FLOW_TIMEOUT.value
-        cur.execute(
-            self._q["end_attempt"],
-            {
-                "job_id": job_id,
-                "number": number,
-                "now": t,
-                "outcome": Outcome.TIMED_OUT.value,
-                "reason": reason,
-            },
+    def _view(self, x: Open) -> ExecutionView:
+        """The whole execution; read (its active step jobs locked first) unless it is."""
+        if not x.whole:
+            self._flush(x)
+            self._lock_jobs(x)
+            for r in x.cur.execute(self.q["flow_steps"], {"e": x.id}).fetchall():
+                x.steps[r["idx"]] = _step(x, r)
+                x.steps[r["idx"]].running = r["state"] == "queued" and r["job_state"] == "running"
+            x.whole = True
+        h, ids, deps = x.head, x.index.ids, x.index.depends_on
+        steps = tuple(
+            StepView(ids[i], _S.RUNNING if s.running else s.state, deps[i])
+            for i, s in sorted(x.steps.items())
         )
-        return [
-            ReapedJob(
-                job_id=job_id,
-                attempt=number,
-                outcome=Outcome.TIMED_OUT,
-                reason=reason,
-                state=JobState.TIMED_OUT,
-            )
-        ]
-
-    def _release(
-        self, cur: Any, eid: str, idxs: list[int], deadline: int | None, t: int
-    ) -> dict[int, str]:
-        """Enqueue the stored jobs of steps ``idxs``; ``{idx: job id}``."""
-        rows = cur.execute(self._q["flow_step_jobs"], {"e": eid, "idxs": self._list(idxs)})
-        rows = rows.fetchall()
-        jobs = {r["idx"]: _job_of(r["job"], r["payload"]) for r in rows}
-        cur.executemany(
-            self._q["flow_insert_job"],
-            [job_row(j, t) + (j.execution_id, j.step_id, deadline) for j in jobs.values()],
-        )
-        self._notify(cur)
-        return {i: j.id for i, j in jobs.items()}
-
-    def _promote(self, cur: Any, row: Row, t: int) -> list[ReapedJob]:
-        """Start the queued executions of ``row``'s key that now have a place (the key's
-        lock is held: every transaction on a keyed execution takes it first)."""
-        from backends.sql.flow_names import ConcurrencySpec, E, ExecutionSlot, decide
-
-        key = row["conc_key"]
-        conc = ConcurrencySpec(row["conc_limit"], "skip" if row["conc_skip"] else "queue")
-        slots = [
-            ExecutionSlot(r["id"], E(r["state"]), r["created_at"])
-            for r in cur.execute(self._q["flow_active_of_key"], {"key": key}).fetchall()
-        ]
-        reaped: list[ReapedJob] = []
-        for eid in decide.promote(conc, slots):
-            queued = self._lock(cur, eid, key_held=True)
-            if queued is not None:
-                reaped += self._apply(cur, queued, decide.start(queued.view(), t), t)
-        return reaped
+        return ExecutionView(
+            state=_E(h["state"]), steps=steps, max_parallel=h["max_parallel"],
+            timeout_ms=h["timeout_ms"], deadline_at=h["deadline_at"],
+            reason=reason_of(h["reason"]), failed_step=h["failed_step"], kind=h["kind"] or "flow",
+            awaiting=tuple(ids[i] for i in json.loads(h["awaiting"] or "[]")),
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ events
 
+    def ended(self, x: Open, ends: Sequence[StepEnd]) -> list[ReapedJob]:
+        """Step jobs of ``x`` changed in this transaction (ended, or queued for a retry):
+        each decided by :func:`plan.step_end` and applied, in order; the jobs the
+        decisions timed out."""
+        index, pos = x.index, x.index.pos
+        self._load(x, [j for sid, state, _ in ends for j in _touched(index, pos[sid], state)])
+        reaped: list[ReapedJob] = []
+        for sid, value, why in ends:
+            i, state = pos[sid], _S(value)
+            _, ops = plan.step_end(
+                x.head_view(), index, x.counts(), sid, x.steps[i].state, state,
+                partial(_dependents, x, i), partial(self._view, x), x.t, why,
+            )  # fmt: skip
+            reaped += self._apply(x, ops)
+        return reaped + self._flush(x)
+
+    def suspended(self, x: Open, suspension: Suspension) -> list[ReapedJob]:
+        """A workflow's function step was suspended (``finish`` of a ``SuspendedEnd``, its
+        job queued again): :func:`workflow.suspend_ops`, with the first stored event its
+        wait receives (:func:`workflow.first_delivery`)."""
+        view, wait, event = self._view(x), suspension.wait, None
+        if wait is not None:
+            events = self.rows.events(x.cur, wait.name, x.t)
+            event = workflow.first_delivery(wait, events, x.t)
+        ops = workflow.suspend_ops(view, x.index, suspension, x.t, event)
+        return self._apply(x, ops) + self._flush(x)
+
+    def claimed(self, eid: str, step_id: str, now: int | None) -> None:
+        """A workflow's function step was claimed: :func:`plan.claim_ops` (a ``waiting``
+        execution is ``running`` again). Its ``SetStep`` is not written: a released
+        step's stored state stays ``queued`` and the view reads ``running`` from its job."""
+        with self.store.tx() as cur:
+            x = self.open(cur, eid, self.store.resolve_now(cur, now))
+            if x is None or not x.workflow or step_id not in x.index.pos:
+                return
+            ops = plan.claim_ops(x.index, step_id, x.head_view())
+            self._apply(x, [op for op in ops if not isinstance(op, plan.SetStep)])
+            self._flush(x)
+
+    def commute(self, x: Open, states: Iterable[str]) -> bool:
+        """Whether step jobs of ``x`` ending in ``states`` may be fenced together before
+        they are decided: all succeed or retry and the execution is one the fast rule
+        judges (:func:`~queue_core.rules.flows.decide_fast.advance_idle`), so no decision
+        among them ends or changes another step's job."""
+        if x.workflow:
+            return False
+        counts = x.counts()
+        idle = advance_idle(x.head_view(), counts, len(x.index.ids), x.t)
+        return (
+            idle
+            and x.head["state"] == "running"
+            and all(s in ("succeeded", "queued") for s in states)
+        )
+
+    def advance(self, eid: str, t: int) -> list[ReapedJob]:
+        """The reaper's look at an execution past its deadline: :func:`decide.advance`."""
+        return self._judge(eid, t, decide.advance)[1]
+
+    def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.cancel_execution`."""
+        state, _ = self._judge(execution_id, now, decide.cancel)
+        if state is None:
+            raise NotFound(f"no flow execution with id {execution_id!r}")
+        return state
+
+    def _judge(
+        self, eid: str, now: int | None, rule: Callable[[ExecutionView, int], decide.Transition]
+    ) -> tuple[ExecutionState | None, list[ReapedJob]]:
+        """``rule`` on the whole execution, applied when it changes anything (one
+        transaction); (its state, ``None``: no such execution; the jobs it timed out)."""
+        with self.store.tx() as cur:
+            x = self.open(cur, eid, self.store.resolve_now(cur, now))
+            if x is None:
+                return None, []
+            view = self._view(x)
+            tr = rule(view, x.t)
+            if not tr.changes(view):
+                return tr.state, []
+            reaped = self._apply(x, plan.ops(tr, x.index, _prior(view))) + self._flush(x)
+            self.store.notify(cur)
+            return tr.state, reaped
+
     def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`."""
-        from backends.sql.flow_names import E, ExecutionSlot, decide
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.start_execution`: stored
+        ``queued`` with every step ``pending``, then the plan of its admission
+        (:func:`decide.admit`, :func:`plan.start_ops`) applied, in one transaction."""
+        with self.store.tx() as cur:
+            return self.start(cur, new, self.store.resolve_now(cur, now))
 
-        with self._tx() as cur:
-            t = self._resolve_now(cur, now)
-            others: list[ExecutionSlot] = []
-            if new.conc_key is not None:
-                cur.execute(self._q["flow_lock_key"], {"k": new.conc_key})
-                rows = cur.execute(self._q["flow_active_of_key"], {"key": new.conc_key})
-                others = [
-                    ExecutionSlot(r["id"], E(r["state"]), r["created_at"]) for r in rows.fetchall()
-                ]
-            admission = decide.admit(new.concurrency, others)
-            self._insert_execution(cur, new, admission, t)
-            if admission.state is E.RUNNING:
-                x = self._lock(cur, new.id, key_held=True)
-                assert x is not None
-                self._apply(cur, x, decide.start(x.view(), t), t)
-            return admission.state
-
-    def _insert_execution(
-        self, cur: Any, new: NewExecution, admission: decide.Admission, t: int
-    ) -> None:
-        """Store the spec (if absent), the execution and its steps; an admitted execution
-        is stored ``queued`` and started by the caller (``decide.start``)."""
-        from backends.sql.flow_names import E, ExecutionReason, S
-
-        skipped = admission.state is E.SKIPPED
+    def start(
+        self, cur: Any, new: NewExecution, t: int, parent: Open | None = None
+    ) -> ExecutionState:
+        """:meth:`start_execution` in the caller's transaction (a sub-execution's
+        ``parent`` is locked already)."""
+        store, q = self.store, self.q
+        others: list[ExecutionSlot] = []
+        if new.conc_key is not None:
+            store.lock_key(cur, new.conc_key, flows=True)
+            others = self.slots(cur, new.conc_key)
+        admission = decide.admit(new.concurrency, others)
         conc = new.concurrency
-        cur.execute(self._q["flow_insert_spec"], {"hash": new.spec_hash, "body": new.spec_json})
-        cur.execute(self._q["flow_insert_execution"], {
+        for old in admission.supersede:  # SPEC §13: before the new one is stored
+            assert conc is not None
+            self._supersede(cur, old, conc.behavior, t)
+        cur.execute(q["flow_insert_spec"], {"hash": new.spec_hash, "body": new.spec_json})
+        cur.execute(q["flow_insert_execution"], {
             "id": new.id, "flow": new.flow, "conc_key": new.conc_key,
             "conc_limit": conc.limit if conc else None,
             "conc_skip": conc.behavior == "skip" if conc else None,
             "spec_hash": new.spec_hash, "input": new.input,
-            "state": (E.QUEUED if admission.state is E.RUNNING else admission.state).value,
-            "reason": _value(admission.reason), "max_parallel": new.max_parallel,
-            "timeout_ms": new.timeout_ms, "now": t, "finished_at": t if skipped else None,
-            "n_bad": len(new.steps) if skipped else 0,
+            "max_parallel": new.max_parallel, "timeout_ms": new.timeout_ms, "now": t,
+            "kind": new.kind if new.kind == WORKFLOW else None,
+            "parent_id": new.parent_id, "parent_idx": new.parent_idx,
         })  # fmt: skip
-        state = S.NOT_RUN.value if skipped else S.PENDING.value
-        why = ExecutionReason.CONCURRENCY_LIMIT.value if skipped else None
-        cur.executemany(self._q["flow_insert_step"], [
-            {"execution_id": new.id, "idx": i, "step_id": s.id, "state": state, "reason": why,
-             "deps": json.dumps(list(s.depends_on)), "job": _job_json(j), "payload": j.payload,
-             "unmet": len(set(s.depends_on))}
+        index = plan.index_of(new.steps)
+        cur.executemany(q["flow_insert_step"], [
+            {"e": new.id, "idx": i, "step_id": s.id, "deps": json.dumps(list(s.depends_on)),
+             "job": job_json(j), "payload": j.payload, "unmet": index.unmet[i]}
             for i, (s, j) in enumerate(zip(new.steps, new.jobs, strict=True))
         ])  # fmt: skip
+        if new.kind != WORKFLOW:
+            remember_index(new.spec_hash, index)
+        x = self.open(cur, new.id, t, key_held=True, parent=parent)
+        assert x is not None
+        x.steps = {i: _Step(_S.PENDING, None, n) for i, n in enumerate(x.index.unmet)}
+        x.whole = True
+        self._apply(x, plan.start_ops(self._view(x), x.index, admission, t))
+        self._flush(x)
+        return admission.state
 
-    def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.cancel_execution`."""
-        from backends.sql.flow_names import decide
+    def _supersede(self, cur: Any, eid: str, behavior: str, t: int) -> None:
+        """A newer execution of the same key takes ``eid``'s place (its key's lock is
+        held): :func:`plan.supersede_ops` applied."""
+        y = self.open(cur, eid, t, key_held=True, jobs=True)
+        if y is not None:
+            self._apply(y, plan.supersede_ops(self._view(y), y.index, behavior, t)[1])
+            self._flush(y)
+            self.store.notify(cur)
 
-        with self._tx() as cur:
-            t = self._resolve_now(cur, now)
-            x = self._lock(cur, execution_id)
-            if x is None:
-                raise NotFound(f"no flow execution with id {execution_id!r}")
-            view = x.view()
-            tr = decide.cancel(view, t)
-            if tr.changes(view):
-                self._apply(cur, x, tr, t)
-                self._notify(cur)
-            return tr.state
+    def slots(self, cur: Any, key: str) -> list[ExecutionSlot]:
+        """The active executions of concurrency key ``key``, oldest first."""
+        rows = cur.execute(self.q["flow_active_of_key"], {"key": key}).fetchall()
+        return [ExecutionSlot(r["id"], _E(r["state"]), r["created_at"]) for r in rows]
 
-    def _finish_steps(self, ends: Sequence[AttemptEnd], now: int | None) -> list[bool]:
-        """``finish`` of a batch naming step jobs: plain ends as usual, then each step's
-        end in its own transaction with its execution's decision."""
-        dotted = [e.ref.job_id for e in ends if "." in e.ref.job_id]
-        with self._stmt() as cur:
-            rows = cur.execute(self._q["flow_jobs_of"], {"ids": self._list(dotted)}).fetchall()
-        steps = {r["id"]: r["execution_id"] for r in rows if r["execution_id"] is not None}
-        plain = [i for i, e in enumerate(ends) if e.ref.job_id not in steps]
-        took = [False] * len(ends)
-        if plain:
-            for i, ok in zip(plain, self._finish_plain([ends[i] for i in plain], now), strict=True):
-                took[i] = ok
-        by_exec: dict[str, list[int]] = {}
-        for i, e in enumerate(ends):
-            if e.ref.job_id in steps:
-                by_exec.setdefault(steps[e.ref.job_id], []).append(i)
-        for eid, idx in by_exec.items():
-            for i, ok in zip(idx, self._finish_of(eid, [ends[i] for i in idx], now), strict=True):
-                took[i] = ok
-        return took
+    # ------------------------------------------------------------------ applying
 
-    def _finish_of(self, eid: str, ends: list[AttemptEnd], now: int | None) -> list[bool]:
-        """The step ends of one execution in one transaction: each end fenced, then
-        ``decide.step_ended`` on the view the previous end left (read once), or the fast
-        path (:mod:`backends.sql.flow_fast`) until an end needs the full view."""
-        took: list[bool] = []
-        with self._tx() as cur:
-            t = self._resolve_now(cur, now)
-            head = self._lock_head(cur, eid)
-            x: _Exec | None = None
-            batch = self._fast_batch(cur, head, [end_values(e) for e in ends], t) if head else None
-            if batch is not None:
-                for job_id in batch[1]:
-                    x = x or self._lock(cur, eid, key_held=True)
-                    self._step_ended(cur, x, job_id, t)
-                ends, took = [], batch[0]
-            for e in ends:
-                v = end_values(e)
-                took.append(v.id in self._finish_batch(cur, [v], t))
-                if took[-1] and v.dead_id is not None:
-                    self._bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
-                if not took[-1] or head is None:
-                    continue
-                if x is None and self._fast_ended(cur, head, v.id, t):
-                    continue
-                x = x or self._lock(cur, eid, key_held=True)
-                self._step_ended(cur, x, v.id, t)
-            if any(took):
-                self._notify(cur)
-        return took
-
-    def _step_ended(self, cur: Any, x: _Exec | None, job_id: str, t: int) -> list[ReapedJob]:
-        """After a step job's change in this transaction: ``decide.step_ended`` applied."""
-        from backends.sql.flow_names import S, decide
-
-        step = x.step_of_job(job_id) if x is not None else None
-        if x is None or step is None:
-            return []
-        job = cur.execute(self._q["flow_job_state"], {"id": job_id}).fetchone()
-        state = S(job["state"])
-        tr = decide.step_ended(x.view(), step.id, state, t)
-        result = bytes(job["result"]) if job["result"] is not None else None
-        return self._apply(cur, x, tr, t, job["reason"], result)
-
-    def _cancel_step(self, job_id: str, now: int | None) -> JobState | None:
-        """``cancel`` of a step job (``None``: not a step job, cancel it as any job)."""
-        with self._stmt() as cur:
-            found = cur.execute(self._q["flow_jobs_of"], {"ids": self._list([job_id])}).fetchone()
-        if found is None or found["execution_id"] is None:
-            return None
-        with self._tx() as cur:
-            t = self._resolve_now(cur, now)
-            x = self._lock(cur, found["execution_id"])
-            row = cur.execute(self._q["flow_job_state"], {"id": job_id}).fetchone()
-            state = JobState(row["state"])
-            if state is JobState.QUEUED:
-                cur.execute(self._q["cancel_queued"], {"seq": row["seq"], "now": t})
-                self._step_ended(cur, x, job_id, t)
-                self._notify(cur)
-                return JobState.CANCELLED
-            if state is JobState.RUNNING:
-                cur.execute(self._q["request_cancel"], {"seq": row["seq"]})
-            return state
-
-    # ------------------------------------------------------------------ reaper and prune
-
-    def _reap_flows(self, now: int | None, limit: int) -> list[ReapedJob]:
-        """The flow part of ``reap``: executions past their deadline (no worker needed),
-        then lost or overdue step jobs and step jobs past schedule-to-start, each with
-        its execution's decision."""
-        with self._stmt() as cur:
-            t = self._resolve_now(cur, now)
-            args = {"now": t, "limit": limit}
-            due = [r["id"] for r in cur.execute(self._q["flow_deadlines_due"], args).fetchall()]
-            stale = cur.execute(self._q["flow_stale_steps"], args).fetchall()
-            sts = cur.execute(self._q["flow_sts_steps"], args).fetchall()
-        reaped: list[ReapedJob] = []
-        for eid in due:
-            reaped += self._advance(eid, t)
-        for r in stale:
-            reaped += self._reap_step(r["id"], r["execution_id"], t, "flow_stale_one")
-        for r in sts:
-            reaped += self._reap_step(r["id"], r["execution_id"], t, "flow_sts_one")
+    def apply(self, x: Open, ops: Sequence[plan.Op]) -> list[ReapedJob]:
+        """Apply ``ops`` to ``x`` and write them; the jobs they timed out."""
+        reaped = self._apply(x, ops) + self._flush(x)
+        self.store.notify(x.cur)
         return reaped
 
-    def _advance(self, eid: str, t: int) -> list[ReapedJob]:
-        from backends.sql.flow_names import decide
+    def view(self, x: Open) -> ExecutionView:
+        """The whole execution (:meth:`_view`)."""
+        return self._view(x)
 
-        with self._tx() as cur:
-            x = self._lock(cur, eid)
-            if x is None:
-                return []
-            view = x.view()
-            tr = decide.advance(view, t)
-            if not tr.changes(view):
-                return []
-            reaped = self._apply(cur, x, tr, t)
-            self._notify(cur)
-            return reaped
-
-    def _reap_step(self, job_id: str, eid: str, t: int, query: str) -> list[ReapedJob]:
-        with self._tx() as cur:
-            x = self._lock(cur, eid)
-            rows = cur.execute(self._q[query], {"id": job_id, "now": t}).fetchall()
-            if query == "flow_stale_one":
-                reaped, _ = self._reap_stale(cur, rows)
+    def _apply(self, x: Open, ops: Sequence[plan.Op]) -> list[ReapedJob]:
+        """Interpret ``ops`` (in order): step rows and the execution's fields change in
+        ``x`` (written by :meth:`_flush`), the step jobs' changes and a workflow's rows
+        (:meth:`_workflow_op`) now."""
+        reaped: list[ReapedJob] = []
+        for op in ops:
+            if isinstance(op, plan.SetStep):
+                s = x.steps[op.idx]
+                x.ds += (op.state is _S.SUCCEEDED) - (op.was is _S.SUCCEEDED)
+                x.db += (op.state in _OFF) - (op.was in _OFF)
+                s.state, s.reason, s.running, s.dirty = op.state, op.reason, False, True
+                for d in op.dependents:
+                    dep = x.steps[d]
+                    dep.lowered, dep.dirty = dep.lowered + 1, True
+                    dep.unmet = None if dep.unmet is None else dep.unmet - 1
+            elif isinstance(op, plan.SetExecution):
+                x.head.update(
+                    state=op.state.value, reason=op.reason.value if op.reason else None,
+                    failed_step=op.failed_step, deadline_at=op.deadline_at,
+                )  # fmt: skip
+                x.changed, x.seen = True, None
+            elif isinstance(op, plan.Started):
+                x.started = True
+            elif isinstance(op, plan.Finished):
+                x.finished = True
+            elif isinstance(op, (plan.EndJob, plan.RequestCancel)) and _sub(x, op.idx):
+                reaped += self._cancel_sub(x, op.idx)
+            elif isinstance(op, plan.EndJob):
+                reaped += self._end_job(x, op)
+            elif isinstance(op, plan.RequestCancel):
+                x.cur.execute(self.q["flow_cancel_job"], {"id": step_job_id(x.id, op.idx)})
+            elif isinstance(op, plan.Release):
+                x.releases.append(op)
             else:
-                reaped = self._expire_unstarted(cur, rows)
-            if reaped:
-                reaped += self._step_ended(cur, x, job_id, t)
-                self._notify(cur)
-            return reaped
+                self._workflow_op(x, op)
+        if x.skipped:  # a child stored skipped ends its step at once
+            ends, x.skipped = x.skipped, []
+            reaped += self.ended(x, ends)
+        return reaped
 
-    def _prune_executions(self, cur: Any, cutoff: int, limit: int) -> None:
-        """``prune``: finished executions (and their steps, and specs no execution uses)
-        finished at or before ``cutoff``; their step jobs go with the jobs."""
-        rows = cur.execute(self._q["flow_prunable"], {"cutoff": cutoff, "limit": limit})
-        rows = rows.fetchall()
-        if not rows:
-            return
-        ids = self._list([r["id"] for r in rows])
-        cur.execute(self._q["flow_delete_steps"], {"ids": ids})
-        cur.execute(self._q["flow_delete_executions"], {"ids": ids})
-        hashes = self._list(sorted({r["spec_hash"] for r in rows}))
-        cur.execute(self._q["flow_delete_specs"], {"hashes": hashes})
+    def _workflow_op(self, x: Open, op: plan.Op) -> None:
+        """The operations workflows and resumes add (:class:`WorkflowRows` writes them)."""
+        rows, cur, t = self.rows, x.cur, x.t
+        if isinstance(op, (plan.SetReady, plan.Wake)):
+            at = op.at if isinstance(op, plan.SetReady) else t
+            rows.set_ready(cur, step_job_id(x.id, op.idx), at, wake=at <= t)
+        elif isinstance(op, plan.PutMemo):
+            rows.put_memo(cur, x.id, op, t)
+        elif isinstance(op, plan.DropMemos):
+            rows.drop_memos(cur, x.id, op.keys)
+        elif isinstance(op, plan.AddStep):
+            skipped = rows.add_step(cur, x.id, op, t)
+            x.steps[op.idx] = _Step(op.state, None, 0, sub=op.job is None)
+            if skipped is not None:
+                x.skipped.append((op.step, JobState.SKIPPED.value, skipped))
+            i = x.index
+            x.index = step_index([*zip(i.ids, i.depends_on, strict=True), (op.step, ())])
+        elif isinstance(op, plan.SetAwaiting):
+            x.head["awaiting"] = json.dumps(list(op.idxs)) if op.idxs else None
+            x.changed = True
+        elif isinstance(op, plan.AddWaiter):
+            rows.add_waiter(cur, x.id, op.wait)
+        elif isinstance(op, plan.DropWaiter):
+            rows.drop_waiter(cur, x.id, op.memo_key)
+        elif isinstance(op, plan.Reopened):
+            rows.reopen(cur, x.id)
+        elif isinstance(op, plan.SetUnmet):
+            rows.set_unmet(cur, x.id, op)
+            step = x.steps[op.idx]
+            step.unmet, step.lowered = op.unmet, 0
+        else:
+            raise AssertionError(f"unknown plan operation {op!r}")
 
-    # ------------------------------------------------------------------ reads
+    def _cancel_sub(self, x: Open, idx: int) -> list[ReapedJob]:
+        """``EndJob`` / ``RequestCancel`` of a step standing for a sub-execution: that
+        execution is cancelled (:func:`decide.cancel`, applied)."""
+        y = self.open(x.cur, sub_execution_id(x.id, idx), x.t, parent=x)
+        if y is None:
+            return []
+        view = self._view(y)
+        tr = decide.cancel(view, x.t)
+        if not tr.changes(view):
+            return []
+        return self._apply(y, plan.ops(tr, y.index, _prior(view))) + self._flush(y)
 
-    def _records(self, cur: Any, rows: list[Row]) -> list[ExecutionRecord]:
-        from backends.sql.flow_names import E, ExecutionRecord, reason_of
+    def _end_job(self, x: Open, op: plan.EndJob) -> list[ReapedJob]:
+        """A step's job, if still ``op.when``, ends; a running one's attempt is recorded
+        (the lease is cleared: the worker's later finish is refused)."""
+        job_id = step_job_id(x.id, op.idx)
+        params = {"id": job_id, "was": op.when.value, "state": op.state.value,
+                  "reason": op.reason, "now": x.t}  # fmt: skip
+        row = x.cur.execute(self.q["flow_end_job"], params).fetchone()
+        if row is None or op.outcome is None:
+            return []
+        attempt = {"job_id": job_id, "number": row["attempt"], "now": x.t,
+                   "outcome": op.outcome.value, "reason": op.reason}  # fmt: skip
+        x.cur.execute(self.q["end_attempt"], attempt)
+        return [ReapedJob(job_id=job_id, attempt=row["attempt"], outcome=op.outcome,
+                          reason=op.reason, state=JobState(op.state))]  # fmt: skip
 
-        missing = sorted({r["spec_hash"] for r in rows} - _spec_cache.keys())
-        if missing:
-            got = cur.execute(self._q["flow_spec_bodies"], {"hashes": self._list(missing)})
-            for s in got.fetchall():
-                _remember(_spec_cache, s["hash"], s["body"])
-        return [
-            ExecutionRecord(
-                id=r["id"], flow=r["flow"], state=E(r["state"]), reason=reason_of(r["reason"]),
-                failed_step=r["failed_step"], spec_hash=r["spec_hash"],
-                spec_json=_spec_cache[r["spec_hash"]], input=bytes(r["input"]),
-                max_parallel=r["max_parallel"], timeout_ms=r["timeout_ms"],
-                deadline_at=r["deadline_at"], created_at=r["created_at"],
-                started_at=r["started_at"], finished_at=r["finished_at"],
-                conc_key=r["conc_key"],
-            )
-            for r in rows
+    def _flush(self, x: Open) -> list[ReapedJob]:
+        """Write what :meth:`_apply` kept: the execution's row, each changed step row once,
+        the released steps' jobs; then, if it finished, its waits go, its place is
+        promoted (a concurrency key) and, as a sub-execution, its parent's step ends."""
+        cur, q, h, t = x.cur, self.q, x.head, x.t
+        if x.changed or x.ds or x.db or x.started or x.finished:
+            cur.execute(q["flow_update_execution"], {
+                "e": x.id, "state": h["state"], "reason": h["reason"],
+                "failed_step": h["failed_step"], "deadline_at": h["deadline_at"],
+                "started_at": t if x.started else None, "finished_at": t if x.finished else None,
+                "ds": x.ds, "db": x.db, "awaiting": h["awaiting"],
+            })  # fmt: skip
+            for name, delta in (("n_succeeded", x.ds), ("n_bad", x.db)):
+                h[name] = None if h[name] is None else h[name] + delta
+        rows = [
+            {"e": x.id, "idx": i, "state": s.state.value, "reason": s.reason,
+             "lowered": s.lowered,
+             "job_id": step_job_id(x.id, i) if s.state is _S.QUEUED and not s.sub else None}
+            for i, s in x.steps.items() if s.dirty
         ]  # fmt: skip
+        for s in x.steps.values():
+            s.dirty, s.lowered = False, 0
+        if x.releases:
+            self._release(x)
+        if rows:
+            cur.executemany(q["flow_update_step"], rows)
+        finished = x.finished
+        x.ds = x.db = 0
+        x.changed = x.started = x.finished = False
+        if not finished:
+            return []
+        if x.workflow:
+            self.rows.drop_waiter(cur, x.id)
+        reaped = self._promote(x) if h["conc_key"] is not None else []
+        return reaped + self._parent_step_end(x)
 
-    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.get_execution`."""
-        with self._stmt() as cur:
-            rows = cur.execute(self._q["flow_get_execution"], {"e": execution_id}).fetchall()
-            return self._records(cur, rows)[0] if rows else None
+    def _parent_step_end(self, x: Open) -> list[ReapedJob]:
+        """A finished sub-execution ends its parent's step (as a child job's end)."""
+        p, idx = x.parent, x.head["parent_idx"]
+        if p is None or idx is None or idx >= len(p.index.ids):
+            return []
+        state = workflow.sub_step_state(_E(x.head["state"]))
+        return self.ended(p, [(p.index.ids[idx], state.value, x.head["reason"])])
 
-    def list_executions(
-        self,
-        flow: str | None = None,
-        state: ExecutionState | None = None,
-        limit: int = 20,
-        offset: int = 0,
-    ) -> list[ExecutionRecord]:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`."""
-        from backends.sql.flow_names import E
+    def _release(self, x: Open) -> None:
+        """Enqueue the stored jobs of the released steps (deadline: the execution's); a
+        step whose job was released before and finished (a resumed step) runs it again."""
+        deadline = {op.idx: op.deadline_at for op in x.releases}
+        params = {"e": x.id, "idxs": self.store.array(sorted(deadline))}
+        found = x.cur.execute(self.q["flow_step_jobs"], params).fetchall()
+        jobs = [(NewJob(payload=bytes(r["payload"]), **json.loads(r["job"])), r["idx"])
+                for r in found]  # fmt: skip
+        x.cur.executemany(self.q["flow_insert_job"], [
+            job_row(j, x.t) + (j.execution_id, j.step_id, deadline[i]) for j, i in jobs
+        ])  # fmt: skip
+        for j, _ in jobs:  # a round_robin flow's steps take turns (SPEC §13)
+            mark(x.cur, self.store, j)
+        again = [(j, deadline[i]) for (j, i), r in zip(jobs, found, strict=True) if r["job_id"]]
+        if again:
+            self.rows.rerun(x.cur, again, x.t)
+        x.releases = []
+        self.store.notify(x.cur)
 
-        params = {
-            "flow": flow,
-            "state": E(state).value if state is not None else None,
-            "limit": max(limit, 0),
-            "offset": max(offset, 0),
-        }
-        with self._stmt() as cur:
-            rows = cur.execute(self._q["flow_list_executions"], params).fetchall()
-            return self._records(cur, rows)
-
-    def list_steps(self, execution_id: str) -> list[StepRecord]:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.list_steps`."""
-        from backends.sql.flow_names import StepRecord
-
-        with self._stmt() as cur:
-            steps = self._steps(cur, execution_id)
-        return [
-            StepRecord(
-                execution_id=execution_id,
-                idx=s.idx,
-                step_id=s.id,
-                state=s.state,
-                reason=s.reason,
-                job_id=s.job_id,
-                depends_on=s.deps,
-            )
-            for s in steps
-        ]
+    def _promote(self, x: Open) -> list[ReapedJob]:
+        """Start the queued executions of ``x``'s key that now have a place (the key's
+        lock is held: every transaction on a keyed execution takes it first)."""
+        h = x.head
+        conc = ConcurrencySpec(h["conc_limit"], "skip" if h["conc_skip"] else "queue")
+        reaped: list[ReapedJob] = []
+        for eid in decide.promote(conc, self.slots(x.cur, h["conc_key"])):
+            y = self.open(x.cur, eid, x.t, key_held=True)
+            if y is not None:
+                admitted = Admission(_E.RUNNING)
+                reaped += self._apply(y, plan.start_ops(self._view(y), y.index, admitted, x.t))
+                reaped += self._flush(y)
+        return reaped
 
 
-def _value(reason: ExecutionReason | None) -> str | None:
-    return reason.value if reason is not None else None
+def _step(x: Open, r: Row) -> _Step:
+    """A step row as read (a workflow's step past the function's without a job stands
+    for a sub-execution)."""
+    sub = x.workflow and r["idx"] > 0 and r["job_id"] is None
+    return _Step(_S(r["state"]), r["reason"], r["unmet"], sub=sub)
+
+
+def _sub(x: Open, idx: int) -> bool:
+    step = x.steps.get(idx)
+    return step is not None and step.sub
+
+
+def _touched(index: StepIndex, i: int, state: str) -> tuple[int, ...]:
+    """The rows a step end's fast decision reads: the step's, and its dependents' on success."""
+    return (i, *index.dependents[i]) if state == _S.SUCCEEDED.value else (i,)
+
+
+def _dependents(x: Open, i: int) -> dict[str, tuple[StepState, int]]:
+    """Step ``i``'s dependents as the fast rule reads them: state and ``unmet`` (a NULL
+    ``unmet``, never counted, never looks ready: such executions are judged whole anyway)."""
+    index, steps = x.index, x.steps
+    return {
+        index.ids[d]: (steps[d].state, u if (u := steps[d].unmet) is not None else -1)
+        for d in index.dependents[i]
+    }
+
+
+def _prior(view: ExecutionView) -> Callable[[str], StepState]:
+    return {s.id: s.state for s in view.steps}.__getitem__

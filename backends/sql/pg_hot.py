@@ -3,9 +3,9 @@
 A worker claims and finishes every job, so what each call costs in Python counts per
 job. Both statements run on cursors made once per connection (psycopg builds a cursor,
 its adapters map and its row maker on every ``conn.cursor()``) with plain tuple rows,
-and :func:`claimed_from_tuple` builds the :class:`~queue_core.model.ClaimedJob` straight
+and :func:`claimed_pairs` builds the :class:`~queue_core.records.jobs.ClaimedJob` straight
 from the claim row (no dictionary per row). Each call still runs in a
-:class:`~backends.sql.base._Scope`, so errors are translated and a broken connection is
+:class:`~backends.sql.store.Scope`, so errors are translated and a broken connection is
 discarded as for every other statement (its cursors go with it: the cache is keyed by
 the connection object).
 """
@@ -13,24 +13,21 @@ the connection object).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
 
-from backends.sql.base import Order, _Scope
-from queue_core.model import ClaimedJob
-
-if TYPE_CHECKING:
-    from backends.sql.base import SQLBase
-    from backends.sql.records import EndRow
+from backends.sql.records import EndRow, Order
+from queue_core.records.jobs import ClaimedJob
+from queue_core.rules.leases import step_deadline
 
 __all__ = [
     "CLAIM_COLUMNS",
     "HotCursors",
-    "HotScope",
     "check_claim_columns",
     "claimed_pairs",
+    "cursors",
     "finish_params",
     "raw_cursor",
 ]
@@ -39,7 +36,7 @@ CLAIM_COLUMNS = (
     "seq", "id", "task_name", "queue", "payload", "priority", "attempt", "max_attempts",
     "timeout_ms", "heartbeat_ms", "options", "enqueued_at", "replay_of", "lease_token",
     "lease_expires_at", "deadline", "started_at", "run_at", "execution_id", "step_id",
-    "flow_deadline_at", "keyed",
+    "flow_deadline_at", "place_at", "keyed",
 )  # fmt: skip
 """The columns of the ``claim`` statement, in the order :func:`claimed_pairs` reads them."""
 
@@ -64,12 +61,13 @@ def finish_params(ends: list[EndRow], now: int | None) -> list[str | None]:
     flat: list[str | None] = []
     add = flat.extend
     for (id_, attempt, token, state, reason, requeue, delay, lost, result, has_error,
-         e_class, e_type, message, tb, outcome, a_reason, mode, dead_id) in ends:  # fmt: skip
+         e_class, e_type, message, tb, outcome, a_reason, mode, dead_id,
+         refund) in ends:  # fmt: skip
         add((
             t, id_, str(attempt), token, state, reason, tf[requeue],
             None if delay is None else str(delay), None if lost is None else str(lost),
             None if result is None else "\\x" + result.hex(), tf[has_error], e_class, e_type,
-            message, tb, outcome, a_reason, mode, dead_id,
+            message, tb, outcome, a_reason, mode, dead_id, tf[refund],
         ))  # fmt: skip
     return flat
 
@@ -86,23 +84,12 @@ class HotCursors:
         self.raw: Any = psycopg.RawCursor(conn, row_factory=tuple_row)
 
 
-class HotScope(_Scope):
-    """A one-statement scope (as ``_stmt``) whose ``with`` yields this thread's cached
-    tuple-row cursor (:attr:`HotCursors.cur`)."""
-
-    __slots__ = ("_cursors",)
-
-    def __init__(self, storage: SQLBase, local: threading.local, conn: Any) -> None:
-        super().__init__(storage, conn, False)
-        cursors = getattr(local, "cursors", None)
-        if cursors is None or cursors.conn is not conn:
-            cursors = local.cursors = HotCursors(conn)
-        self._cursors: HotCursors = cursors
-
-    def __enter__(self) -> Any:
-        if self._storage._watch is not None:
-            self._storage._watch.arm(self._conn)
-        return self._cursors.cur
+def cursors(local: threading.local, conn: Any) -> HotCursors:
+    """This thread's cached cursors on ``conn`` (made anew for a new connection)."""
+    found: HotCursors | None = getattr(local, "cursors", None)
+    if found is None or found.conn is not conn:
+        found = local.cursors = HotCursors(conn)
+    return found
 
 
 def raw_cursor(local: threading.local, conn: Any) -> Any:
@@ -124,20 +111,19 @@ def check_claim_columns(cur: Any) -> None:
 
 def claimed_pairs(rows: list[tuple[Any, ...]]) -> list[tuple[Order, ClaimedJob]]:
     """``(order, job)`` of each started claim row (a ``claim`` row by position; a flow
-    step's ``deadline`` is the earlier of its attempt's and its execution's)."""
+    step's ``deadline`` is :func:`~queue_core.rules.leases.step_deadline`)."""
     pairs: list[tuple[Order, ClaimedJob]] = []
     for (seq, id_, task, queue, payload, priority, attempt, max_attempts, timeout_ms, hb_ms,
          options, enqueued_at, replay_of, token, lease_at, deadline, started_at, run_at,
-         execution_id, step_id, flow_end, _keyed) in rows:  # fmt: skip
-        if flow_end is not None:
-            deadline = flow_end if deadline is None else min(deadline, flow_end)
+         execution_id, step_id, flow_end, place_at, _keyed) in rows:  # fmt: skip
         job = ClaimedJob(
             id=id_, task_name=task, queue=queue, payload=bytes(payload), attempt=attempt,
-            lease_token=token, lease_expires_at=lease_at, deadline=deadline,
+            lease_token=token, lease_expires_at=lease_at,
+            deadline=step_deadline(deadline, flow_end),
             max_attempts=max_attempts, priority=priority, timeout_ms=timeout_ms,
             heartbeat_ms=hb_ms, options=options, enqueued_at=enqueued_at,
             replay_of=replay_of, started_at=started_at, run_at=run_at,
             execution_id=execution_id, step_id=step_id, flow_deadline_at=flow_end,
         )  # fmt: skip
-        pairs.append(((-priority, run_at, seq), job))
+        pairs.append(((-priority, run_at if place_at is None else place_at, seq), job))
     return pairs

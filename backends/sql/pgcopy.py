@@ -22,10 +22,10 @@ from typing import Any
 
 from psycopg.pq import TransactionStatus
 
-from backends.sql.records import JOB_COLUMNS, job_row
-from queue_core.model import NewJob
+from backends.sql.records import JOB_COLUMNS, TEMPLATE_COLUMNS, job_row
+from queue_core.records.jobs import NewJob
 
-__all__ = ["COPY_MIN", "COPY_TYPES", "copy_jobs", "copy_rows"]
+__all__ = ["COPY_MIN", "COPY_TYPES", "TEMPLATE_COLUMNS", "TEMPLATE_TYPES", "copy_jobs", "copy_rows"]
 
 COPY_MIN = 64
 """Batches of at least this many queued jobs are written with ``COPY``."""
@@ -38,7 +38,10 @@ COPY_TYPES = (
 )  # fmt: skip
 """The PostgreSQL type of each of :data:`~backends.sql.records.JOB_COLUMNS` (in order) as
 the binary ``COPY`` sends it; ``text`` is accepted by the ``VARCHAR`` columns too. A test
-checks them against :data:`backends.sql.schema.jobs`."""
+checks them against :data:`backends.sql.tables.jobs`."""
+
+TEMPLATE_TYPES = tuple(dict(zip(JOB_COLUMNS, COPY_TYPES, strict=True))[c] for c in TEMPLATE_COLUMNS)
+"""The binary ``COPY`` type of each of :data:`~backends.sql.records.TEMPLATE_COLUMNS`."""
 
 _COPY = f"COPY qc_jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
@@ -53,8 +56,8 @@ def copy_rows(
     notify: Callable[[Any], None],
 ) -> None:
     """:func:`copy_jobs` for rows given by ``rows(t)`` (``t`` the enqueue time) in the
-    columns of ``copy_sql``, of PostgreSQL types ``types`` (the template path,
-    ``backends/sql/pg_template.py``)."""
+    columns of ``copy_sql``, of PostgreSQL types ``types`` (a template's rows,
+    :class:`~backends.sql.records.TemplateRows`)."""
     own = cur.connection.info.transaction_status == TransactionStatus.IDLE
     if own:
         cur.execute("BEGIN")

@@ -6,117 +6,149 @@ Every connection runs in autocommit mode (``isolation_level=None``) with WAL,
 handler (which sleeps 1, 2, 5, 10 ms between tries); other processes still meet the busy
 timeout. An in-memory database lives on one connection shared by every thread, behind
 the same lock.
+
+A new database gets its schema from ``sql/sqlite_schema.sql`` (:meth:`SQLite.create_fresh`),
+not from SQLAlchemy: importing SQLAlchemy and building the schema's ``MetaData`` costs
+about 0.3 s of CPU, half of a short-lived producer's run. The script is the
+``sqlite_master`` text of a database the migrations brought to
+:data:`~backends.sql.schema.SCHEMA_VERSION` (``python -m backends.sql.sqlite`` rewrites it;
+a test fails until then, and a script of another version is never used).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from backends.sql import queries
-from backends.sql.base import _Scope, local_ms
-from backends.sql.errors import translate_errors
-from backends.sql.records import EndRow, Row, job_row
-from backends.sql.sqlite_watch import DirWatch
-from backends.sql.storage import SQLStorage
-from backends.sql.template import SQLiteTemplateEnqueue
-from queue_core.model import JobState, LeaseRef, NewJob, RenewResult
+from backends.sql.queries import DialectName, load, queues_filter
+from backends.sql.records import (
+    TEMPLATE_COLUMNS,
+    EndRow,
+    Order,
+    Row,
+    TemplateRows,
+    claimed_from_row,
+    job_row,
+    order_of,
+)
+from backends.sql.schema import SCHEMA_VERSION
+from backends.sql.url import SQLURL
+from queue_core.records.jobs import ClaimedJob, JobState, LeaseRef, NewJob, RenewResult
 
-__all__ = ["FINISH_ROW", "SQLiteStorage"]
+__all__ = ["FINISH_ROW", "INSERT_TEMPLATE", "SCRIPT", "SQLite", "load_script", "local_ms"]
 
 FINISH_ROW = ("now", *EndRow._fields)
 """The values of one end in ``finish_attempts`` / ``finish_jobs``, in ``VALUES`` order."""
 
 _CHUNK = 500
-"""Ends per finish statement (19 values each; SQLite allows 32,766 parameters)."""
+"""Ends per finish statement (20 values each; SQLite allows 32,766 parameters)."""
+
+INSERT_TEMPLATE = (
+    f"INSERT INTO qc_jobs ({', '.join(TEMPLATE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(TEMPLATE_COLUMNS))})"
+)
+"""A template's rows bound whole (when a value cannot be written as a literal)."""
+
+SCRIPT = Path(__file__).with_name("sql") / "sqlite_schema.sql"
+VERSION_TAG = "-- schema_version: "
+_SEPARATOR = "\n;\n"
+_ANY_QC_OBJECT = "SELECT 1 FROM sqlite_master WHERE tbl_name LIKE 'qc\\_%' ESCAPE '\\' LIMIT 1"
 
 
-def _poll_interval(quiet: float) -> float:
-    """Seconds between two ``PRAGMA data_version`` checks of an idle waiter, after
-    ``quiet`` seconds without a commit: 1 ms while busy, 2 ms after 0.1 s, 4 ms after
-    1 s (about 1% of a core idle; pick-up latency stays a few ms)."""
-    if quiet < 0.1:
-        return 0.001
-    if quiet < 1.0:
-        return 0.002
-    return 0.004
+def local_ms() -> int:
+    """This machine's clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
 
 
-_RECHECK_S = 0.0002
-"""How soon an idle waiter looks again when a write to the database's files woke it
-but no new commit was visible yet (the ``-wal`` frames are written before the commit is
-published in the WAL index)."""
+@lru_cache(maxsize=1)
+def load_script() -> tuple[int, tuple[str, ...]]:
+    """(schema version :data:`SCRIPT` creates, its statements in order); (0, ()) when absent."""
+    try:
+        text = SCRIPT.read_text(encoding="utf-8")
+    except OSError:
+        return 0, ()
+    version, body = 0, []
+    for line in text.splitlines():
+        if line.startswith(VERSION_TAG):
+            version = int(line[len(VERSION_TAG) :])
+        elif not line.startswith("--"):
+            body.append(line)
+    return version, tuple(s.strip() for s in "\n".join(body).split(_SEPARATOR) if s.strip())
 
 
-class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
-    """:class:`~backends.sql.SQLStorage` on SQLite."""
+def _literal(value: Any) -> str | None:
+    """``value`` as an SQLite literal (what binding it stores), or ``None``."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"  # as sqlite3 binds a bool
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
 
-    dialect = "sqlite"
-    _queries = queries.SQLITE
 
-    def _prepare(self) -> None:
+def literal_insert(rows: TemplateRows) -> str | None:
+    """The ``INSERT`` of ``rows`` binding the per-job values and the clock-dependent ones,
+    the others written as literals (``None`` when one cannot be). SQLite then knows the
+    state, the concurrency key and the other constants when it prepares the statement,
+    so it skips the partial indexes whose condition they make false instead of testing
+    each per row: ``executemany`` of 1,000-row batches took about half the CPU per row of
+    the all-bound statement (7 against 14 µs on this machine)."""
+    maybe = [_literal(v) for v in rows.head + rows.tail]
+    fixed = [f for f in maybe if f is not None]
+    if len(fixed) != len(maybe):
+        return None
+    n = len(rows.head)
+    values = ["?"] * 3 + fixed[:n] + ["?"] * len(rows.offsets) + fixed[n:]
+    return f"INSERT INTO qc_jobs ({', '.join(TEMPLATE_COLUMNS)}) VALUES ({', '.join(values)})"
+
+
+class SQLite:
+    """The SQLite :class:`~backends.sql.dialect.Dialect`."""
+
+    name: DialectName = "sqlite"
+    pgbouncer = False
+    locking = False
+    single_statement_batches = False
+    claim_in_tx = True
+    watch = None
+    meta_exists = "SELECT 1 AS v FROM sqlite_master WHERE type = 'table' AND name = 'qc_meta'"
+
+    def __init__(self, url: SQLURL, busy_timeout_ms: int) -> None:
+        self.q = load("sqlite")
+        self.url = url
+        self.busy_timeout_ms = busy_timeout_ms
+        self.shared_connection = url.database in (None, "", ":memory:")
         self._write_lock = threading.RLock()
-        self._memory = self._url.database in (None, "", ":memory:")
-        self._conns.shared = self._memory
         self._shared: sqlite3.Connection | None = None
-        self._last_change = time.monotonic()  # wait_for_jobs: last commit seen
-        self._files: DirWatch | None = None  # wait_for_jobs: writes to the database's files
         self._claim_sql: dict[int, str] = {}
-        self._finish_sql: dict[int, tuple[str, str]] = {}
+        self._finish_sql: dict[tuple[int, bool], tuple[str, str]] = {}
 
-    def _make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
-        from sqlalchemy import Connection, create_engine, event
-        from sqlalchemy.pool import StaticPool
-
-        if self._memory:
-            engine = create_engine(
-                "sqlite://", poolclass=StaticPool, creator=self._connect, echo=echo
-            )
-        else:
-            engine = create_engine(
-                self._url.render(hide_password=False), pool_size=pool_size,
-                max_overflow=max_overflow, echo=echo,
-                connect_args={"check_same_thread": False,
-                              "timeout": self._busy_timeout_ms / 1000.0},
-            )
-
-            @event.listens_for(engine, "connect")
-            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-                self._configure(dbapi_conn)
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-
-    def _create_fresh(self) -> bool:
-        from backends.sql.sqlite_fresh import create_fresh
-
-        with translate_errors(self._masked, secret=self._secret):
-            conn = self._conns.get()
-        with _Scope(self, conn, True) as cur:
-            return create_fresh(cur)
+    # ------------------------------------------------------------------ connections
 
     def _configure(self, conn: Any) -> None:
-        # The driver must not open transactions itself: we issue BEGIN IMMEDIATE.
-        conn.isolation_level = None
-        if not self._memory:
+        conn.isolation_level = None  # the driver opens no transaction: BEGIN IMMEDIATE does
+        if not self.shared_connection:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
 
-    def _connect(self) -> Any:
-        if not self._memory:
+    def connect(self) -> Any:
+        """This thread's new connection (in memory: the one shared connection)."""
+        if not self.shared_connection:
             conn = sqlite3.connect(
-                self._url.database or "", check_same_thread=False, isolation_level=None,
-                timeout=self._busy_timeout_ms / 1000.0,
-            )
+                self.url.database or "", check_same_thread=False, isolation_level=None,
+                timeout=self.busy_timeout_ms / 1000.0,
+            )  # fmt: skip
             self._configure(conn)
             return conn
         with self._write_lock:
@@ -125,7 +157,14 @@ class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
                 self._configure(self._shared)
             return self._shared
 
-    def _enter(self, conn: Any, write: bool) -> Any:
+    def connect_waiter(self) -> Any:
+        """A connection of its own for ``wait_for_jobs`` (``PRAGMA data_version``)."""
+        return sqlite3.connect(
+            self.url.database or "", check_same_thread=False, isolation_level=None, timeout=1.0
+        )
+
+    def enter(self, conn: Any, write: bool) -> Any:
+        """Take the process's write lock (and ``BEGIN IMMEDIATE`` when ``write``)."""
         self._write_lock.acquire()
         try:
             if write:
@@ -137,7 +176,8 @@ class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
         cur.row_factory = sqlite3.Row
         return cur
 
-    def _leave(self, conn: Any, write: bool) -> None:
+    def leave(self, conn: Any, write: bool) -> None:
+        """Commit (when ``write``) and release the write lock."""
         try:
             if write:
                 conn.execute("COMMIT")
@@ -147,14 +187,16 @@ class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
         finally:
             self._write_lock.release()
 
-    def _abort(self, conn: Any, write: bool) -> bool:
+    def abort(self, conn: Any, write: bool) -> bool:
+        """Roll back and release the write lock; whether ``conn`` is usable."""
         try:
             return self._rollback(conn)
         finally:
             self._write_lock.release()
 
-    def _abort_quietly(self, conn: Any) -> bool:
-        return self._memory or not conn.in_transaction
+    def abort_quietly(self, conn: Any) -> bool:
+        """After a failed start or commit: usable unless a transaction is left open."""
+        return self.shared_connection or not conn.in_transaction
 
     def _rollback(self, conn: Any) -> bool:
         """Roll back an open transaction; whether the connection stays usable (an
@@ -164,162 +206,189 @@ class SQLiteStorage(SQLiteTemplateEnqueue, SQLStorage):
                 conn.execute("ROLLBACK")
             return True
         except Exception:  # noqa: BLE001 - the connection is discarded instead
-            return self._memory
+            return self.shared_connection
 
-    def _clock(self, now: int | None) -> int:
+    def hot_cursor(self, conn: Any) -> None:
+        """No cached cursor: every scope takes the write lock."""
+        return None
+
+    def make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
+        """A SQLAlchemy engine on the same file, ``BEGIN IMMEDIATE`` per transaction."""
+        from sqlalchemy import Connection, create_engine, event
+        from sqlalchemy.pool import StaticPool
+
+        if self.shared_connection:
+            engine = create_engine(
+                "sqlite://", poolclass=StaticPool, creator=self.connect, echo=echo
+            )
+        else:
+            engine = create_engine(
+                self.url.render(hide_password=False), pool_size=pool_size,
+                max_overflow=max_overflow, echo=echo,
+                connect_args={"check_same_thread": False,
+                              "timeout": self.busy_timeout_ms / 1000.0},
+            )  # fmt: skip
+
+            @event.listens_for(engine, "connect")
+            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+                self._configure(dbapi_conn)
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def create_fresh(self, cur: Any) -> bool:
+        """Replay :data:`SCRIPT` in the caller's ``BEGIN IMMEDIATE`` transaction on a
+        database without any ``qc_`` object; ``False`` (nothing written) when the script
+        is missing or of another version, or the database is not empty."""
+        version, statements = load_script()
+        if version != SCHEMA_VERSION or not statements:
+            return False
+        if cur.execute(_ANY_QC_OBJECT).fetchone() is not None:
+            return False
+        for statement in statements:
+            cur.execute(statement)
+        return True
+
+    # ------------------------------------------------------------------ values
+
+    def clock(self, now: int | None) -> int:
+        """``now``, or this machine's clock (SQLite has no server clock)."""
         return now if now is not None else local_ms()
 
-    def _server_now(self, cur: Any) -> int:
+    def server_now(self, cur: Any) -> int:
+        """This machine's clock."""
         return local_ms()
 
-    def _list(self, values: Sequence[Any]) -> str:
+    def array(self, values: Sequence[Any]) -> str:
+        """A JSON array (read with ``json_each``)."""
         return json.dumps(list(values))
 
-    # ------------------------------------------------------------------ batches
+    def lock_key(self, cur: Any, key: str, *, wait: bool, flows: bool = False) -> bool:
+        """Nothing to take: the write transaction holds the database's write lock."""
+        return True
 
-    def _insert(
-        self, cur: Any, jobs: Sequence[NewJob], states: Sequence[JobState] | None,
-        reasons: Sequence[str | None] | None, now: int | None,
+    def notify(self, cur: Any) -> None:
+        """Nothing to send: waiters see the commit (``PRAGMA data_version``)."""
+
+    # ------------------------------------------------------------------ batch statements
+
+    def insert(
+        self,
+        cur: Any,
+        jobs: Sequence[NewJob],
+        states: Sequence[JobState] | None,
+        reasons: Sequence[str | None] | None,
+        now: int | None,
     ) -> None:
-        t = self._clock(now)
+        """``insert_job`` with :func:`~backends.sql.records.job_row` tuples."""
+        t = self.clock(now)
         if states is None or reasons is None:
             rows = [job_row(j, t) for j in jobs]
         else:
             rows = [job_row(j, t, s, r) for j, s, r in zip(jobs, states, reasons, strict=True)]
         if len(rows) == 1:
-            cur.execute(self._q["insert_job"], rows[0])
+            cur.execute(self.q["insert_job"], rows[0])
         else:
-            cur.executemany(self._q["insert_job"], rows)
+            cur.executemany(self.q["insert_job"], rows)
 
-    def _claim_unkeyed(
-        self, worker_id: str, qs: list[str], limit: int, lease_ms: int, now: int | None
-    ) -> tuple[list[Row], bool]:
-        t = self._clock(now)
-        sql = self._claim_sql.get(len(qs))
+    def claim(
+        self,
+        cur: Any,
+        worker_id: str,
+        queues: list[str],
+        limit: int,
+        lease_ms: int,
+        now: Any,
+        pauses_version: str | None,
+    ) -> tuple[list[Any], bool]:
+        """One ``UPDATE ... RETURNING`` (no attempt records: each is written once, when its
+        attempt ends), then whether a keyed job is ready."""
+        sql = self._claim_sql.get(len(queues))
         if sql is None:
-            sql = self._q["claim"].replace("{queues}", queries.queues_filter("sqlite", len(qs)))
-            self._claim_sql[len(qs)] = sql
-        params: dict[str, Any] = {"worker": worker_id, "now": t, "lease_ms": lease_ms,
-                                  "limit": limit}
-        for i, q in enumerate(qs):
-            params[f"q{i}"] = q
-        with self._tx() as cur:
-            # No attempt records here: each is written once, when its attempt ends.
-            started: list[Row] = cur.execute(sql, params).fetchall()
-            keyed = (
-                len(started) < limit
-                and cur.execute(self._q["keyed_ready"], {"now": t}).fetchone() is not None
-            )
+            sql = self.q["claim"].replace("{queues}", queues_filter("sqlite", len(queues)))
+            self._claim_sql[len(queues)] = sql
+        params: dict[str, Any] = {"worker": worker_id, "now": now, "lease_ms": lease_ms,
+                                  "limit": limit, "pv": pauses_version}  # fmt: skip
+        for i, queue in enumerate(queues):
+            params[f"q{i}"] = queue
+        started: list[Row] = cur.execute(sql, params).fetchall()
+        keyed = (
+            len(started) < limit
+            and cur.execute(self.q["keyed_ready"], {"now": now}).fetchone() is not None
+        )
         return started, keyed
 
-    def renew(
-        self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
-    ) -> RenewResult:
-        """See :meth:`queue_core.storage.Storage.renew`: one fenced ``UPDATE`` per ref
-        (in-process, so no round trips), rows taken in job id order."""
-        if not refs:
-            return RenewResult()
-        t = self._clock(now)
-        rows: dict[int, Any] = {}
-        with self._tx() as cur:
-            for i in sorted(range(len(refs)), key=lambda i: refs[i].job_id):
-                ref = refs[i]
-                params = {"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
-                          "lease_ms": lease_ms, "now": t}
-                rows[i] = cur.execute(self._q["renew"], params).fetchone()
-        return RenewResult.of(
-            refs,
-            [None if rows[i] is None else bool(rows[i]["cancel_requested"])
-             for i in range(len(refs))],
-        )
+    def claimed(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
+        """Rows by column name."""
+        return [(order_of(r), claimed_from_row(r)) for r in rows]
 
-    def _finish_batch(
-        self, cur: Any, ends: list[EndRow], now: int | None
+    def renew(
+        self, cur: Any, refs: Sequence[LeaseRef], lease_ms: int, now: int | None
+    ) -> RenewResult:
+        """One fenced ``UPDATE`` per ref (in-process: no round trips), in job id order."""
+        flags: dict[int, bool | None] = {}
+        for i in sorted(range(len(refs)), key=lambda i: refs[i].job_id):
+            ref = refs[i]
+            params = {"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,
+                      "lease_ms": lease_ms, "now": now}  # fmt: skip
+            row = cur.execute(self.q["renew"], params).fetchone()
+            flags[i] = None if row is None else bool(row["cancel_requested"])
+        return RenewResult.of(refs, [flags[i] for i in range(len(refs))])
+
+    def finish_batch(
+        self, cur: Any, ends: list[EndRow], now: int | None, *, steps: bool = False
     ) -> dict[str, str | None]:
+        """The attempt records, then the jobs: two statements per chunk of ends."""
         done: dict[str, str | None] = {}
         for k in range(0, len(ends), _CHUNK):
             chunk = ends[k : k + _CHUNK]
             flat = [v for e in chunk for v in (now, *e)]
-            attempts_sql, jobs_sql = self._finish_statements(len(chunk))
+            attempts_sql, jobs_sql = self._finish_statements(len(chunk), steps)
             cur.execute(attempts_sql, flat)
             for r in cur.execute(jobs_sql, flat).fetchall():
                 done[r["id"]] = r["concurrency_key"]
         return done
 
-    def _finish_statements(self, n: int) -> tuple[str, str]:
-        pair = self._finish_sql.get(n)
+    def _finish_statements(self, n: int, steps: bool) -> tuple[str, str]:
+        pair = self._finish_sql.get((n, steps))
         if pair is None:
-            row = "(" + ", ".join("?" * len(FINISH_ROW)) + ")"
-            rows = ", ".join([row] * n)
+            rows = ", ".join(["(" + ", ".join("?" * len(FINISH_ROW)) + ")"] * n)
+            which = "NOT " if steps else ""
             pair = (
-                self._q["finish_attempts"].replace("{rows}", rows),
-                self._q["finish_jobs"].replace("{rows}", rows),
+                self.q["finish_attempts"].replace("{rows}", rows).replace("{steps}", which),
+                self.q["finish_jobs"].replace("{rows}", rows).replace("{steps}", which),
             )
             if n <= 64:
-                self._finish_sql[n] = pair
+                self._finish_sql[n, steps] = pair
         return pair
 
-    # ------------------------------------------------------------------ wake-ups
+    def template_rows(self, n: int) -> bool:
+        """Every plain batch goes as template rows."""
+        return True
 
-    def close(self) -> None:
-        """See :meth:`~backends.sql.base.SQLBase.close`; also stops the waiter's watch."""
-        super().close()
-        with self._wait_lock:
-            watch, self._files = self._files, None
-        if watch is not None:
-            watch.close()
+    def insert_template(
+        self, cur: Any, rows: TemplateRows, jobs: Sequence[tuple[str, bytes, int]], now: Any
+    ) -> None:
+        """``executemany`` of ``job + times(now)`` on the literal insert (or ``job + at(now)``
+        on :data:`INSERT_TEMPLATE`); ``now`` is :meth:`clock`'s."""
+        sql = rows.extra.get("sqlite", rows)
+        if sql is rows:  # the first batch of this template
+            sql = rows.extra["sqlite"] = literal_insert(rows)
+        if sql is None:
+            sql, values = INSERT_TEMPLATE, rows.at(now)
+        else:
+            values = rows.times(now)
+        if len(jobs) == 1:
+            cur.execute(sql, jobs[0] + values)
+        else:
+            cur.executemany(sql, [job + values for job in jobs])
 
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until a job may be ready in ``queues``.
 
-        Polls ``PRAGMA data_version`` on a dedicated connection, every millisecond after
-        a recent commit and backing off to 2 ms, then 4 ms while the database stays
-        quiet; a change means another connection committed, and a cheap indexed check
-        decides whether a job is ready. On Linux a write to the database's files ends a
-        poll's pause at once (:mod:`backends.sql.sqlite_watch`). Returns ``True`` at once
-        when a job is ready now.
-        """
-        if self._closed:
-            return False
-        if self._memory:
-            time.sleep(min(timeout, 0.01))
-            return True
-        self._ensure_schema()
-        qs = self._list(list(queues))
-        deadline = time.monotonic() + max(timeout, 0.0)
-        with self._wait_lock, translate_errors(self._masked, secret=self._secret):
-            if self._waiter is None:
-                path = os.path.abspath(self._url.database or "")
-                self._files = DirWatch.open(os.path.dirname(path))
-                self._waiter = sqlite3.connect(
-                    self._url.database or "", check_same_thread=False, isolation_level=None,
-                    timeout=1.0,
-                )
-            conn: sqlite3.Connection = self._waiter
-            pause = time.sleep if self._files is None else self._files.wait
+if __name__ == "__main__":  # after a schema step: rewrite the script
+    from backends.sql.schema import sqlite_script
 
-            def ready() -> bool:
-                probe = conn.execute(self._q["ready_probe"], {"queues": qs, "now": local_ms()})
-                return probe.fetchone() is not None
-
-            if queues and ready():
-                self._last_change = time.monotonic()
-                return True
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            written = False
-            while True:
-                clock = time.monotonic()
-                left = deadline - clock
-                if left <= 0:
-                    return False
-                if written:  # a write seen before its commit was visible: look again soon
-                    time.sleep(min(_RECHECK_S, left))
-                    written = False
-                else:
-                    written = bool(pause(min(_poll_interval(clock - self._last_change), left)))
-                current = conn.execute("PRAGMA data_version").fetchone()[0]
-                if current != version:
-                    version = current
-                    self._last_change = time.monotonic()
-                    if not queues or ready():
-                        return True
+    SCRIPT.write_text(sqlite_script(), encoding="utf-8")
+    sys.stdout.write(f"wrote {SCRIPT}\n")

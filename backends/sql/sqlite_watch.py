@@ -1,7 +1,7 @@
 """Linux: a commit by another process ends an idle SQLite waiter's pause at once.
 
 SQLite has no push channel between processes: an idle worker's ``wait_for_jobs``
-polls ``PRAGMA data_version`` (:meth:`~backends.sql.sqlite.SQLiteStorage.wait_for_jobs`),
+polls ``PRAGMA data_version`` (:meth:`~backends.sql.wakeup.SQLiteWakeup.wait_for_jobs`),
 so a job enqueued by another process waited for the next poll (half a poll interval on
 average). A commit in WAL mode writes the database's ``-wal`` file, so an inotify watch
 (``IN_MODIFY``) on the database's directory says that something was written: the waiter

@@ -1,9 +1,12 @@
-"""SQL storage URLs, parsed without importing SQLAlchemy.
+"""SQL storage URLs and their options, parsed without importing SQLAlchemy.
 
 Importing SQLAlchemy costs more than the rest of a worker's start-up, and the SQL backend
 runs every job on plain DBAPI connections; SQLAlchemy is needed only to create or migrate
 the schema. So URLs are parsed here, the way ``sqlalchemy.engine.make_url`` does (same
 pattern, same unquoting, same rendering), and the schema engine gets the rendered string.
+The backend's own query options (``retention``; PostgreSQL's ``pgbouncer`` and
+``socket_timeout``) are checked and removed here (:func:`split_url`,
+:func:`session_options`) before the URL reaches a driver.
 """
 
 from __future__ import annotations
@@ -12,9 +15,22 @@ import re
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
-from queue_core.record import Record
+from queue_core.records.base import Record
+from queue_core.records.errors import ConfigError
+from queue_core.rules.outcomes import parse_retention
+from queue_core.storage.urls import mask_url, redact
 
-__all__ = ["SQLURL", "parse_sql_url"]
+__all__ = ["SOCKET_TIMEOUT_S", "SQLURL", "parse_sql_url", "session_options", "split_url"]
+
+SOCKET_TIMEOUT_S = 30.0
+"""Default bound on one PostgreSQL call (``?socket_timeout=<seconds>``; ``0`` = none): a
+call still waiting after it has its connection cut (:mod:`backends.sql.watchdog`) and
+fails with ``StorageUnavailable``."""
+
+_PG_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
+_SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
+_SQLITE_QUERY = ("retention", "timeout", "check_same_thread", "uri")
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 _PATTERN = re.compile(
     r"""
@@ -120,3 +136,78 @@ def parse_sql_url(url: str) -> SQLURL:
         database=unquote(parts["database"]) if parts["database"] is not None else None,
         query=query,
     )
+
+
+def split_url(url: str) -> tuple[SQLURL, int | None]:
+    """Parse ``url``; strip and parse ``?retention=``; map PostgreSQL to psycopg.
+
+    Raises:
+        ConfigError: a malformed URL, an unsupported scheme, a bad retention or an
+            unknown ``sqlite://`` option.
+    """
+    try:
+        sa_url = parse_sql_url(url)
+    except ValueError as exc:
+        raise ConfigError(
+            f"invalid SQL storage URL {mask_url(url)!r}: {redact(str(exc), url)}",
+            code="invalid_url", field="url", value=mask_url(url),
+        ) from None  # fmt: skip
+    retention: int | None = None
+    raw = sa_url.get("retention")
+    if raw is not None:
+        retention = parse_retention(raw)
+        sa_url = sa_url.without("retention")
+    driver = sa_url.drivername.lower()
+    if driver in _PG_DRIVERS:
+        sa_url = sa_url.with_driver("postgresql+psycopg")
+    elif driver in _SQLITE_DRIVERS:
+        _check_sqlite_query(sa_url, url)
+    else:
+        raise ConfigError(
+            f"unsupported SQL URL scheme {driver!r} in {mask_url(url)!r}: use sqlite:///path.db "
+            "or postgresql+psycopg://user:password@host/db",
+            code="unknown_scheme", field="url", value=driver,
+        )  # fmt: skip
+    return sa_url, retention
+
+
+def _check_sqlite_query(sa_url: SQLURL, url: str) -> None:
+    """Refuse a query option the SQLite driver would ignore (SQLAlchemy only warns): a
+    typo such as ``?retension=1d`` must not pass silently. With ``uri=true`` the SQLite
+    URI options (``mode``, ``cache``...) are the driver's to judge."""
+    if (sa_url.get("uri") or "").lower() == "true":
+        return
+    unknown = sorted({k for k, _ in sa_url.query if k not in _SQLITE_QUERY})
+    if unknown:
+        raise ConfigError(
+            f"unknown sqlite:// option(s) {', '.join(map(repr, unknown))} in {mask_url(url)!r}; "
+            f"supported: {', '.join(_SQLITE_QUERY)}",
+            code="invalid_option", field="url", value=unknown[0],
+        )  # fmt: skip
+
+
+def session_options(url: SQLURL, where: str) -> tuple[SQLURL, bool, float]:
+    """PostgreSQL's own options: (``url`` without them, ``pgbouncer``, ``socket_timeout``
+    in seconds; :data:`SOCKET_TIMEOUT_S` by default, ``0`` = no bound).
+
+    Raises:
+        ConfigError: ``pgbouncer`` not a flag, or ``socket_timeout`` not a number >= 0.
+    """
+    raw = url.get("pgbouncer")
+    flag = _FLAGS.get((raw or "false").lower())
+    if flag is None:
+        raise ConfigError(
+            f"pgbouncer={raw!r} in {where!r}: use pgbouncer=true or pgbouncer=false",
+            code="invalid_option", field="pgbouncer", value=raw,
+        )  # fmt: skip
+    raw = url.get("socket_timeout")
+    try:
+        bound = SOCKET_TIMEOUT_S if raw is None else float(raw)
+    except ValueError:
+        bound = -1.0
+    if not bound >= 0 or bound == float("inf"):
+        raise ConfigError(
+            f"socket_timeout={raw!r} in {where!r}: use a number of seconds >= 0 (0 = no bound)",
+            code="invalid_option", field="socket_timeout", value=raw,
+        )  # fmt: skip
+    return url.without("pgbouncer").without("socket_timeout"), flag, bound

@@ -7,7 +7,7 @@ claim or lease renewal with it. :class:`Watchdog` tracks the calls in progress (
 when a scope opens, disarmed when it closes: a dict write each) and, from one daemon
 thread, shuts down the socket of any call older than the bound. libpq then reports the
 connection lost, which the backend raises as
-:class:`~queue_core.errors.StorageUnavailable` and the thread reconnects next time.
+:class:`~queue_core.records.errors.StorageUnavailable` and the thread reconnects next time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The worker registry and the cancel poll of the SQL backend (table ``qc_workers``,
-schema version 6; see :mod:`queue_core.workers`). Mixed into
-:class:`~backends.sql.SQLStorage`."""
+schema version 6; see :mod:`queue_core.records.workers`)."""
 
 from __future__ import annotations
 
@@ -8,11 +7,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sql.base import SQLBase
-from queue_core.model import LeaseRef
-from queue_core.workers import WorkerInfo, live_workers
+from backends.sql.store import Store
+from queue_core.records.jobs import LeaseRef
+from queue_core.records.workers import WorkerInfo
+from queue_core.rules.workers import live_workers
 
-__all__ = ["SQLWorkers"]
+__all__ = ["Workers"]
 
 
 def _info(row: Any) -> WorkerInfo:
@@ -30,44 +30,47 @@ def _info(row: Any) -> WorkerInfo:
     )
 
 
-class SQLWorkers(SQLBase):
-    """:class:`~queue_core.workers.SupportsWorkerRegistry` and
-    :class:`~queue_core.workers.SupportsCancelPoll` on ``qc_workers`` / ``qc_jobs``."""
+class Workers:
+    """:class:`~queue_core.storage.abilities.SupportsWorkerRegistry` and
+    :class:`~queue_core.storage.abilities.SupportsCancelPoll` on ``qc_workers`` / ``qc_jobs``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def register_worker(self, info: WorkerInfo) -> None:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.register_worker`."""
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.register_worker`."""
         params = info.to_dict()
         params["queues"] = json.dumps(params["queues"])
-        with self._stmt() as cur:
-            cur.execute(self._q["upsert_worker"], params)
+        with self.store.stmt() as cur:
+            cur.execute(self.store.q["upsert_worker"], params)
 
     def deregister_worker(self, worker_id: str) -> None:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.deregister_worker`."""
-        with self._stmt() as cur:
-            cur.execute(self._q["delete_worker"], {"id": worker_id})
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.deregister_worker`."""
+        with self.store.stmt() as cur:
+            cur.execute(self.store.q["delete_worker"], {"id": worker_id})
 
     def list_workers(self, *, now: int | None = None) -> list[WorkerInfo]:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.list_workers`: dead
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.list_workers`: dead
         records met are deleted (each only if not refreshed meanwhile)."""
-        with self._stmt() as cur:
-            t = self._resolve_now(cur, now)
-            infos = [_info(r) for r in cur.execute(self._q["select_workers"], {}).fetchall()]
+        with self.store.stmt() as cur:
+            t = self.store.resolve_now(cur, now)
+            infos = [_info(r) for r in cur.execute(self.store.q["select_workers"], {}).fetchall()]
         live, dead = live_workers(infos, t)
         if dead:
             seen = {i.id: i.last_seen for i in infos}
-            with self._tx() as cur:
+            with self.store.tx() as cur:
                 for worker_id in dead:
                     params = {"id": worker_id, "last_seen": seen[worker_id]}
-                    cur.execute(self._q["delete_dead_worker"], params)
+                    cur.execute(self.store.q["delete_dead_worker"], params)
         return live
 
     def cancel_requested(self, refs: Sequence[LeaseRef]) -> list[LeaseRef]:
-        """See :meth:`queue_core.workers.SupportsCancelPoll.cancel_requested`: one
+        """See :meth:`queue_core.storage.abilities.SupportsCancelPoll.cancel_requested`: one
         indexed read for the batch."""
         if not refs:
             return []
-        params = {"ids": self._list(sorted({r.job_id for r in refs}))}
-        with self._stmt() as cur:
-            rows = cur.execute(self._q["select_cancel_requested"], params).fetchall()
+        params = {"ids": self.store.array(sorted({r.job_id for r in refs}))}
+        with self.store.stmt() as cur:
+            rows = cur.execute(self.store.q["select_cancel_requested"], params).fetchall()
         asked = {(r["id"], int(r["attempt"]), r["lease_token"]) for r in rows}
         return [r for r in refs if (r.job_id, r.attempt, r.lease_token) in asked]

@@ -1,42 +1,60 @@
-"""Control and reads: cancel, prune, job and queue reads, dead letters."""
+"""Administration: dead letters (list, get, retry, purge), stats and prune."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from backends.sqs.base import SEQ
-from backends.sqs.codec import (
-    Item,
-    all_index_query,
-    attempt_record,
-    dead_job,
-    job_record,
-    new_item,
-    spec_from_dead,
-    vals,
-    with_current_attempt,
-)
+from backends.sqs.codec import dead_job, new_item, spec_from_dead, vals
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
-from backends.sqs.flow_apply import FlowApply
-from queue_core.errors import NotFound, StorageError
-from queue_core.model import AttemptRecord, DeadJob, JobRecord, JobState, QueueStats, Reason
-from queue_core.policy.outcomes import replay_job
+from backends.sqs.store import SEQ, Store
+from backends.sqs.writes import Writes
+from queue_core.records.errors import NotFound, StorageError
+from queue_core.records.jobs import DeadJob, QueueStats
+from queue_core.rules.outcomes import replay_job
+from queue_core.rules.paging import check_page
+
+if TYPE_CHECKING:
+    from backends.sqs.flows import SQSFlows
+    from backends.sqs.workflows import SQSWorkflows
 
 __all__ = ["Admin"]
 
 
-class Admin(FlowApply):
-    """``cancel``, ``prune``, the reads and the dead-letter operations."""
+class Admin:
+    """``prune``, ``stats`` and the dead-letter operations of the SQS storage.
+
+    Args:
+        store: the storage's store.
+        writes: builds the writes storing a replayed job.
+        flows: the flows part (built on first use, once the deployment has flows):
+            ``prune`` removes finished executions too.
+        workflows: the workflows part (built on first use): ``retry_dead`` of a flow
+            step's entry resumes its execution; ``prune`` removes old events.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        writes: Writes,
+        flows: Callable[[], SQSFlows],
+        workflows: Callable[[], SQSWorkflows],
+    ) -> None:
+        self.store = store
+        self.db = store.db
+        self.keys = store.keys
+        self.writes = writes
+        self.flows = flows
+        self.workflows = workflows
 
     def prune(self, *, now: int | None = None, limit: int = 1000) -> int:
-        """See :meth:`queue_core.storage.Storage.prune`. Queries the finished index by
-        ``finished_at`` and deletes jobs and attempt records with BatchWriteItem; items
-        it misses are removed by the table's TTL. Retention 0 prunes every job finished
-        at or before ``now``."""
-        cutoff = self._now(now) - self.retention_ms
+        """See :meth:`queue_core.storage.protocol.Storage.prune`. Queries the finished
+        index by ``finished_at`` and deletes jobs and attempt records with BatchWriteItem;
+        items it misses are removed by the table's TTL. Retention 0 prunes every job
+        finished at or before ``now``."""
+        cutoff = self.store.now(now) - self.store.retention_ms
         with translate("prune"):
             done = self.db.query(
                 IndexName="due",
@@ -50,105 +68,16 @@ class Admin(FlowApply):
                 keys += [self.keys.attempt(it["id"], n) for n in range(1, it.get("att", 0) + 1)]
                 keys += self.keys.chunks(it["pk"], it.get("plc"))
             self.db.batch_delete(keys)
-            self._prune_flows(cutoff, limit)
-        return len(done)
-
-    def cancel(self, job_id: str, *, now: int | None = None) -> JobState:
-        """See :meth:`queue_core.storage.Storage.cancel` (read, then a conditional write)."""
-        t = self._now(now)
-        with translate("cancel"):
-            while True:
-                job = self.db.get(self.keys.job(job_id))
-                if job is None:
-                    raise NotFound(f"no job with id {job_id!r}")
-                state = JobState(job["st"])
-                try:
-                    if state is JobState.QUEUED:
-                        self.db.transact(self._cancel_queued(job, t))
-                        if job.get("xid") is not None:
-                            self._after_ends([job["xid"]], t)
-                        return JobState.CANCELLED
-                    if state is JobState.RUNNING:
-                        self.db.transact(
-                            [
-                                {
-                                    "Update": self.db.update(
-                                        self.keys.job(job_id),
-                                        {"cxl": True},
-                                        cond="v = :ver",
-                                        cond_values={"ver": job["v"]},
-                                    )
-                                }
-                            ]
-                        )
-                    return state
-                except TxCancelled:
-                    continue
-
-    def _cancel_queued(self, job: Item, t: int) -> list[dict[str, Any]]:
-        sets, removes = self._finished_fields(JobState.CANCELLED, t)
-        sets["rsn"] = Reason.CANCELLED.value
-        actions = [
-            {
-                "Update": self.db.update(
-                    self.keys.job(job["id"]),
-                    sets,
-                    removes,
-                    cond="v = :ver",
-                    cond_values={"ver": job["v"]},
-                )
-            }
-        ]
-        if job.get("ck") is not None:
-            actions.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=-1)})
-        if job.get("xid") is not None:
-            actions += self._step_event(job, JobState.CANCELLED, sets["rsn"], None, t, queued=True)
-        return actions
-
-    # ------------------------------------------------------------------ reads
-
-    def get_job(self, job_id: str) -> JobRecord | None:
-        """See :meth:`queue_core.storage.Storage.get_job` (one consistent GetItem)."""
-        with translate("get_job"):
-            item = self.db.get(self.keys.job(job_id))
-            return job_record(item, self.db.payload(item)) if item else None
-
-    def list_attempts(self, job_id: str) -> list[AttemptRecord]:
-        """See :meth:`queue_core.storage.Storage.list_attempts` (one consistent Query of
-        the job's attempt items and its job item, which holds a running attempt)."""
-        with translate("list_attempts"):
-            items = self.db.query(
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :a AND :j",
-                ExpressionAttributeValues=vals(pk=self.keys.job_pk(job_id), a="A#", j="J"),
-                ConsistentRead=True,
-            )
-        return [attempt_record(a) for a in with_current_attempt(items)]
-
-    def count_pending(
-        self, queues: Sequence[str], horizon_ms: int, *, now: int | None = None
-    ) -> int:
-        """See :meth:`queue_core.storage.Storage.count_pending`."""
-        by = self._now(now) + horizon_ms
-        wanted = list(dict.fromkeys(queues))
-        if not wanted:
-            return 0
-        names = {f":q{i}": {"S": q} for i, q in enumerate(wanted)}
-        inq = ", ".join(names)
-        with translate("count_pending"):
-            return self.db.count(
-                IndexName="all",
-                KeyConditionExpression="ap = :ap",
-                FilterExpression=f"q IN ({inq}) AND (st = :run OR (st = :qd AND ra <= :by))",
-                ExpressionAttributeValues={
-                    **vals(ap=self.keys.p, run="running", qd="queued", by=by),
-                    **names,
-                },
-            )
+            pruned = len(done)
+            if self.store.flows_exist():
+                pruned += self.flows().prune(cutoff, limit)
+                self.workflows().prune_events(cutoff, limit)
+        return pruned
 
     def stats(self, *, now: int | None = None) -> list[QueueStats]:
-        """See :meth:`queue_core.storage.Storage.stats` (one paged Query of the ``all``
-        index, projecting queue, state and ready time)."""
-        t = self._now(now)
+        """See :meth:`queue_core.storage.protocol.Storage.stats` (one paged Query of the
+        ``all`` index, projecting queue, state and ready time)."""
+        t = self.store.now(now)
         counts: dict[str, dict[str, int]] = {}
         with translate("stats"):
             for it in self.db.query(
@@ -159,41 +88,24 @@ class Admin(FlowApply):
             ):
                 c = counts.setdefault(it["q"], {})
                 name = it["st"]
-                if name == "queued":
-                    name = "ready" if it["ra"] <= t else "scheduled"
+                if name == "queued":  # a corrupt ready time counts as ready (claim ends it)
+                    ra = it.get("ra")
+                    name = "scheduled" if isinstance(ra, int) and ra > t else "ready"
                 c[name] = c.get(name, 0) + 1
         return [QueueStats(queue=q, **counts[q]) for q in sorted(counts)]
-
-    def list_jobs(
-        self,
-        *,
-        state: JobState | None = None,
-        queue: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[JobRecord]:
-        """A page of jobs, newest (latest enqueued) first, optionally filtered
-        (:class:`~queue_core.storage.SupportsJobScan`). Pages the ``all`` index; meant
-        for dashboards and the CLI, not for hot paths."""
-        kw = all_index_query(self.keys.p, st=None if state is None else state.value, q=queue)
-        with translate("list_jobs"):
-            items = self.db.query(**kw)
-            items.sort(key=lambda it: (it["enq"], it["seq"]), reverse=True)
-            return [
-                job_record(it, self.db.payload(it)) for it in items[offset : offset + max(0, limit)]
-            ]
 
     # ------------------------------------------------------------------ dead letters
 
     def list_dead(
         self, limit: int = 20, offset: int = 0, task_name: str | None = None
     ) -> list[DeadJob]:
-        """See :meth:`queue_core.storage.Storage.list_dead`.
+        """See :meth:`queue_core.storage.protocol.Storage.list_dead`.
 
         Newest first from the ``dead`` (or ``deadtask``) index. DynamoDB has no offset:
         pages of ``Limit`` are read with ``ExclusiveStartKey`` and the first ``offset``
         entries skipped.
         """
+        limit, offset = check_page(limit, offset)
         if limit <= 0:
             return []
         index, attr, part = self.keys.dead_partition(task_name)
@@ -208,20 +120,22 @@ class Admin(FlowApply):
             return [dead_job(d, self.db.payload(d)) for d in got[offset : offset + limit]]
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
-        """See :meth:`queue_core.storage.Storage.get_dead` (one GetItem)."""
+        """See :meth:`queue_core.storage.protocol.Storage.get_dead` (one GetItem)."""
         with translate("get_dead"):
             item = self.db.get(self.keys.dead(dead_id))
             return dead_job(item, self.db.payload(item)) if item else None
 
     def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
-        """See :meth:`queue_core.storage.Storage.retry_dead`: one transaction deletes the
-        entry (conditional on its existence) and puts the job that
-        :func:`~queue_core.policy.outcomes.replay_job` rebuilds from the entry's spec."""
-        t = self._now(now)
+        """See :meth:`queue_core.storage.protocol.Storage.retry_dead`: one transaction
+        deletes the entry (conditional on its existence) and puts the job that
+        :func:`~queue_core.rules.outcomes.replay_job` rebuilds from the entry's spec."""
+        t = self.store.now(now)
         with translate("retry_dead"):
             d = self.db.get(self.keys.dead(dead_id))
             if d is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
+            if d.get("spec", {}).get("xid") is not None:  # a flow step's: resume its execution
+                return self.workflows().retry_dead_step(d, t)
             spec = replay_job(
                 spec_from_dead(d, self.db.payload(d)),
                 dead_id=dead_id,
@@ -238,30 +152,24 @@ class Admin(FlowApply):
                         "ConditionExpression": "attribute_exists(pk)",
                     }
                 },
-                self.db.put(item),
+                *self.writes.put_new(item, spec.payload),
             ]
-            if item.get("plc"):
-                actions += self.db.chunk_puts(item["pk"], spec.payload)
             actions += [
                 {"Delete": {"TableName": self.db.name, "Key": k}}
                 for k in self.keys.chunks(d["pk"], d.get("plc"))
             ]
-            if spec.concurrency_key is not None:
-                actions.append(
-                    {"Update": self.db.counter(self.keys.counter(spec.concurrency_key), act=1)}
-                )
             try:
                 self.db.transact(actions)
             except TxCancelled as exc:
                 if exc.codes and exc.codes[0] == "ConditionalCheckFailed":
                     raise NotFound(f"no dead-letter entry with id {dead_id!r}") from None
                 raise StorageError("sqs backend: retry_dead conflicted; try again") from None
-            self._hint([item], t)
+            self.store.hint([item], t)
         return spec.id
 
     def purge_dead(self, task_name: str | None = None, before: int | None = None) -> int:
-        """See :meth:`queue_core.storage.Storage.purge_dead` (Query the dead index, then
-        BatchWriteItem deletes)."""
+        """See :meth:`queue_core.storage.protocol.Storage.purge_dead` (Query the dead
+        index, then BatchWriteItem deletes)."""
         index, attr, part = self.keys.dead_partition(task_name)
         cond = f"{attr} = :p"
         values = vals(p=part)

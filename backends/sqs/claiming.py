@@ -1,21 +1,27 @@
-"""Enqueue, promotion of parked jobs, and claim: how jobs get in and get started."""
+"""Claim: parked jobs promoted to the ready index, candidates read, attempts started."""
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backends.sqs.base import SEQ
-from backends.sqs.codec import Item, claimed_job, decode_item, new_item, vals
+from backends.sqs.codec import Item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
-from backends.sqs.flow_apply import FlowApply
-from backends.sqs.rates import rate_update
-from queue_core.errors import StorageError
-from queue_core.model import ClaimedJob, JobState, NewJob, Reason
+from backends.sqs.limits import rate_update
+from backends.sqs.pauses import Pauses
+from backends.sqs.store import Store
+from queue_core.records.jobs import ClaimedJob, LeaseRef
+from queue_core.rules.leases import step_deadline
+
+if TYPE_CHECKING:
+    from backends.sqs.flows import SQSFlows
+    from backends.sqs.round_robin import GroupKey, RoundRobin, Turns
 
 __all__ = ["CLAIM_ROUNDS", "Claiming"]
 
@@ -23,6 +29,9 @@ CLAIM_ROUNDS = 4
 """Ready-index reads per claim at most: a claim whose candidates were taken by other
 workers reads the index again (without the ids it tried) to fill its batch."""
 _CONFLICT_RETRIES = 5
+_TURN_RETRIES = 50
+"""Cancelled transactions of one group's turns per claim at most (claimers of one group
+serialize on its item: each conflict lets one of them through)."""
 _FAILED = "ConditionalCheckFailed"
 
 
@@ -31,6 +40,9 @@ class _ClaimRun:
     """One claim call's progress across its rounds."""
 
     limit: int
+    fresh: bool = False
+    """The claim runs on the storage's clock (``now`` not given): rate grants read it
+    again right before their write (:meth:`Claiming._rated`)."""
     claimed: list[ClaimedJob] = field(default_factory=list)
     full: set[str] = field(default_factory=set)
     """Concurrency keys found at their limit."""
@@ -45,103 +57,61 @@ class _ClaimRun:
         return self.limit - len(self.claimed)
 
 
-class Claiming(FlowApply):
-    """``enqueue`` and ``claim`` of :class:`~backends.sqs.storage.SQSStorage`."""
+class Claiming:
+    """``claim`` of the SQS storage, and the job items it started (which spare ``finish``
+    a read).
 
-    # ------------------------------------------------------------------ enqueue
+    Args:
+        store: the storage's store.
+        pauses: the pauses (read by the promotion Query; paused queues are not read,
+            a paused task's or flow's job is moved aside).
+        flows: the flows part (built on first use): a step's claim is recorded in its
+            execution within the claim's transaction.
+        round_robin: the ``round_robin`` groups (:mod:`backends.sqs.round_robin`): a
+            group's jobs met by the claim are replaced by the group's turns.
+    """
 
-    def enqueue(self, jobs: Sequence[NewJob], *, now: int | None = None) -> list[JobState]:
-        """See :meth:`queue_core.storage.Storage.enqueue`.
+    def __init__(
+        self,
+        store: Store,
+        pauses: Pauses,
+        flows: Callable[[], SQSFlows],
+        round_robin: RoundRobin | None = None,
+    ) -> None:
+        self.store = store
+        self.db = store.db
+        self.keys = store.keys
+        self.pauses = pauses
+        self.flows = flows
+        self.round_robin = round_robin
+        self._lock = threading.Lock()
+        self._claimed: dict[tuple[str, int, str], Item] = {}
 
-        Jobs without a ``skip`` concurrency limit go in one ``TransactWriteItems`` per
-        100 items (all or nothing: a duplicate id stores none of that chunk); each
-        ``skip`` job is its own transaction with a guarded counter update, so earlier
-        jobs of the batch count against later ones.
-        """
-        t = self._now(now)
-        ids = [j.id for j in jobs]
-        if len(set(ids)) != len(ids):
-            raise StorageError("sqs backend: duplicate job id within one enqueue batch")
-        items = [
-            new_item(self.keys, spec, t, seq)
-            for spec, seq in zip(jobs, SEQ.take(len(jobs)), strict=True)
-        ]
-        states = [JobState.QUEUED] * len(jobs)
-        with translate("enqueue"):
-            self._enqueue_unguarded(jobs, items)
-            for i, (spec, item) in enumerate(zip(jobs, items, strict=True)):
-                if spec.concurrency_key is not None and spec.concurrency_skip:
-                    states[i], items[i] = self._enqueue_skip(spec, item, t)
-            queued = [it for it, st in zip(items, states, strict=True) if st is JobState.QUEUED]
-            self._hint(queued, t)
-        return states
+    def take_claimed(self, ref: LeaseRef) -> Item | None:
+        """The job item as this instance's claim of ``ref`` left it (``None`` if unknown)."""
+        with self._lock:
+            return self._claimed.pop((ref.job_id, ref.attempt, ref.lease_token), None)
 
-    def _enqueue_unguarded(self, jobs: Sequence[NewJob], items: list[Item]) -> None:
-        """Store every job that is not ``skip``-limited: chunked ones one transaction
-        each, the rest (with their counters' ``act``) 100 items per transaction."""
-        plain: list[dict[str, Any]] = []
-        keyed: dict[str, int] = {}
-        for spec, item in zip(jobs, items, strict=True):
-            if spec.concurrency_key is not None and spec.concurrency_skip:
-                continue
-            if item.get("plc"):
-                big = [self.db.put(item), *self.db.chunk_puts(item["pk"], spec.payload)]
-                if spec.concurrency_key is not None:
-                    big.append({"Update": self._counter_act(spec.concurrency_key, 1)})
-                self._tx_or_duplicate(big)
-                continue
-            plain.append(self.db.put(item))
-            if spec.concurrency_key is not None:
-                keyed[spec.concurrency_key] = keyed.get(spec.concurrency_key, 0) + 1
-        # counters of queue-behaviour keys ride in the same transaction
-        plain += [{"Update": self._counter_act(k, n)} for k, n in keyed.items()]
-        for i in range(0, len(plain), TX_MAX):
-            self._tx_or_duplicate(plain[i : i + TX_MAX])
-
-    def _counter_act(self, key: str, n: int) -> dict[str, Any]:
-        return self.db.counter(self.keys.counter(key), act=n)
-
-    def _enqueue_skip(self, spec: NewJob, item: Item, t: int) -> tuple[JobState, Item]:
-        """Store a ``skip``-limited job: queued when its counter's ``act`` is under the
-        limit, else stored ``skipped`` (reason ``concurrency_limit``)."""
-        assert spec.concurrency_key is not None
-        counter = self.db.counter(
-            self.keys.counter(spec.concurrency_key),
-            act=1,
-            limit_on="act",
-            limit=spec.concurrency_limit,
+    def promote(self, now: int, limit: int = 100) -> None:
+        """Move parked jobs that are due by ``now`` into the ready index; the pause
+        items, which sort first in the same partition, are the current pauses."""
+        parked = self.db.query(
+            IndexName="due",
+            KeyConditionExpression="dp = :dp AND dx <= :now",
+            ExpressionAttributeValues=vals(dp=self.keys.parked, now=now),
+            Limit=limit,
         )
-        chunks = self.db.chunk_puts(item["pk"], spec.payload) if item.get("plc") else []
-        try:
-            self.db.transact([self.db.put(item), {"Update": counter}, *chunks])
-            return JobState.QUEUED, item
-        except TxCancelled as exc:
-            if exc.codes and exc.codes[0] == _FAILED:
-                raise StorageError(f"job id {spec.id!r} already exists") from None
-            if not (len(exc.codes) > 1 and exc.codes[1] == _FAILED):
-                raise StorageError("sqs backend: enqueue transaction conflicted") from None
-        sets, removes = self._finished_fields(JobState.SKIPPED, t)
-        skipped = {k: v for k, v in item.items() if k not in (*removes, "dp", "dx")}
-        skipped.update(sets, rsn=Reason.CONCURRENCY_LIMIT.value)
-        try:
-            self.db.transact([self.db.put(skipped), *chunks])
-        except TxCancelled:
-            raise StorageError(f"job id {spec.id!r} already exists") from None
-        return JobState.SKIPPED, skipped
-
-    def _tx_or_duplicate(self, actions: list[dict[str, Any]]) -> None:
-        """Write ``actions`` all or nothing (a lone Put, one plain job, is one conditional
-        PutItem: see :meth:`~backends.sqs.dynamo.Table.write`)."""
-        try:
-            self.db.write(actions)
-        except TxCancelled as exc:
-            for action, code in zip(actions, exc.codes, strict=False):
-                if code == _FAILED and "Put" in action:
-                    job_id = decode_item(action["Put"]["Item"])["id"]
-                    raise StorageError(f"job id {job_id!r} already exists") from None
-            raise StorageError("sqs backend: enqueue transaction conflicted") from None
-
-    # ------------------------------------------------------------------ claim
+        for item in self.pauses.seen(parked):
+            sets, removes = self.keys.queued_fields(item, item["ra"], now, item.get("po"))
+            self.db.update_if(
+                self.db.update(
+                    self.keys.job(item["id"]),
+                    sets,
+                    removes,
+                    cond="st = :q AND v = :v",
+                    cond_values={"q": "queued", "v": item["v"]},
+                )
+            )
 
     def claim(
         self,
@@ -152,28 +122,40 @@ class Claiming(FlowApply):
         *,
         now: int | None = None,
     ) -> list[ClaimedJob]:
-        """See :meth:`queue_core.storage.Storage.claim`.
+        """See :meth:`queue_core.storage.protocol.Storage.claim`.
 
         One Query of the parked index (promotion), one Query of the ready index per
         queue, then one ``TransactWriteItems`` that starts every chosen job (conditional
         on its version) and writes its attempt record. A cancelled transaction is
         retried without the items that lost; when other workers took candidates and the
         batch is not full, the ready index is read again (at most :data:`CLAIM_ROUNDS`
-        reads), skipping the ids already tried.
+        reads), skipping the ids already tried. Paused queues are not read; a job of a
+        paused task or flow is moved aside (:mod:`backends.sqs.pauses`).
         """
-        t = self._now(now)
+        t = self.store.now(now)
         if limit <= 0 or not queues:
             return []
         with translate("claim"):
-            self._promote(t)
-            run = _ClaimRun(limit)
-            for _round in range(CLAIM_ROUNDS):
+            self.promote(t)
+            run = _ClaimRun(limit, fresh=now is None)
+            queues = self.pauses.unpaused(queues)
+            rr = self.round_robin
+            turns = None if rr is None else rr.turns(t, limit, run.rate_full)
+            for _round in range(CLAIM_ROUNDS if queues else 0):
                 cands = [it for it in self._ready(queues, limit, t) if it["id"] not in run.tried]
                 run.tried.update(it["id"] for it in cands)
-                raced = self._claim_from(run, cands, worker_id, lease_ms, t)
-                if run.room <= 0 or not raced:
+                kept = self.pauses.hold(cands) if self.pauses.jobs_paused else cands
+                raced = False
+                for seg in [kept] if turns is None else turns.segments(kept):
+                    if isinstance(seg, list):
+                        raced |= self._claim_from(run, seg, worker_id, lease_ms, t)
+                    elif run.room > 0 and turns is not None:
+                        raced |= self._claim_turns(run, turns, seg, worker_id, lease_ms, t)
+                if run.room <= 0 or not (raced or len(kept) < len(cands)):
                     break
-            self.delivery.bind_claimed(run.claimed)
+            if turns is not None:
+                turns.tidy()
+            self.store.delivery.bind_claimed(run.claimed)
             return run.claimed
 
     def _ready(self, queues: Sequence[str], limit: int, t: int) -> list[Item]:
@@ -218,24 +200,73 @@ class Claiming(FlowApply):
                     time.sleep(0.01)
                 cands = [it for bi, it in enumerate(batch) if bi not in drop] + rest
                 continue
-            for tok, new in starts:
-                run.claimed.append(claimed_job(new, tok, t, self.db.payload(new)))
-                with self._lock:
-                    self._claimed[(new["id"], new["att"], tok)] = new
+            self._taken(run, starts, rates, t)
             cands = rest
+        return raced
+
+    def _taken(
+        self,
+        run: _ClaimRun,
+        starts: list[tuple[str, Item]],
+        rates: list[tuple[dict[str, Any], int] | None],
+        t: int,
+    ) -> None:
+        """Record the jobs a written transaction started (returned, and kept for finish)."""
+        for (tok, new), rate in zip(starts, rates, strict=True):
+            start_by = None if rate is None else rate[1]
+            run.claimed.append(claimed_job(new, tok, t, self.db.payload(new), start_by))
+            with self._lock:
+                self._claimed[(new["id"], new["att"], tok)] = new
+
+    def _claim_turns(
+        self, run: _ClaimRun, turns: Turns, gk: GroupKey, worker_id: str, lease_ms: int, t: int
+    ) -> bool:
+        """Claim round-robin group ``gk``'s next turns (:mod:`backends.sqs.round_robin`),
+        one transaction per batch with the group item's new marks. Returns whether
+        another writer took a job first."""
+        raced = False
+        failures = 0
+        while run.room > 0 and failures <= _TURN_RETRIES:
+            batch = turns.batch(gk, run.room)
+            if not batch:
+                break
+            kept, rates = self._rated(run, batch, t)
+            if len(kept) < len(batch):  # a spent rate: its key is passed over
+                turns.failed(gk, [], {str(it["ck"]) for it in batch if it not in kept}, False)
+                continue
+            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
+            actions.append(turns.write(gk, batch))
+            try:
+                self.db.write(actions)
+            except TxCancelled as exc:
+                failures += 1
+                lost, full, group = _turn_losers(batch, actions, owners, exc.codes)
+                raced = raced or bool(lost)
+                if not (lost or full or group):
+                    time.sleep(0.01)
+                elif group:
+                    time.sleep(random.uniform(0, 0.01))  # noqa: S311 - jitter, not security
+                turns.failed(gk, lost, full, group)
+                continue
+            self._taken(run, starts, rates, t)
+            turns.taken(gk, batch)
         return raced
 
     def _rated(
         self, run: _ClaimRun, batch: list[Item], t: int
-    ) -> tuple[list[Item], list[dict[str, Any] | None]]:
+    ) -> tuple[list[Item], list[tuple[dict[str, Any], int] | None]]:
         """``batch`` without the rate-limited jobs over their rate, and per job the
-        update taking its rate claim (``None``: not rate limited)."""
+        update taking its rate claim and the claim's ``start_by`` (``None``: not rate
+        limited)."""
         kept: list[Item] = []
-        updates: list[dict[str, Any] | None] = []
+        updates: list[tuple[dict[str, Any], int] | None] = []
+        # On the storage's clock a grant counts from now, not from the claim's start: the
+        # reads before it do not eat into the RATE_START_MS its body has to start.
+        at = max(t, self.store.clock()) if run.fresh else t
         for it in batch:
             update = None
             if it.get("rtk") is not None:
-                update = rate_update(self.db, self.keys, it, t)
+                update = rate_update(self.db, self.keys, it, at)
                 if update is None:
                     run.rate_full.add(it["rtk"])
                     continue
@@ -249,25 +280,24 @@ class Claiming(FlowApply):
         worker_id: str,
         lease_ms: int,
         t: int,
-        rates: list[dict[str, Any] | None],
+        rates: list[tuple[dict[str, Any], int] | None],
     ) -> tuple[list[dict[str, Any]], list[int], list[tuple[str, Item]]]:
         """The transaction starting every job of ``batch``: its actions, the batch index
         owning each action, and (lease token, job item after the start) per job."""
         actions: list[dict[str, Any]] = []
         owners: list[int] = []
         starts: list[tuple[str, Item]] = []
-        steps: dict[str, tuple[int, dict[int, int]]] = {}  # flow claims by execution
+        steps: dict[str, tuple[int, dict[str, int]]] = {}  # step claims by execution
         for bi, it in enumerate(batch):
             tok = uuid.uuid4().hex
             sets = self.keys.running_fields(it, worker_id, tok, t, lease_ms)
-            n = sets["att"]
             # the attempt's record is the job item's att/wk/sa until the attempt ends
             mine: list[dict[str, Any]] = [
                 {
                     "Update": self.db.update(
                         self.keys.job(it["id"]),
                         sets,
-                        ["rq", "rk"],
+                        ["rq", "rk", "ltp", "lx"] if it.get("ltp") else ["rq", "rk"],
                         cond="st = :q AND v = :ver",
                         cond_values={"q": "queued", "ver": it["v"]},
                     )
@@ -275,26 +305,22 @@ class Claiming(FlowApply):
             ]
             key = it.get("ck")
             if key is not None:
-                mine.append(
-                    {
-                        "Update": self.db.counter(
-                            self.keys.counter(key),
-                            run=1,
-                            limit_on=None if it.get("cs") else "run",
-                            limit=it.get("cl"),
-                        )
-                    }
+                limit_on = None if it.get("cs") else "run"
+                counter = self.db.counter(
+                    self.keys.counter(key), run=1, limit_on=limit_on, limit=it.get("cl")
                 )
-            if rates[bi] is not None:
-                mine.append({"Update": rates[bi]})
+                mine.append({"Update": counter})
+            rate = rates[bi]
+            if rate is not None:
+                mine.append({"Update": rate[0]})
             actions += mine
             owners += [bi] * len(mine)
             new = {**it, **{k: v for k, v in sets.items() if v is not None}, "v": it["v"] + 1}
             starts.append((tok, new))
             if it.get("xid") is not None:
-                steps.setdefault(it["xid"], (bi, {}))[1][int(it["id"].rsplit(".", 1)[1])] = n
+                steps.setdefault(it["xid"], (bi, {}))[1][it["id"]] = sets["att"]
         for eid, (bi, claims) in steps.items():
-            actions.append(self._claim_exec_update(eid, claims, t))
+            actions.append(self.flows().claim_update(eid, claims, t))
             owners.append(bi)
         return actions, owners, starts
 
@@ -350,3 +376,59 @@ def _losers(
         else:
             raced = True
     return drop, raced
+
+
+def _turn_losers(
+    batch: list[Item], actions: list[dict[str, Any]], owners: list[int], codes: list[str]
+) -> tuple[list[Item], set[str], bool]:
+    """What a cancelled transaction of round-robin turns named: the jobs lost to another
+    writer, the keys found full, and whether the group item (the last action) changed."""
+    lost: list[Item] = []
+    full: set[str] = set()
+    group = False
+    for i, (action, code) in enumerate(zip(actions, codes, strict=False)):
+        if code in ("None", ""):
+            continue
+        if i == len(owners):
+            group = True
+        elif action.get("Update", {}).get("Key", {}).get("sk") == {"S": "C"} and code == _FAILED:
+            full.add(str(batch[owners[i]]["ck"]))
+        else:
+            lost.append(batch[owners[i]])
+    return lost, full, group
+
+
+def claimed_job(
+    it: Item, token: str, now: int, payload: bytes, start_by: int | None = None
+) -> ClaimedJob:
+    """The claimed job of the job item ``it`` as its claim at ``now`` left it;
+    ``start_by`` is a rate-limited claim's latest body start (``None``: not rate limited).
+    A value of the wrong type, or a missing one, is kept as read (``None``) for
+    :func:`~queue_core.records.corrupt.split_claimed`."""
+    try:
+        deadline = step_deadline(it.get("dl"), it.get("fdl"))
+    except TypeError:
+        deadline = it.get("dl")
+    return ClaimedJob(
+        id=it["id"],
+        task_name=it.get("task"),  # type: ignore[arg-type]
+        queue=it["q"],
+        payload=payload,
+        attempt=it["att"],
+        lease_token=token,
+        lease_expires_at=it["le"],
+        deadline=deadline,
+        max_attempts=it.get("ma"),  # type: ignore[arg-type]
+        priority=it.get("pr"),  # type: ignore[arg-type]
+        timeout_ms=it.get("to"),
+        heartbeat_ms=it.get("hbms") or None,
+        options=it.get("opt"),
+        enqueued_at=it.get("enq"),  # type: ignore[arg-type]
+        replay_of=it.get("rof"),
+        started_at=now,
+        run_at=it.get("ra"),
+        execution_id=it.get("xid"),
+        step_id=it.get("xs"),
+        flow_deadline_at=it.get("fdl"),
+        start_by=start_by,
+    )

@@ -25,9 +25,11 @@ name      meaning
 ``hbms``  heartbeat bound (ms), ``0`` = heartbeats not required
 ``s2s``   schedule-to-start bound (ms) or absent
 ``ck``    concurrency key; ``cl`` its limit; ``cs`` ``True`` = ``skip`` behaviour
+``cb``    SPEC §13 concurrency behaviour (``round_robin`` …); ``cg`` its group
 ``opt``   core-owned options (JSON text)
 ``rof``   replay of: the dead-letter id this job replays
 ``xid``   flows: the execution this job is a step of; ``xs`` its step id
+``dbk``   debounce key; ``dbm`` debounce ms; ``dbx`` debounce max ms
 ``fdl``   flows: the execution's deadline (epoch ms), set when the step is released
 ``st``    state (``queued``, ``running``, ``succeeded``, ``dead``, …)
 ``rsn``   job reason (``fatal``, ``retries_exhausted``, ``cancelled``, …)
@@ -40,6 +42,8 @@ name      meaning
 ``cxl``   cancel requested (``True``)
 ``res``   result (bytes); ``err`` last error map (``ec``, ``et``, ``msg``, ``tb``)
 ``did``   dead-letter entry id once dead
+``pg``    latest progress: ``f`` fraction (text), ``m`` message, ``at`` (epoch ms)
+``po``    a reaped job's place in line while its backoff delays ``ra`` (``queued_fields``)
 ``ao``    outcome of the last attempt when it ended inline (a success without
           counter or flow: no attempt item is written); ``ar`` its reason, ``am`` mode
 ``v``     version, incremented by every update (conditional writes compare it)
@@ -49,7 +53,9 @@ name      meaning
 Index keys (sparse; present only while the job is in that index): ``rq``/``rk`` ready
 queue and claim order, ``dp``/``dx`` due partition and time (``P P`` parked, ``P S``
 schedule-to-start, ``P R`` running by lease, ``P F`` finished), ``tp``/``tx`` attempt
-deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix.
+deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix; a queued
+``round_robin`` job's ``ltp``/``lx`` = its key's turn partition and claim order
+(:mod:`backends.sqs.round_robin`).
 
 Attempt item (``sk = A#00001`` …): ``n`` number, ``wk``, ``sa``, ``fa``, ``oc`` outcome,
 ``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``. Written when the attempt
@@ -61,38 +67,39 @@ finish is then one conditional UpdateItem.
 Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
 ``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),
 ``dead_at``, ``rof``, ``spec`` (the job as enqueued: ``pr``, ``ma``, ``ld``, ``to``,
-``hbms``, ``s2s``, ``ck``, ``cl``, ``cs``, ``opt``, ``rof``), index keys ``lp``/``ltp``/
-``lx``.
+``hbms``, ``s2s``, ``ck``, ``cl``, ``cs``, ``opt``, ``rof``), index keys ``lp``/``ltp``/``lx``.
 
 Concurrency counter (``pk = P C#<key>``, ``sk = C``): ``run`` running, ``act`` queued +
 running.
 
-Flows (:mod:`backends.sqs.flow_items` has the details): a step's job is stored at the
-execution's start in state ``pending`` (in no index, hidden from ``get_job``) until it
-is released. Execution item ``pk = P X#<execution id>``, ``sk = X``: ``id``, ``fl``
-flow, ``sh`` spec hash, ``st``, ``rsn``, ``fs`` failed step, ``mp`` max_parallel,
-``to`` timeout, ``dl`` deadline, ``ca``/``sa``/``fa``, ``seq``, ``ck``/``cl``/``cb``
-execution concurrency, ``in`` input, ``sp`` steps and dependencies (JSON), ``ss`` step
-cells (lines ``state|released|reason``), ``r`` claims not yet folded (idx -> attempt), ``td``
-job writes left (JSON), ``v``; index keys ``ap`` = ``P X``, ``tp``/``tx`` = ``P XT``/
-deadline (running) or ``P XF``/finished_at,
-``dp``/``dx`` = ``P XA`` while ``td`` is set. In the same partition: step-end events
-(``sk = E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``)
-and succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``,
-``sk = FS``: ``body`` (zlib). Execution concurrency key ``pk = P XK#<key>``, ``sk =
-XK``: ``a`` active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v``,
-``dp``/``dx`` = ``P XP`` while a promotion may be due.
+Flows (:mod:`backends.sqs.flow_items`): a step's job item is kept in its execution's ``JB#``
+part (zlib JSON of 200 job items) from the start until it is released (no job item
+before: ``get_job`` of a pending step is ``None``). Execution item ``pk = P X#<id>``,
+``sk = X``: ``id``, ``fl`` flow, ``sh`` spec hash, ``st``, ``rsn``, ``fs`` failed step,
+``mp`` max_parallel, ``to`` timeout, ``dl`` deadline, ``ca``/``sa``/``fa``, ``seq``,
+``ck``/``cl``/``cb`` execution concurrency, ``in`` input, ``sp`` steps and dependencies
+(JSON), ``ss`` step cells (lines ``state|released|reason``), ``r`` claims not yet folded
+(idx -> attempt), ``td`` job operations left (JSON), ``v``; index keys ``ap`` = ``P X``,
+``tp``/``tx`` = ``P XT``/deadline (running) or ``P XF``/finished_at, ``dp``/``dx`` =
+``P XA`` while ``td`` is set. In the same partition: step-end events (``sk =
+E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``) and
+succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``, ``sk =
+FS``: ``body`` (zlib). Execution concurrency key ``pk = P XK#<key>``, ``sk = XK``: ``a``
+active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v``, ``dp``/``dx`` =
+``P XP`` while a promotion may be due.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from queue_core.errors import StorageError
-from queue_core.model import (
+from backends.sqs.salvage import salvaged_job
+from queue_core.records.corrupt import problems
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import (
     AttemptRecord,
-    ClaimedJob,
     DeadJob,
     ErrorInfo,
     JobRecord,
@@ -101,6 +108,7 @@ from queue_core.model import (
     Outcome,
     dt_from_ms,
 )
+from queue_core.rules.leases import queued_expiry
 
 __all__ = [
     "CHUNK",
@@ -110,7 +118,6 @@ __all__ = [
     "all_index_query",
     "attempt_record",
     "chunk_count",
-    "claimed_job",
     "current_attempt",
     "dead_entry",
     "dead_job",
@@ -130,7 +137,7 @@ Item = dict[str, Any]
 INLINE = 256 * 1024  # payloads above this live in chunk items (400 KB item limit)
 CHUNK = 300 * 1024
 _PRIO_BIAS = 1 << 40
-RUNNING_ONLY = ("rq", "rk", "tp", "hp", "tok", "le")
+RUNNING_ONLY = ("rq", "rk", "ltp", "lx", "tp", "hp", "tok", "le")
 """Attributes a job loses when it stops running (index keys and lease)."""
 
 
@@ -244,6 +251,10 @@ class Keys:
     def ready(self, queue: str) -> str:
         return f"{self.p}Q#{queue}"
 
+    def turns(self, queue: str, group: str | None, key: str) -> str:
+        """The ``deadtask`` index partition of a ``round_robin`` key's queued jobs."""
+        return f"{self.p}RK#" + json.dumps([queue, group, key], separators=(",", ":"))
+
     def dead_partition(self, task_name: str | None) -> tuple[str, str, str]:
         """(index, key attribute, partition) of the dead letters, of one task or all."""
         if task_name is None:
@@ -267,15 +278,32 @@ class Keys:
     def finished(self) -> str:
         return f"{self.p}F"
 
-    def queued_fields(self, item: Item, ready_at: int, now: int) -> tuple[Item, list[str]]:
-        """SET values and REMOVE names placing a queued job in the right indexes."""
+    def queued_fields(
+        self, item: Item, ready_at: int, now: int, place_at: int | None = None
+    ) -> tuple[Item, list[str]]:
+        """SET values and REMOVE names placing a queued job in the right indexes.
+        ``place_at``: a reap's place in line (``reap_place_at``), kept in ``po`` and used in
+        the claim order ``rk``; ``None`` removes ``po`` (the place is the ready time)."""
         sets: Item = {"st": JobState.QUEUED.value, "ra": ready_at}
         removes = ["tp", "hp", "tok", "le"]
+        place = ready_at if place_at is None else min(place_at, ready_at)
+
+        def order() -> str:  # claim order (only read when used: a corrupt item's is wrong)
+            return f"{_PRIO_BIAS - item['pr']:014d}#{place:016d}#{item['seq']:020d}"
+
+        if place_at is None:
+            removes.append("po")
+        else:
+            sets["po"] = place_at
+        if item.get("cb") == "round_robin" and item.get("ck") is not None:
+            sets["ltp"] = self.turns(item["q"], item.get("cg") or item.get("task"), item["ck"])
+            sets["lx"] = order()  # ready or parked: a key's turn reads both
         if ready_at <= now:
             sets["rq"] = self.ready(item["q"])
-            sets["rk"] = f"{_PRIO_BIAS - item['pr']:014d}#{ready_at:016d}#{item['seq']:020d}"
-            if item.get("s2s") is not None:
-                sets["dp"], sets["dx"] = self.s2s, ready_at + item["s2s"]
+            sets["rk"] = order()
+            expiry = queued_expiry(ready_at, item.get("s2s"))
+            if expiry is not None:
+                sets["dp"], sets["dx"] = self.s2s, expiry
             else:
                 removes += ["dp", "dx"]
         else:
@@ -304,11 +332,13 @@ class Keys:
             "rsn": None,
             "dl": None,
         }
-        if item.get("to") is not None:
+        # a mistyped value is left to the claim's corrupt check (split_claimed), not added
+        to, hb = item.get("to"), item.get("hbms")
+        if isinstance(to, int):
             sets["tp"] = f"{self.p}T"
-            sets["tx"] = sets["dl"] = now + item["to"]
-        if item.get("hbms"):
-            sets["hp"], sets["hx"] = f"{self.p}H", now + item["hbms"]
+            sets["tx"] = sets["dl"] = now + to
+        if isinstance(hb, int) and hb:
+            sets["hp"], sets["hx"] = f"{self.p}H", now + hb
         return sets
 
 
@@ -346,7 +376,7 @@ def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> N
     ``names`` holds ``task``, ``q`` and ``rof``."""
     return NewJob(
         id=job_id,
-        task_name=names["task"],
+        task_name=names.get("task") or "",  # absent: a corrupt item, dead-lettered
         queue=names["q"],
         payload=payload,
         priority=attrs.get("pr", 0),
@@ -358,6 +388,8 @@ def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> N
         concurrency_key=attrs.get("ck"),
         concurrency_limit=attrs.get("cl"),
         concurrency_skip=bool(attrs.get("cs", False)),
+        concurrency_behavior=attrs.get("cb"),
+        concurrency_group=attrs.get("cg"),
         options=attrs.get("opt"),
         replay_of=names.get("rof"),
         rate_key=attrs.get("rtk"),
@@ -365,6 +397,9 @@ def _spec_from_attrs(attrs: Item, names: Item, job_id: str, payload: bytes) -> N
         rate_window_ms=attrs.get("rtw"),
         execution_id=attrs.get("xid"),
         step_id=attrs.get("xs"),
+        debounce_key=attrs.get("dbk"),
+        debounce_ms=attrs.get("dbm"),
+        debounce_max_ms=attrs.get("dbx"),
     )
 
 
@@ -392,13 +427,18 @@ def _spec_attrs(spec: NewJob) -> Item:
         "ck": spec.concurrency_key,
         "cl": spec.concurrency_limit,
         "cs": spec.concurrency_skip,
+        "cb": spec.concurrency_behavior,
+        "cg": spec.concurrency_group,
         "opt": spec.options,
         "rof": spec.replay_of,
-        "rtk": spec.rate_key,  # rate limits (backends/sqs/rates.py)
+        "rtk": spec.rate_key,  # rate limits (backends/sqs/limits.py)
         "rtl": spec.rate_limit,
         "rtw": spec.rate_window_ms,
         "xid": spec.execution_id,
         "xs": spec.step_id,
+        "dbk": spec.debounce_key,  # debounce (backends/sqs/debounce.py)
+        "dbm": spec.debounce_ms,
+        "dbx": spec.debounce_max_ms,
     }
     return {k: v for k, v in attrs.items() if v is not None}
 
@@ -427,12 +467,13 @@ def dead_entry(
 ) -> Item:
     """The dead-letter entry of ``job`` (its payload stored as ``chunk_count`` says)."""
     chunks = chunk_count(payload)
+    task = job.get("task") if isinstance(job.get("task"), str) else ""  # "": a corrupt item
     return {
         "pk": f"{keys.p}D#{dead_id}",
         "sk": "D",
         "id": dead_id,
         "job": job["id"],
-        "task": job["task"],
+        "task": task,
         "q": job["q"],
         "pl": None if chunks else payload,
         "plc": chunks,
@@ -444,7 +485,7 @@ def dead_entry(
         "rof": job.get("rof"),
         "spec": _spec_attrs(enqueued_spec(job, payload)),
         "lp": f"{keys.p}DL",
-        "ltp": f"{keys.p}DT#{job['task']}",
+        "ltp": f"{keys.p}DT#{task}",
         "lx": f"{now:016d}#{dead_id}",
     }
 
@@ -498,6 +539,18 @@ def attempt_record(a: Item) -> AttemptRecord:
 
 
 def job_record(item: Item, payload: bytes) -> JobRecord:
+    """The record of job item ``item``; one with a missing attribute or one of the wrong
+    type is salvaged (:mod:`queue_core.records.corrupt`: reason ``corrupt_record``)."""
+    try:
+        record = _job_record(item, payload)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        record = None
+    if record is not None and not problems(record):
+        return record
+    return salvaged_job(item, payload)
+
+
+def _job_record(item: Item, payload: bytes) -> JobRecord:
     err = item.get("err")
     return JobRecord(
         id=item["id"],
@@ -544,30 +597,4 @@ def dead_job(d: Item, payload: bytes) -> DeadJob:
         attempts=[attempt_record(a) for a in d.get("atts", [])],
         dead_at_ms=d["dead_at"],
         replay_of=d.get("rof"),
-    )
-
-
-def claimed_job(it: Item, token: str, now: int, payload: bytes) -> ClaimedJob:
-    bounds = [b for b in (it.get("dl"), it.get("fdl")) if b is not None]
-    return ClaimedJob(
-        id=it["id"],
-        task_name=it["task"],
-        queue=it["q"],
-        payload=payload,
-        attempt=it["att"],
-        lease_token=token,
-        lease_expires_at=it["le"],
-        deadline=min(bounds) if bounds else None,
-        max_attempts=it["ma"],
-        priority=it["pr"],
-        timeout_ms=it.get("to"),
-        heartbeat_ms=it.get("hbms") or None,
-        options=it.get("opt"),
-        enqueued_at=it["enq"],
-        replay_of=it.get("rof"),
-        started_at=now,
-        run_at=it.get("ra"),
-        execution_id=it.get("xid"),
-        step_id=it.get("xs"),
-        flow_deadline_at=it.get("fdl"),
     )

@@ -21,8 +21,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from backends.sqs.codec import Item
-from backends.sqs.errors import error_code
-from queue_core.model import ClaimedJob, JobState
+from backends.sqs.errors import error_code, translate
+from queue_core.records.jobs import ClaimedJob, JobState
 
 __all__ = ["MAX_DELAY_S", "Delivery", "sqs_name"]
 
@@ -214,6 +214,10 @@ class Delivery:
     def wait(self, queues: Sequence[str], timeout: float) -> bool:
         """Long-poll the queues' SQS queues for up to ``timeout`` seconds; see
         ``SQSStorage.wait_for_jobs``."""
+        with translate("wait_for_jobs"):
+            return self._wait(queues, timeout)
+
+    def _wait(self, queues: Sequence[str], timeout: float) -> bool:
         if self.closed:
             return False
         deadline = time.monotonic() + max(0.0, timeout)
@@ -258,6 +262,8 @@ class Delivery:
             job = jobs.get(job_id)
             if job is None or JobState(job["st"]) in _FINISHED:
                 delete.append((url, receipt))
+            elif job["st"] == "queued" and job.get("hd"):
+                delete.append((url, receipt))  # moved aside by a pause: resume hints it
             elif job["st"] == "queued" and job["ra"] > now:
                 hops.append(job)
                 delete.append((url, receipt))

@@ -48,7 +48,8 @@ class Table:
     ) -> dict[str, Any]:
         """UpdateItem arguments: SET ``sets`` (``None`` values are removed), REMOVE
         ``removes``, ADD ``add``, bump the version ``v``; conditional on ``cond`` whose
-        ``:name`` placeholders come from ``cond_values``."""
+        ``:name`` placeholders come from ``cond_values``. A name ``"m.k"`` is entry ``k``
+        of map attribute ``m`` (attribute names have no dot; ``k`` may)."""
         names: dict[str, str] = {"#v": "v"}
         values: dict[str, Any] = {":zero": {"N": "0"}, ":one": {"N": "1"}}
         set_exprs: list[str] = []
@@ -57,15 +58,13 @@ class Table:
             if v is None:
                 removes.append(k)
                 continue
-            names[f"#s{i}"] = k
             values[f":s{i}"] = enc(v)
-            set_exprs.append(f"#s{i} = :s{i}")
+            set_exprs.append(f"{_path(names, f's{i}', k)} = :s{i}")
         set_exprs.append("#v = if_not_exists(#v, :zero) + :one")
         parts = ["SET " + ", ".join(set_exprs)]
         rem = [r for r in dict.fromkeys(removes) if r not in sets or sets[r] is None]
         if rem:
-            names.update({f"#r{i}": r for i, r in enumerate(rem)})
-            parts.append("REMOVE " + ", ".join(f"#r{i}" for i in range(len(rem))))
+            parts.append("REMOVE " + ", ".join(_path(names, f"r{i}", r) for i, r in enumerate(rem)))
         if add:
             names.update({f"#a{i}": k for i, k in enumerate(add)})
             values.update({f":a{i}": enc(v) for i, v in enumerate(add.values())})
@@ -108,6 +107,11 @@ class Table:
             values[":lim"] = {"N": str(limit)}
             op["ConditionExpression"] = f"attribute_not_exists(#{limit_on}) OR #{limit_on} < :lim"
         return op
+
+    @staticmethod
+    def key_of(item: Item) -> dict[str, Any]:
+        """The primary key of ``item``."""
+        return {"pk": {"S": item["pk"]}, "sk": {"S": item["sk"]}}
 
     def put(self, item: Item) -> dict[str, Any]:
         """A transaction Put of a new item (refused when the key exists)."""
@@ -202,6 +206,20 @@ class Table:
                 return out
             kw["ExclusiveStartKey"] = lek
 
+    def find(
+        self, cond: str, *, index: str | None = None, limit: int | None = None, **values: Any
+    ) -> list[Item]:
+        """Up to ``limit`` items whose key matches ``cond`` (a key condition whose ``:name``
+        placeholders are ``values``): of ``index``, or of the table (consistent reads)."""
+        kw: dict[str, Any] = {
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": vals(**values),
+        }
+        kw.update({"ConsistentRead": True} if index is None else {"IndexName": index})
+        if limit is not None:
+            kw["Limit"] = limit
+        return self.query(**kw)[:limit]
+
     def query_page(self, want: int, **kw: Any) -> list[Item]:
         """Up to ``want`` items of a Query, read in pages of at most 500."""
         got: list[Item] = []
@@ -270,6 +288,17 @@ class Table:
             ExpressionAttributeValues=vals(pk=pk, a="A#"),
             ConsistentRead=True,
         )
+
+
+def _path(names: dict[str, str], tag: str, name: str) -> str:
+    """The expression path of attribute ``name`` (``"m.k"``: entry ``k`` of map ``m``),
+    its names added to ``names`` under ``#<tag>``."""
+    top, dot, entry = name.partition(".")
+    names[f"#{tag}"] = top
+    if not dot:
+        return f"#{tag}"
+    names[f"#{tag}e"] = entry
+    return f"#{tag}.#{tag}e"
 
 
 def _codes_from_message(message: str, n: int) -> list[str]:

@@ -27,7 +27,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from queue_core.errors import StorageError, StorageUnavailable
+from queue_core.records.errors import StorageError, StorageUnavailable
 
 __all__ = ["error_code", "translate"]
 

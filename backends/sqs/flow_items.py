@@ -1,29 +1,14 @@
-"""DynamoDB items of flow executions (SQS backend) and the pure fold of an advance.
+"""Flow execution items of the SQS backend <-> flow records and plan operations. Pure: no
+requests, no clock (the flows part, :mod:`backends.sqs.flows`, does those).
 
-Pure: no requests, no clock. The layout (also in :mod:`backends.sqs.codec`'s legend and
-``docs/backends/sqs.md``), ``P`` being the key prefix ``"<prefix>#"``:
-
-* execution ``pk = P X#<id>``, ``sk = X``: ``id``, ``fl`` flow, ``sh`` spec hash, ``st``
-  state, ``rsn`` reason, ``fs`` failed step, ``mp`` max_parallel, ``to`` timeout ms,
-  ``dl`` deadline, ``ca``/``sa``/``fa`` created/started/finished, ``seq``, ``ck``/``cl``/
-  ``cb`` concurrency key, limit, behaviour, ``in`` input, ``sp`` steps JSON
-  ``[[id, [deps]], …]``, ``ss`` step states (lines ``state|released|reason``), ``r``
-  claims not yet folded (map idx -> attempt), ``td`` job operations still to apply
-  (JSON), ``v`` version;
-  index keys ``ap = P X`` (listing), ``tp``/``tx`` = ``P XT``/deadline while running
-  with a deadline, ``P XF``/finished_at once finished (prune), ``dp``/``dx`` =
-  ``P XA``/time while ``td`` is not empty.
-* step end event ``pk = P X#<id>``, ``sk = E#<idx>#<attempt>#<a|q>`` (``a``: an attempt
-  ended, ``q``: a queued job ended): ``i`` idx, ``n`` attempt, ``st`` the job's new
-  state, ``rsn`` its reason, ``dp``/``dx`` = ``P XA``/time (the reaper finds it).
-* step result ``pk = P X#<id>``, ``sk = O#<idx>``: ``d`` the succeeded step's result.
-* spec ``pk = P FS#<hash>``, ``sk = FS``: ``body`` zlib-compressed spec JSON.
-* concurrency key ``pk = P XK#<conc_key>``, ``sk = XK``: ``a`` active executions (map id
-  -> ``state|created_at``), ``cl``, ``cb``, ``v``; ``dp``/``dx`` = ``P XP``/time while a
-  promotion may be due.
-* step jobs not released yet ``pk = P X#<id>``, ``sk = JB#<part>``: ``d`` the job items
-  of :data:`PART` steps each (zlib-compressed JSON), written at the start; releasing a
-  step puts its job item ``P J#<execution>.<idx>`` from there (no job item before).
+The layout (``P`` is the key prefix ``"<prefix>#"``; ``docs/backends/sqs.md`` has every
+attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON),
+``ss`` (one line ``state|released|reason`` per step), ``r`` (claims not yet folded: idx
+-> attempt) and ``td`` (job operations left, :func:`dump_op`); in its partition the
+step-end events ``E#<idx>#<attempt>#a|q``, results ``O#<idx>`` and the step jobs kept
+until released, ``JB#<part>`` (:func:`zjson` of :data:`PART` job items); concurrency key
+``P XK#<key>``/``XK`` with ``a`` (id -> ``state|created_at``, :func:`slots`). A workflow's
+items (memos, children's jobs, event waits, events) are :mod:`backends.sqs.wf_items`'.
 """
 
 from __future__ import annotations
@@ -31,269 +16,221 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from typing import Any
 
 from backends.sqs.codec import Item
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionView, StepView, Transition
-from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
-from queue_core.flows.storage import ExecutionRecord, NewExecution, StepRecord, step_job_id
-from queue_core.model import Reason
+from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.records.jobs import JobState, Outcome
+from queue_core.rules.flows import decide, plan
+from queue_core.rules.flows.decide import ExecutionView
+from queue_core.storage.flows import ExecutionRecord, NewExecution, StepRecord
+from queue_core.storage.flows import step_job_id as job_of
 
 __all__ = [
     "PART",
+    "Cell",
     "Exec",
-    "Fold",
-    "blob_jobs",
+    "JobOp",
     "cells_text",
-    "event_sk",
+    "dump_op",
     "exec_item",
-    "fold",
-    "jobs_blob",
-    "step_cell",
+    "fit",
+    "fresh_release",
+    "job_when",
+    "slots",
+    "stored_at",
+    "unzjson",
+    "zjson",
 ]
 
-_S = StepState
-_E = ExecutionState
+_E, _S = ExecutionState, StepState
 PART = 200
-"""Steps per ``JB#`` item of step jobs."""
+"""Steps per ``JB#`` item (the step jobs, stored at start until released)."""
+
+Actions = list[dict[str, Any]]
+Cell = tuple[StepState, bool, str | None]
+"""A step as stored: its state, whether its job was released, its reason."""
+JobOp = plan.EndJob | plan.RequestCancel | plan.Release | plan.SetReady | plan.Wake
+_OLD_TD: dict[str, list[Any]] = {
+    "nr": ["queued", "cancelled", "not_run", None],
+    "to": ["running", "timed_out", "flow_timeout", "timed_out"],
+}
+"""``td`` rows ``[kind, idx]`` of the version before the plan (``rel``, ``cx`` as now)."""
+_RECORD = {"flow": "fl", "failed_step": "fs", "spec_hash": "sh", "timeout_ms": "to"}
+_RECORD |= {"deadline_at": "dl", "created_at": "ca", "started_at": "sa", "finished_at": "fa"}
 
 
-def jobs_blob(items: list[Item]) -> bytes:
-    """Job items as one compressed blob (bytes values base64 under ``{"$b": …}``)."""
-
-    def enc(v: Any) -> Any:
-        return {"$b": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
-
-    return zlib.compress(json.dumps([{k: enc(v) for k, v in it.items()} for it in items]).encode())
-
-
-def blob_jobs(blob: bytes) -> list[Item]:
-    def dec(v: Any) -> Any:
-        return base64.b64decode(v["$b"]) if isinstance(v, dict) and "$b" in v else v
-
-    return [{k: dec(v) for k, v in it.items()} for it in json.loads(zlib.decompress(blob))]
+def dump_op(op: JobOp) -> list[Any]:
+    """A job operation as a ``td`` row (:meth:`Exec.todo` reads it back)."""
+    if isinstance(op, plan.Release):
+        return ["rel", op.idx, op.deadline_at]
+    if isinstance(op, plan.RequestCancel):
+        return ["cx", op.idx]
+    if isinstance(op, plan.SetReady):
+        return ["rdy", op.idx, op.at]
+    if isinstance(op, plan.Wake):
+        return ["wk", op.idx]
+    oc = None if op.outcome is None else op.outcome.value
+    return ["end", op.idx, op.when.value, op.state.value, op.reason, oc]
 
 
-def step_cell(state: StepState, released: bool, reason: str | None) -> str:
-    return f"{state.value}|{int(released)}|{reason or ''}"
+def _b64(value: bytes) -> dict[str, str]:
+    return {"$b": base64.b64encode(value).decode()}
 
 
-def cells_text(cells: list[tuple[StepState, bool, str | None]]) -> str:
-    """The ``ss`` attribute: one cell per step, a line each (one string, not a list:
-    cheaper to store, copy and read)."""
-    return "\n".join(step_cell(*c) for c in cells)
+def zjson(items: list[Item]) -> bytes:
+    """Job items as compressed JSON (bytes as ``{"$b": base64}``, read by :func:`unzjson`)."""
+    return zlib.compress(json.dumps(items, default=_b64).encode())
 
 
-def _parse_cell(cell: str) -> tuple[StepState, bool, str | None]:
-    state, released, reason = cell.split("|", 2)
-    return StepState(state), released == "1", reason or None
+def _unb64(obj: dict[str, Any]) -> Any:
+    return base64.b64decode(obj["$b"]) if "$b" in obj else obj
 
 
-def event_sk(idx: int, attempt: int, queued: bool) -> str:
-    return f"E#{idx:06d}#{attempt:05d}#{'q' if queued else 'a'}"
+def unzjson(blob: bytes) -> list[Item]:
+    """The job items of a :func:`zjson` blob."""
+    items: list[Item] = json.loads(zlib.decompress(blob), object_hook=_unb64)
+    return items
 
 
-@dataclass(frozen=True, slots=True)
 class Exec:
-    """One execution item as read."""
+    """One execution item as read: its steps, their cells, the claims not yet folded."""
 
-    item: Item
+    def __init__(self, item: Item) -> None:
+        self.item, self.id, self.state = item, str(item["id"]), ExecutionState(item["st"])
+        self.steps = [(sid, tuple(deps)) for sid, deps in json.loads(item["sp"])]
+        self.cells: list[Cell] = []
+        for line in str(item["ss"]).split("\n"):
+            st, released, why = line.split("|", 2)
+            self.cells.append((StepState(st), released == "1", why or None))
+        self.claims = {int(k): int(n) for k, n in (item.get("r") or {}).items()}
+        self.kind = str(item.get("k") or "flow")
+        self.memos: dict[str, list[int]] = json.loads(item.get("mk") or "{}")
+        """A workflow's memos: key -> [number, write number, at] (its ``M#`` items)."""
+        self.waits: dict[str, str] = json.loads(item.get("wt") or "{}")
+        """A workflow's event waits: memo key -> event name (its ``W#`` items)."""
 
-    @property
-    def id(self) -> str:
-        return str(self.item["id"])
+    def todo(self) -> list[JobOp]:
+        """The job operations left to apply (``td``)."""
+        out: list[JobOp] = []
+        for kind, i, *rest in json.loads(self.item.get("td") or "[]"):
+            sid = self.steps[i][0]
+            if kind == "rel":
+                out.append(plan.Release(sid, i, rest[0] if rest else self.item.get("dl")))
+            elif kind == "cx":
+                out.append(plan.RequestCancel(sid, i))
+            elif kind == "rdy":
+                out.append(plan.SetReady(sid, i, rest[0]))
+            elif kind == "wk":
+                out.append(plan.Wake(sid, i))
+            else:
+                when, state, why, oc = rest or _OLD_TD[kind]
+                outcome = None if oc is None else Outcome(oc)
+                out.append(plan.EndJob(sid, i, JobState(when), JobState(state), why, outcome))
+        return out
 
-    @property
-    def version(self) -> int:
-        return int(self.item["v"])
-
-    @property
-    def state(self) -> ExecutionState:
-        return ExecutionState(self.item["st"])
-
-    @property
-    def steps(self) -> list[tuple[str, tuple[str, ...]]]:
-        return [(sid, tuple(deps)) for sid, deps in json.loads(self.item["sp"])]
-
-    @property
-    def cells(self) -> list[tuple[StepState, bool, str | None]]:
-        return [_parse_cell(c) for c in str(self.item["ss"]).split("\n")]
-
-    @property
-    def claims(self) -> dict[int, int]:
-        return {int(k): int(n) for k, n in (self.item.get("r") or {}).items()}
-
-    @property
-    def todo(self) -> list[list[Any]]:
-        return list(json.loads(self.item.get("td") or "[]"))
-
-    def view(self, overlay_claims: bool = False) -> ExecutionView:
-        claims = self.claims if overlay_claims else {}
-        rs = self.item.get("rsn")
-        return ExecutionView(
-            state=self.state,
-            steps=tuple(
-                StepView(sid, _S.RUNNING if i in claims else cell[0], deps)
-                for i, ((sid, deps), cell) in enumerate(zip(self.steps, self.cells, strict=True))
-            ),
-            max_parallel=int(self.item.get("mp", 0)),
-            timeout_ms=self.item.get("to"),
-            deadline_at=self.item.get("dl"),
-            reason=None if rs is None else ExecutionReason(rs),
-            failed_step=self.item.get("fs"),
-        )
-
-    def record(self, spec_json: str) -> ExecutionRecord:
-        rs = self.item.get("rsn")
+    def record(self, spec_json: str = "") -> ExecutionRecord:
+        get = self.item.get
+        same: dict[str, Any] = {field: get(name) for field, name in _RECORD.items()}
         return ExecutionRecord(
             id=self.id,
-            flow=self.item["fl"],
             state=self.state,
-            reason=None if rs is None else ExecutionReason(rs),
-            failed_step=self.item.get("fs"),
-            spec_hash=self.item["sh"],
+            reason=None if get("rsn") is None else ExecutionReason(get("rsn")),
             spec_json=spec_json,
-            input=bytes(self.item.get("in", b"")),
-            max_parallel=int(self.item.get("mp", 0)),
-            timeout_ms=self.item.get("to"),
-            deadline_at=self.item.get("dl"),
-            created_at=self.item["ca"],
-            started_at=self.item.get("sa"),
-            finished_at=self.item.get("fa"),
-            conc_key=self.item.get("ck"),
+            input=bytes(get("in", b"")),
+            max_parallel=int(get("mp", 0)),
+            conc_key=get("ck"),
+            kind=self.kind,
+            parent_id=get("pi"),
+            parent_idx=get("px"),
+            awaiting=tuple(get("aw") or ()),
+            **same,
         )
 
-    def step_records(self) -> list[StepRecord]:
-        claims = self.claims
+    def step_records(self, claimed: bool = True) -> list[StepRecord]:
+        """The steps as stored; with ``claimed``, a claim not yet folded shows ``running``."""
+        claims = self.claims if claimed else {}
         return [
             StepRecord(
                 execution_id=self.id,
                 idx=i,
                 step_id=sid,
                 state=_S.RUNNING if i in claims else st,
-                reason=reason,
-                job_id=step_job_id(self.id, i) if released or i in claims else None,
+                reason=why,
+                job_id=job_of(self.id, i) if released or i in claims else None,
                 depends_on=deps,
             )
-            for i, ((sid, deps), (st, released, reason)) in enumerate(
+            for i, ((sid, deps), (st, released, why)) in enumerate(
                 zip(self.steps, self.cells, strict=True)
             )
         ]
 
+    def view(self) -> ExecutionView:
+        return self.record().view(self.step_records(claimed=False))
+
+
+def stored_at(x: Exec, idx: int) -> tuple[int, str, int]:
+    """Where step ``idx``'s job is kept until released: (cache key, sort key, position)
+    -- a declared step's in its ``JB#`` part, a workflow child's in its ``JC#`` item."""
+    if x.kind == "workflow" and idx > 0:
+        return -1 - idx, f"JC#{idx:06d}", 0
+    return idx // PART, f"JB#{idx // PART:04d}", idx % PART
+
+
+def fresh_release(x: Exec, op: JobOp) -> bool:
+    """A release of a step never released before: its job does not exist yet."""
+    return isinstance(op, plan.Release) and (op.idx >= len(x.cells) or not x.cells[op.idx][1])
+
+
+def job_when(op: JobOp) -> JobState:
+    """The state of the job a (non-release) job operation applies to."""
+    if isinstance(op, plan.EndJob):
+        return op.when
+    return JobState.RUNNING if isinstance(op, plan.RequestCancel) else JobState.QUEUED
+
+
+def cells_text(cells: Iterable[Cell]) -> str:
+    return "\n".join(f"{st.value}|{int(released)}|{why or ''}" for st, released, why in cells)
+
 
 def exec_item(p: str, new: NewExecution, seq: int, now: int) -> Item:
-    """The execution item of ``new`` as stored ``queued`` with every step ``pending``
-    (the start's decision is folded over it by the caller)."""
-    item: Item = {
-        "pk": f"{p}X#{new.id}",
-        "sk": "X",
-        "id": new.id,
-        "fl": new.flow,
-        "sh": new.spec_hash,
-        "st": _E.QUEUED.value,
-        "mp": new.max_parallel,
-        "to": new.timeout_ms,
-        "ca": now,
-        "seq": seq,
-        "in": new.input,
-        "sp": json.dumps([[s.id, list(s.depends_on)] for s in new.steps]),
-        "ss": cells_text([(_S.PENDING, False, None)] * len(new.steps)),
-        "r": {},
-        "v": 1,
-        "ap": f"{p}X",
-    }
-    if new.conc_key is not None and new.concurrency is not None:
+    """The execution item of ``new`` as stored ``queued`` with every step ``pending``."""
+    steps = json.dumps([[s.id, list(s.depends_on)] for s in new.steps])
+    item: Item = {"pk": f"{p}X#{new.id}", "sk": "X", "id": new.id, "fl": new.flow, "ap": f"{p}X"}
+    item.update(sh=new.spec_hash, st=_E.QUEUED.value, mp=new.max_parallel, to=new.timeout_ms)
+    item.update({"in": new.input}, ca=now, seq=seq, v=1, r={}, sp=steps)
+    item["ss"] = cells_text([(_S.PENDING, False, None)] * len(new.steps))
+    if new.concurrency is not None:
         item.update(ck=new.conc_key, cl=new.concurrency.limit, cb=new.concurrency.behavior)
+    if new.kind != "flow":
+        item["k"] = new.kind
+    if new.parent_id is not None:
+        item.update(pi=new.parent_id, px=new.parent_idx)
     return item
 
 
-@dataclass
-class Fold:
-    """The result of folding events and a judgement over one execution."""
-
-    view: ExecutionView
-    cells: list[tuple[StepState, bool, str | None]]
-    changed: bool = False
-    started: bool = False
-    finished: bool = False
-    released: set[int] = field(default_factory=set)
-    timed_out: set[int] = field(default_factory=set)
-    cancel: set[int] = field(default_factory=set)
-
-    def ops(self, before: list[tuple[StepState, bool, str | None]]) -> list[list[Any]]:
-        """Job operations: ``rel`` (enqueue the pending job), ``nr`` (a queued job ends
-        ``cancelled``/``not_run``), ``to`` (a running attempt ends ``flow_timeout``),
-        ``cx`` (cancel request), from the state before and after the fold."""
-        out: list[list[Any]] = []
-        for i, (st, _, _) in enumerate(self.cells):
-            had_job = before[i][1]
-            if i in self.released and st is _S.QUEUED and not had_job:
-                out.append(["rel", i])
-            elif st is _S.NOT_RUN and had_job and before[i][0] is not _S.NOT_RUN:
-                out.append(["nr", i])
-            elif i in self.timed_out and had_job:
-                out.append(["to", i])
-            elif i in self.cancel and st is _S.RUNNING:
-                out.append(["cx", i])
-        return out
-
-    def apply(self, t: Transition, reasons: dict[str, str | None]) -> None:
-        if not t.changes(self.view):
-            return
-        pos = {s.id: i for i, s in enumerate(self.view.steps)}
-        self.changed = True
-        self.started = self.started or t.started
-        self.finished = self.finished or t.finished
-        for sid, st in t.ended:
-            old = self.cells[pos[sid]]
-            self.cells[pos[sid]] = (st, old[1], reasons.get(sid))
-        for sid in t.release:
-            self.cells[pos[sid]] = (_S.QUEUED, True, None)
-            self.released.add(pos[sid])
-        nr = None if t.not_run_reason is None else t.not_run_reason.value
-        for sid in t.not_run:
-            self.cells[pos[sid]] = (_S.NOT_RUN, self.cells[pos[sid]][1], nr)
-        for sid in t.time_out:
-            self.cells[pos[sid]] = (_S.TIMED_OUT, True, Reason.FLOW_TIMEOUT.value)
-            self.timed_out.add(pos[sid])
-        self.cancel.update(pos[s] for s in t.cancel)
-        self.view = decide.apply(self.view, t)
-
-    def set_running(self, i: int) -> None:
-        st, released, _ = self.cells[i]
-        if st.finished:
-            return
-        self.cells[i] = (_S.RUNNING, True, None)
-        steps = list(self.view.steps)
-        steps[i] = StepView(steps[i].id, _S.RUNNING, steps[i].depends_on)
-        self.view = replace(self.view, steps=tuple(steps))
-        self.changed = True
+def slots(key: Item) -> list[decide.ExecutionSlot]:
+    """The executions a concurrency key item counts (its ``a`` map: ``state|created_at``)."""
+    cells = [(eid, *cell.split("|")) for eid, cell in (key.get("a") or {}).items()]
+    return [decide.ExecutionSlot(eid, ExecutionState(st), int(ca)) for eid, st, ca in cells]
 
 
-def fold(x: Exec, events: list[Item], now: int, judge: Any = None) -> Fold:
-    """Fold the pending claims and step-end events of ``x`` through
-    :func:`decide.step_ended` (per step by attempt; steps in definition order), then
-    ``judge`` the result (``decide.cancel`` / ``decide.start``) or, without one,
-    :func:`decide.advance` (the deadline)."""
-    f = Fold(view=x.view(), cells=x.cells)
-    claims = x.claims
-    last: dict[int, int] = {}
-    for ev in events:
-        last[int(ev["i"])] = max(last.get(int(ev["i"]), 0), int(ev["n"]))
-    for i in claims:
-        if i not in last:  # claimed after the last fold, no end since
-            f.set_running(i)
-    f.changed = f.changed or bool(claims)
-    ordered = sorted(events, key=lambda e: (int(e["i"]), int(e["n"]), e["sk"]))
-    for k, ev in enumerate(ordered):
-        i, sid = int(ev["i"]), x.steps[int(ev["i"])][0]
-        f.apply(decide.step_ended(f.view, sid, StepState(ev["st"]), now), {sid: ev.get("rsn")})
-        f.changed = True
-        end_of_step = k + 1 == len(ordered) or int(ordered[k + 1]["i"]) != i
-        if end_of_step and claims.get(i, 0) > last[i]:
-            f.set_running(i)
-    t = judge(f.view) if judge is not None else decide.advance(f.view, now)
-    f.apply(t, {})
-    return f
+def fit(groups: list[Actions], room: int, fixed: Actions) -> list[int]:
+    """Indexes of the write groups that fit beside ``fixed`` in ``room`` items, each item
+    at most once in the transaction."""
+
+    def key(action: dict[str, Any]) -> str:
+        body = next(iter(action.values()))
+        k = body.get("Key") or body["Item"]
+        return f"{k['pk']['S']}|{k['sk']['S']}"
+
+    chosen: list[int] = []
+    taken = {key(a) for a in fixed}
+    for gi, group in enumerate(groups):
+        keys = {key(a) for a in group}
+        if len(group) <= room and not keys & taken:
+            chosen.append(gi)
+            room -= len(group)
+            taken |= keys
+    return chosen

@@ -1,211 +1,548 @@
-"""Flow executions on SQS + DynamoDB (:class:`~queue_core.flows.storage.SupportsFlows`).
+"""Flow executions on SQS + DynamoDB: ``SupportsFlows`` and the one interpreter of plan ops.
 
-The operations; the event record, the advance and the chunked job writes are in
-:mod:`backends.sqs.flow_apply`, the item layout in :mod:`backends.sqs.flow_items`.
+The core decides (:mod:`queue_core.rules.flows.plan`); this part records events, reads
+what a decision needs and applies the plan. A step job's end puts an event in its
+execution's partition, in the transaction that ends the job (:meth:`SQSFlows.step_event`);
+a step's claim records its attempt in the execution's ``r`` (:meth:`SQSFlows.claim_update`).
+The advance reads the execution item (version ``v``) and its events, lets
+:func:`~queue_core.rules.flows.folding.fold` fold and judge them, and :meth:`SQSFlows._commit`
+applies the ops in one transaction conditional on ``v``. Job writes that do not fit (a
+500-wide fan-out) stay in the execution (``td``: what remains to be done) and are applied
+in fenced chunks of at most 100 items by whoever comes next -- the finisher, another
+worker, the reaper (``P XA``). The items are described in ``docs/backends/sqs.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import time
 import zlib
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from backends.sqs.base import SEQ
 from backends.sqs.codec import Item, all_index_query, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
-from backends.sqs.flow_apply import FlowApply, _slots
-from backends.sqs.flow_items import PART, Exec, cells_text, exec_item, fold, jobs_blob
-from queue_core.errors import NotFound, StorageError
-from queue_core.flows import decide
-from queue_core.flows.model import ExecutionReason, ExecutionState, StepState
-from queue_core.flows.storage import ExecutionRecord, NewExecution, StepInputs, StepRecord
+from backends.sqs.flow_items import (
+    PART,
+    Exec,
+    JobOp,
+    dump_op,
+    exec_item,
+    fit,
+    fresh_release,
+    job_when,
+    slots,
+    stored_at,
+    unzjson,
+    zjson,
+)
+from backends.sqs.store import SEQ, Store
+from backends.sqs.wf_items import exec_sets
+from backends.sqs.wf_writes import wf_writes
+from backends.sqs.writes import Writes
+from queue_core.records.errors import NotFound, StorageError
+from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.records.jobs import JobState, ReapedJob
+from queue_core.records.workflows import PARKED_AT
+from queue_core.rules.flows import decide, plan
+from queue_core.rules.flows import fold as folding
+from queue_core.rules.flows.decide import ExecutionView, Transition
+from queue_core.rules.flows.spec import ConcurrencySpec
+from queue_core.rules.leases import reap_cutoff
+from queue_core.rules.paging import check_page
+from queue_core.storage.flows import ExecutionRecord, NewExecution, StepInputs, StepRecord
+from queue_core.storage.flows import step_job_id as job_of
 
-__all__ = ["SQSFlows"]
+__all__ = ["PART", "SQSFlows"]
 
-_E = ExecutionState
-_SPEC_MAX = 350 * 1024
+log = logging.getLogger("backends.sqs")
+_E, _S = ExecutionState, StepState
 _TRIES = 100
+_HINTS = 10  # wake-up hints per queue per write: claims read the ready index
+_EVENTS = 60  # events folded by one transaction (the rest by the next round)
+_SPEC_MAX = 350 * 1024
+Actions = list[dict[str, Any]]
 
 
-class SQSFlows(FlowApply):
-    """The :class:`~queue_core.flows.storage.SupportsFlows` operations of ``sqs://``."""
+def _small(flow: str, what: str, blob: bytes) -> bytes:
+    """``blob`` when it fits in one item; else the ``StorageError`` naming ``what``."""
+    if len(blob) > _SPEC_MAX:
+        raise StorageError(
+            f"sqs backend: flow {flow!r}: {what}: {len(blob)} bytes compressed, more than "
+            f"the {_SPEC_MAX} this backend stores in one item"
+        )
+    return blob
 
-    # ------------------------------------------------------------------ start
 
-    def _put_spec(self, new: NewExecution) -> None:
-        body = zlib.compress(new.spec_json.encode("utf-8"))
-        if len(body) > _SPEC_MAX:
-            raise StorageError(
-                f"sqs backend: flow {new.flow!r}: spec is {len(body)} bytes compressed, "
-                f"more than the {_SPEC_MAX} this backend stores in one item"
-            )
-        item = {"pk": f"{self.keys.p}FS#{new.spec_hash}", "sk": "FS", "body": body}
-        self.db.client.put_item(TableName=self.db.name, Item=encode_item(item))
+class SQSFlows:
+    """The flows part of the SQS storage (built on first use).
 
-    def _job_writes(
+    Args:
+        store: the storage's store.
+        writes: the job writes (a released step's job, a plan's ``EndJob``).
+    """
+
+    def __init__(self, store: Store, writes: Writes) -> None:
+        self.store, self.db, self.keys, self.p = store, store.db, store.keys, store.keys.p
+        self.writes = writes
+
+    def _key(self, kind: str, name: str) -> dict[str, Any]:
+        """The key of an execution (``X``), a concurrency key (``XK``), a spec (``FS``)."""
+        return {"pk": {"S": f"{self.p}{kind}#{name}"}, "sk": {"S": kind}}
+
+    def _read(self, eid: str) -> Exec | None:
+        item = self.db.get(self._key("X", eid))
+        return None if item is None else Exec(item)
+
+    def _put(self, item: Item) -> dict[str, Any]:
+        return {"Put": {"TableName": self.db.name, "Item": encode_item(item)}}
+
+    # ------------------------------------------------------------------ the job parts' calls
+
+    def step_event(
         self,
-        new: NewExecution,
-        seqs: list[int],
-        released: set[int],
-        deadline: int | None,
+        job: Item,
+        state: JobState,
+        reason: str | None,
         now: int,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Item]]:
-        """The ``JB#`` parts holding every step's job item, the Puts of the released
-        ones (queued now) and those items."""
-        items = []
-        for job, seq in zip(new.jobs, seqs, strict=True):
-            item = new_item(self.keys, replace(job, flow_deadline_at=deadline), now, seq)
-            items.append({**item, "pl": job.payload})
-        parts: list[dict[str, Any]] = []
-        for k in range(0, len(items), PART):
-            blob = jobs_blob(items[k : k + PART])
-            if len(blob) > _SPEC_MAX:
-                raise StorageError(
-                    f"sqs backend: flow {new.flow!r}: step jobs {k}..{k + PART - 1} take "
-                    f"{len(blob)} bytes compressed, more than {_SPEC_MAX} (payloads too large)"
-                )
-            part = {"pk": f"{self.keys.p}X#{new.id}", "sk": f"JB#{k // PART:04d}", "d": blob}
-            parts.append({"Put": {"TableName": self.db.name, "Item": encode_item(part)}})
-        puts: list[dict[str, Any]] = []
-        queued: list[Item] = []
-        for i in sorted(released):
-            acts, item = self._release(items[i], deadline, now)
-            puts += acts
-            queued.append(item)
-        return parts, puts, queued
+        *,
+        result: bytes | None = None,
+        queued: bool = False,
+    ) -> Actions:
+        """The Puts recording that step job ``job`` changed to ``state``, for the
+        transaction that changes it: the event, and for a success its ``result`` (kept
+        for ``get_step_inputs``). ``queued``: the job ended unrun, after ``att`` attempts."""
+        idx, n = int(job["id"][len(job["xid"]) + 1 :]), int(job["att"])
+        pk, sk = f"{self.p}X#{job['xid']}", f"E#{idx:06d}#{n:05d}#{'q' if queued else 'a'}"
+        ev = {"pk": pk, "sk": sk, "i": idx, "n": n, "st": state.value, "rsn": reason}
+        out = [self._put({**ev, "dp": f"{self.p}XA", "dx": now})]
+        if state is JobState.SUCCEEDED:
+            out.append(self._put({"pk": pk, "sk": f"O#{idx:06d}", "d": result or b""}))
+        return out
 
-    def _admission(self, new: NewExecution) -> tuple[decide.Admission, int | None]:
-        if new.conc_key is None:
-            return decide.Admission(_E.RUNNING), None
-        key = self.db.get(self._kkey(new.conc_key))
-        slots = [] if key is None else _slots(key)
-        return decide.admit(new.concurrency, slots), None if key is None else int(key["v"])
+    def claim_update(self, eid: str, claims: dict[str, int], now: int) -> dict[str, Any]:
+        """The claim transaction's write on execution ``eid``: the attempts started (by
+        step job id) go into ``r`` for the next advance to fold, and ``v`` moves. Only
+        while the execution may start a step: the condition mirrors
+        :func:`queue_core.rules.flows.decide.may_release` on the stored fields."""
+        sets: Item = {f"r.{job_id[len(eid) + 1 :]}": n for job_id, n in claims.items()}
+        if "r.0" in sets:  # plan.claim_ops: a waiting workflow's function runs it again
+            sets["st"] = _E.RUNNING.value
+        cond = "st IN (:run, :wait) AND attribute_not_exists(fs) AND "
+        cond += "(attribute_not_exists(dl) OR dl > :now)"
+        may = {"run": "running", "wait": "waiting", "now": now}
+        return {"Update": self.db.update(self._key("X", eid), sets, cond=cond, cond_values=may)}
 
-    def _key_write(self, new: NewExecution, state: ExecutionState, kv: int | None, now: int) -> Any:
-        assert new.conc_key is not None and new.concurrency is not None
-        if state is _E.SKIPPED:
-            check: dict[str, Any] = {"TableName": self.db.name, "Key": self._kkey(new.conc_key)}
-            if kv is None:
-                check["ConditionExpression"] = "attribute_not_exists(pk)"
-            else:
-                check["ConditionExpression"] = "v = :kv"
-                check["ExpressionAttributeValues"] = vals(kv=kv)
-            return {"ConditionCheck": check}
-        cell = {"S": f"{state.value}|{now}"}
-        values: dict[str, Any] = {
-            ":cl": {"N": str(new.concurrency.limit)},
-            ":cb": {"S": new.concurrency.behavior},
-            ":one": {"N": "1"},
-        }
-        names = {"#cl": "cl", "#cb": "cb", "#v": "v", "#a": "a"}
-        if kv is None:  # the key's first execution: create the item
-            values[":m"] = {"M": {new.id: cell}}
-            expr, cond = "SET #cl = :cl, #cb = :cb, #v = :one, #a = :m", "attribute_not_exists(pk)"
-        else:
-            names["#e"] = new.id
-            values.update({":c": cell, ":kv": {"N": str(kv)}})
-            expr, cond = "SET #cl = :cl, #cb = :cb, #v = #v + :one, #a.#e = :c", "#v = :kv"
-        return {
-            "Update": {
-                "TableName": self.db.name,
-                "Key": self._kkey(new.conc_key),
-                "UpdateExpression": expr,
-                "ConditionExpression": cond,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-        }
+    def after_ends(self, eids: Iterable[str], now: int) -> list[ReapedJob]:
+        """Advance the executions whose step jobs just ended (or that ``reap`` found due).
+        The ends are durable: a failure here is logged and left to the next ``reap``,
+        never reported as a failed ``finish``, never blocking other executions."""
+        reaped: list[ReapedJob] = []
+        for eid in dict.fromkeys(eids):
+            try:
+                with translate("flow advance"):
+                    reaped += self._advance(eid, now)[1]
+            except StorageError as exc:
+                log.warning("flow advance of %s left to the reaper: %s", eid, exc)
+        return reaped
+
+    def reap(self, now: int, limit: int, *, first: bool) -> list[ReapedJob]:
+        """``first`` (before the job reaps): advance the running executions whose deadline
+        passed. Else: those with events or job writes left (ended by this reap, or left by
+        a killed caller), then promote the keys whose promotion may be due."""
+        if first:
+            due = self.db.find(  # a margin after the deadline (reap_cutoff): the worker first
+                "tp = :p AND tx <= :t",
+                index="timeout",
+                limit=limit,
+                p=f"{self.p}XT",
+                t=reap_cutoff(now),
+            )
+            return self.after_ends([it["id"] for it in due], now)
+        reaped: list[ReapedJob] = []
+        for part in ("XA", "XP"):
+            items = self.db.find("dp = :p", index="due", limit=limit, p=f"{self.p}{part}")
+            for name in list(dict.fromkeys(it["pk"].split("#", 2)[2] for it in items))[:limit]:
+                if part == "XA":
+                    reaped += self.after_ends([name], now)
+                else:
+                    self._promote_key(name, now)
+        return reaped
+
+    def prune(self, cutoff: int, limit: int) -> int:
+        """Delete executions finished at or before ``cutoff``: their partition (a
+        workflow's memos, children's stored jobs) and their step jobs (pending ones, a
+        workflow's, any the job prune has not removed); how many jobs it deleted."""
+        pruned = 0
+        done = self.db.find(
+            "tp = :p AND tx <= :t", index="timeout", limit=limit, p=f"{self.p}XF", t=cutoff
+        )
+        for it in done:
+            own = self.db.query(
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues=vals(pk=it["pk"]),
+                ProjectionExpression="pk, sk",
+                ConsistentRead=True,
+            )
+            keys = [self.db.key_of(o) for o in own if o["sk"] != "X"]
+            ids = [job_of(it["id"], i) for i in range(len(Exec(it).steps))]
+            for job in self.store.read_jobs(ids).values():
+                pruned += 1
+                keys.append(self.keys.job(job["id"]))
+                keys += [self.keys.attempt(job["id"], n) for n in range(1, job.get("att", 0) + 1)]
+                keys += self.keys.chunks(job["pk"], job.get("plc"))
+            self.db.batch_delete([*keys, self._key("X", it["id"])])  # the execution last
+        return pruned
+
+    # ------------------------------------------------------------------ start and cancel
 
     def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.start_execution`.
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.start_execution`.
 
-        One ``TransactWriteItems`` stores the execution item (conditional on its absence),
-        the concurrency key's entry (conditional on the version read for
-        ``decide.admit``), the step jobs' ``JB#`` parts and the released roots' jobs;
-        when that is more than 100 items, the parts go first and the roots are released
-        in chunks afterwards (``td``)."""
-        t = self._now(now)
+        One ``TransactWriteItems`` stores the execution (conditional on its absence) with
+        the plan of :func:`~queue_core.rules.flows.plan.start_ops`, the concurrency key's
+        entry (conditional on the version read for ``decide.admit``) and the step jobs'
+        ``JB#`` parts; parts that do not fit go first, job writes that do not fit follow
+        in chunks (``td``); superseded executions end first (:meth:`_supersede`)."""
+        t = self.store.now(now)
         with translate("start_execution"):
-            self._put_spec(new)
+            body = _small(new.flow, "the spec", zlib.compress(new.spec_json.encode("utf-8")))
+            spec = {"pk": f"{self.p}FS#{new.spec_hash}", "sk": "FS", "body": body}
+            self.db.client.put_item(TableName=self.db.name, Item=encode_item(spec))
             seqs = SEQ.take(len(new.jobs) + 1)
             for _ in range(_TRIES):
-                admission, kv = self._admission(new)
-                item, released = self._start_item(new, seqs, admission, t)
-                parts: list[dict[str, Any]] = []
-                puts: list[dict[str, Any]] = []
-                queued: list[Item] = []
+                x = Exec(exec_item(self.p, new, seqs[0], t))
+                admission, fixed = self._admit(new, t)
+                if admission.supersede and new.concurrency and new.conc_key is not None:
+                    for old in admission.supersede:
+                        self._supersede(old, new.concurrency.behavior, new.conc_key, t)
+                    continue
+                parts: dict[int, list[Item]] = {}
                 if admission.state is not _E.SKIPPED:
-                    parts, puts, queued = self._job_writes(
-                        new, seqs[1:], released, item.get("dl"), t
-                    )
-                fixed = [self.db.put(item)]
-                if new.conc_key is not None:
-                    fixed.append(self._key_write(new, admission.state, kv, t))
-                if len(fixed) + len(parts) + len(puts) > TX_MAX:
-                    for i in range(0, len(parts), TX_MAX):
-                        self.db.transact(parts[i : i + TX_MAX])
-                    parts, puts, queued = [], [], []
-                    if released:
-                        item["td"] = json.dumps([["rel", i] for i in sorted(released)])
-                        item["dp"], item["dx"] = f"{self.keys.p}XA", t
-                        fixed[0] = self.db.put(item)
+                    puts, parts = self._job_parts(new, seqs[1:], t)
+                    if len(fixed) + len(puts) >= TX_MAX:  # inert until the execution exists
+                        for i in range(0, len(puts), TX_MAX):
+                            self.db.transact(puts[i : i + TX_MAX])
+                        puts = []
+                    fixed += puts
+                view = x.view()
+                ops = plan.start_ops(view, plan.index_of(view.steps), admission, t)
                 try:
-                    self.db.transact(fixed + parts + puts)
+                    return self._commit(x, ops, fixed, t, parts=parts, create=True)[0]
                 except TxCancelled as exc:
                     if exc.codes and exc.codes[0] == "ConditionalCheckFailed":
                         raise StorageError(f"execution id {new.id!r} already exists") from None
-                    continue
-                self._hint_released(queued, t)
-                if "td" in item:
-                    self._drain(new.id, t)
-                return ExecutionState(item["st"])
         raise StorageError(f"start_execution {new.id}: too much contention")
 
-    def _start_item(
-        self, new: NewExecution, seqs: list[int], admission: decide.Admission, t: int
-    ) -> tuple[Item, set[int]]:
-        """The execution item as admitted, and the steps ``decide.start`` released."""
-        item = exec_item(self.keys.p, new, seqs[0], t)
-        if admission.state is _E.SKIPPED:
-            reason = ExecutionReason.CONCURRENCY_LIMIT.value
-            item.update(
-                st=_E.SKIPPED.value,
-                rsn=reason,
-                fa=t,
-                tp=f"{self.keys.p}XF",
-                tx=t,
-                ss=cells_text([(StepState.NOT_RUN, False, reason)] * len(new.steps)),
-            )
-            return item, set()
-        if admission.state is not _E.RUNNING:
-            return item, set()
-        x = Exec(item)
-        f = fold(x, [], t, lambda v: decide.start(v, t))
-        sets = self._exec_sets(x, f, [], t)
-        item.update({k: v for k, v in sets.items() if v is not None})
-        return item, set(f.released)
-
-    # ------------------------------------------------------------------ cancel and reads
+    def _job_parts(
+        self, new: NewExecution, seqs: list[int], now: int
+    ) -> tuple[Actions, dict[int, list[Item]]]:
+        """The Puts of the ``JB#`` parts holding every step's job item, and the parts."""
+        mark = {"wf": 1} if new.kind == "workflow" else {}  # kept with the execution
+        items = [
+            {**new_item(self.keys, job, now, seq), "pl": job.payload, **mark}
+            for job, seq in zip(new.jobs, seqs, strict=True)
+        ]
+        parts = {k // PART: items[k : k + PART] for k in range(0, len(items), PART)}
+        pk, what = f"{self.p}X#{new.id}", "the job items of {} steps"
+        blobs = {k: _small(new.flow, what.format(len(its)), zjson(its)) for k, its in parts.items()}
+        return [self._put({"pk": pk, "sk": f"JB#{k:04d}", "d": b}) for k, b in blobs.items()], parts
 
     def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.cancel_execution`."""
-        t = self._now(now)
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.cancel_execution`."""
+        t = self.store.now(now)
         with translate("cancel_execution"):
             state, _ = self._advance(execution_id, t, lambda v: decide.cancel(v, t))
         if state is None:
             raise NotFound(f"no flow execution with id {execution_id!r}")
         return state
 
+    # ------------------------------------------------------------------ the interpreter
+
+    def _advance(
+        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition] | None = None
+    ) -> tuple[ExecutionState | None, list[ReapedJob]]:
+        """Fold the claims and events of ``eid`` and ``judge`` it (:func:`folding.fold`), then
+        apply the plan (:meth:`_commit`); again when the execution moved meanwhile."""
+        reaped: list[ReapedJob] = []
+        for _ in range(_TRIES):
+            x = self._read(eid)
+            if x is None:
+                return None, reaped
+            if x.item.get("td"):
+                reaped += self._drain(eid, now)
+                continue
+            f, fixed, n = self.folded(x, now, judge)
+            if not (f.ops or n or x.claims):
+                return x.state, reaped
+            try:
+                state, ended = self._commit(x, f.ops, fixed, now, sets={"r": {}})
+            except TxCancelled:
+                time.sleep(0.002)
+                continue
+            reaped += ended
+            if n < _EVENTS:
+                return state, reaped
+            judge = None
+        raise StorageError(f"sqs backend: flow {eid}: advance kept conflicting")
+
+    def folded(
+        self, x: Exec, now: int, judge: Callable[[ExecutionView], Transition] | None = None
+    ) -> tuple[folding.Folded, Actions, int]:
+        """The claims and events of ``x`` folded (:func:`folding.fold`), the deletes of those
+        events (and a finished execution's key mark) and how many were read. An event of
+        a step not stored yet (a sub-execution that ended before its parent's step was
+        written) waits for the next advance."""
+        events = self.db.find(
+            "pk = :pk AND begins_with(sk, :e)", limit=_EVENTS, pk=x.item["pk"], e="E#"
+        )
+        events = [e for e in events if e["i"] < len(x.steps)]
+        kept = [folding.StepEvent(i, _S.RUNNING, n) for i, n in x.claims.items()]
+        kept += [
+            folding.StepEvent(e["i"], StepState(e["st"]), e["n"], e.get("rsn")) for e in events
+        ]
+        view = x.view()
+        f = folding.fold(view, plan.index_of(view.steps), kept, now, judge)
+        exists = {"TableName": self.db.name, "ConditionExpression": "attribute_exists(pk)"}
+        fixed: Actions = [{"Delete": {**exists, "Key": self.db.key_of(e)}} for e in events]
+        if f.finished and x.item.get("ck"):
+            fixed.append(self._key_set(x.item["ck"], x.id, None, None, mark=now))
+        return f, fixed, len(events)
+
+    def _drain(self, eid: str, now: int) -> list[ReapedJob]:
+        """Apply the job writes left in ``td``, a chunk per transaction."""
+        reaped: list[ReapedJob] = []
+        for _ in range(_TRIES):
+            x = self._read(eid)
+            if x is None or not x.item.get("td"):
+                return reaped
+            try:
+                reaped += self._commit(x, x.todo(), [], now, drain=False)[1]
+            except TxCancelled:
+                time.sleep(0.002)
+        raise StorageError(f"sqs backend: flow {eid}: job writes kept conflicting")
+
+    def _commit(
+        self,
+        x: Exec,
+        ops: Sequence[plan.Op],
+        fixed: Actions,
+        now: int,
+        *,
+        sets: Item | None = None,
+        parts: dict[int, list[Item]] | None = None,
+        create: bool = False,
+        drain: bool = True,
+    ) -> tuple[ExecutionState, list[ReapedJob]]:
+        """Apply ``ops`` to execution ``x`` in one transaction: the execution item (put when
+        ``create``, else updated on the condition of its version) with ``sets``, then
+        ``fixed``, then the job writes that fit; those left are kept in ``td`` and (with
+        ``drain``) applied next. Returns the execution's state and the running jobs
+        ended; raises :class:`TxCancelled` when anything moved."""
+        sets, todo, wf = exec_sets(self.p, x, ops, now, sets or {})
+        parts = {} if parts is None else parts  # each JB# part read once
+        fixed = [*fixed, *wf_writes(self.db, self.keys, wf, parts, len(fixed))]
+        ids = [job_of(x.id, op.idx) for op in todo if not fresh_release(x, op)]
+        jobs = self.store.read_jobs(ids) if ids else {}
+        done = [self._job_op(op, x, jobs, now, parts) for op in todo]
+        chosen = fit([acts for acts, _, _ in done], TX_MAX - 1 - len(fixed), fixed)
+        left = [dump_op(op) for gi, op in enumerate(todo) if gi not in chosen]
+        sets.update(td=json.dumps(left), dp=f"{self.p}XA", dx=now)
+        if not left:
+            sets.update(td=None, dp=None, dx=None)
+        if create:
+            head = self.db.put({**x.item, **sets})
+        else:
+            version: dict[str, Any] = {"cond": "v = :xv", "cond_values": {"xv": x.item["v"]}}
+            head = {"Update": self.db.update(self._key("X", x.id), sets, **version)}
+        self.db.write([head, *fixed, *(a for gi in chosen for a in done[gi][0])])
+        if wf.late:  # memo values no longer named by the execution
+            self.db.batch_delete(wf.late)
+        self._hint([h for gi in chosen if (h := done[gi][2]) is not None], now)
+        reaped = [r for gi in chosen if (r := done[gi][1]) is not None]
+        if x.item.get("ck") and not create and any(isinstance(o, plan.Finished) for o in ops):
+            self._promote_key(x.item["ck"], now)
+        if left and drain:
+            reaped += self._drain(x.id, now)
+        for sub in wf.subs:  # a step standing for a sub-execution was cancelled or timed out
+            self._advance(sub, now, lambda v: decide.cancel(v, now))
+        if wf.parent is not None and not create:
+            reaped += self.after_ends([wf.parent], now)
+        return ExecutionState(sets.get("st", x.item["st"])), reaped
+
+    def _job_op(
+        self, op: JobOp, x: Exec, jobs: dict[str, Item], now: int, parts: dict[int, list[Item]]
+    ) -> tuple[Actions, ReapedJob | None, Item | None]:
+        """The writes of ``op`` (none when its job is not in the state it applies to), the
+        running job it ends, the job it enqueues."""
+        job = jobs.get(job_of(x.id, op.idx))
+        if isinstance(op, plan.Release):
+            k, sk, at = stored_at(x, op.idx)
+            if k not in parts:  # the step jobs stored at start, read once per part
+                got = self.db.get({"pk": {"S": x.item["pk"]}, "sk": {"S": sk}})
+                if got is None:
+                    raise StorageError(f"sqs backend: flow {x.id}: step jobs part {sk} missing")
+                parts[k] = unzjson(got["d"])
+            stored = parts[k][at]
+            if job is not None:  # released before: a finished job runs again (a resume)
+                return self.writes.rerun(job, stored, op.deadline_at, now)
+            sets, removes = self.keys.queued_fields(stored, now, now)
+            item = {k: v for k, v in stored.items() if k not in removes}
+            item.update(sets, enq=now, fdl=op.deadline_at)
+            if item.get("plc"):  # the parts keep the payload; large ones live in chunks
+                item["pl"] = None
+            return self.writes.put_new(item, stored["pl"]), None, item
+        when = job_when(op)
+        if job is None or job["st"] != when.value:
+            return [], None, None
+        fence: dict[str, Any] = {"cond": "st = :s AND v = :jv", "cond_values": {"s": job["st"]}}
+        fence["cond_values"]["jv"] = job["v"]
+        if isinstance(op, (plan.SetReady, plan.Wake)):  # a queued workflow job's ready time
+            ready = now if isinstance(op, plan.Wake) else op.at
+            sets, removes = self.keys.queued_fields(job, ready, now)
+            up = self.db.update(self.keys.job(job["id"]), sets, removes, **fence)
+            return [{"Update": up}], None, {**job, **sets} if ready < PARKED_AT else None
+        if isinstance(op, plan.RequestCancel):
+            cx = self.db.update(self.keys.job(job["id"]), {"cxl": True}, **fence)
+            return [{"Update": cx}], None, None
+        if when is JobState.QUEUED:
+            return self.writes.end_queued(job, op.state, op.reason, now), None, None
+        assert op.outcome is not None
+        acts, _ = self.writes.end_attempt(
+            job,
+            op.outcome,
+            op.reason,
+            None,
+            None,
+            now,
+            state=op.state,
+            job_reason=op.reason,
+            **fence,
+        )
+        ended = ReapedJob(
+            job_id=job["id"],
+            attempt=job["att"],
+            outcome=op.outcome,
+            reason=op.reason,
+            state=op.state,
+        )
+        return acts, ended, None
+
+    def _hint(self, items: list[Item], now: int) -> None:
+        """Wake-up hints for released steps: at most :data:`_HINTS` per queue (a 500-wide
+        release sends 10 messages, not 500; a worker that claims in batches takes the rest)."""
+        per_queue: dict[str, list[Item]] = {}
+        for it in items:
+            per_queue.setdefault(it["q"], []).append(it)
+        self.store.hint([it for its in per_queue.values() for it in its[:_HINTS]], now)
+
+    # ------------------------------------------------------------------ concurrency
+
+    def _admit(self, new: NewExecution, now: int) -> tuple[decide.Admission, Actions]:
+        """``decide.admit`` on the key item, and the start's write on it, conditional on
+        the version read: the new execution's entry (a skipped one only moves ``v``)."""
+        if new.conc_key is None:
+            return decide.Admission(_E.RUNNING), []
+        key = self.db.get(self._key("XK", new.conc_key))
+        admission = decide.admit(new.concurrency, [] if key is None else slots(key))
+        kv = None if key is None else int(key["v"])
+        cell = None if admission.state is _E.SKIPPED else f"{admission.state.value}|{now}"
+        return admission, [self._key_set(new.conc_key, new.id, cell, kv, new.concurrency)]
+
+    def _supersede(self, eid: str, behavior: str, ck: str, now: int) -> None:
+        """A newer execution of key ``ck`` ends ``eid``: by ``decide.cancel`` through the advance
+        (claims folded first; key entry ``cancelling``), or (``latest``) ``supersede_ops``."""
+        if behavior == "cancel_in_progress":
+            why = ExecutionReason.SUPERSEDED
+            state, _ = self._advance(eid, now, lambda v: decide.cancel(v, now, why))
+            if state is _E.CANCELLING and (x := self._read(eid)) is not None:
+                self.db.transact([self._key_set(ck, eid, f"cancelling|{x.item['ca']}", None)])
+            return
+        for _ in range(_TRIES):
+            x = self._read(eid)
+            if x is None or x.state is not _E.QUEUED:
+                return
+            ops = plan.supersede_ops(view := x.view(), plan.index_of(view.steps), behavior, now)[1]
+            with contextlib.suppress(TxCancelled):  # else read again
+                self._commit(x, ops, [self._key_set(ck, x.id, None, None, mark=now)], now)
+                return
+        raise StorageError(f"sqs backend: flow {eid}: supersede kept conflicting")
+
+    def _key_set(
+        self,
+        ck: str,
+        eid: str,
+        cell: str | None,
+        kv: int | None,
+        spec: ConcurrencySpec | None = None,
+        *,
+        mark: int | None = None,
+    ) -> dict[str, Any]:
+        """Set (``cell``) or remove (``None``) execution ``eid``'s entry of key ``ck`` and
+        move ``v``, conditional on ``v = kv`` when given. With ``spec`` (a start) the
+        limit is stored too, and ``kv`` ``None`` creates the item. With ``mark``, the key
+        is flagged for promotion (``P XP``)."""
+        new = spec is not None and kv is None
+        sets: Item = {"a": {eid: cell}} if new else {f"a.{eid}": cell}
+        if spec is not None:
+            sets.update(cl=spec.limit, cb=spec.behavior)
+        if mark is not None:
+            sets.update(dp=f"{self.p}XP", dx=mark)
+        cond: dict[str, Any] = {} if kv is None else {"cond": "v = :kv", "cond_values": {"kv": kv}}
+        if new:
+            cond = {"cond": "attribute_not_exists(pk)"}
+        return {"Update": self.db.update(self._key("XK", ck), sets, **cond)}
+
+    def _promote_key(self, ck: str, now: int) -> None:
+        """Start the queued executions of ``ck`` that have a place (``decide.promote``, then
+        ``plan.start_ops``), one at a time under the key's version; then clear its mark."""
+        for _ in range(_TRIES):
+            key = self.db.get(self._key("XK", ck))
+            if key is None:
+                return
+            ids = decide.promote(ConcurrencySpec(int(key["cl"]), key["cb"]), slots(key))
+            if not ids:
+                kv: dict[str, Any] = {"cond": "v = :kv", "cond_values": {"kv": key["v"]}}
+                unmark = self.db.update(self._key("XK", ck), {"dp": None, "dx": None}, **kv)
+                if key.get("dp") is None or self.db.update_if(unmark) is not None:
+                    return
+                continue
+            x = self._read(ids[0])
+            try:
+                if x is None or x.state is not _E.QUEUED:  # a stale entry: fix it
+                    cell = (
+                        None if x is None or x.state.finished else f"{x.state.value}|{x.item['ca']}"
+                    )
+                    self.db.transact([self._key_set(ck, ids[0], cell, key["v"])])
+                    continue
+                view = x.view()
+                ops = plan.start_ops(
+                    view, plan.index_of(view.steps), decide.Admission(_E.RUNNING), now
+                )
+                ends = any(isinstance(op, plan.Finished) for op in ops)
+                cell = None if ends else f"running|{x.item['ca']}"
+                self._commit(
+                    x,
+                    ops,
+                    [self._key_set(ck, x.id, cell, key["v"], mark=now if ends else None)],
+                    now,
+                )
+            except TxCancelled:
+                continue
+
+    # ------------------------------------------------------------------ reads
+
     def _spec_json(self, spec_hash: str) -> str:
-        item = self.db.get({"pk": {"S": f"{self.keys.p}FS#{spec_hash}"}, "sk": {"S": "FS"}})
+        item = self.db.get(self._key("FS", spec_hash))
         return "" if item is None else zlib.decompress(item["body"]).decode("utf-8")
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.get_execution`."""
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_execution`."""
         with translate("get_execution"):
-            x = self._read_x(execution_id)
+            x = self._read(execution_id)
             return None if x is None else x.record(self._spec_json(x.item["sh"]))
 
     def list_executions(
@@ -215,41 +552,39 @@ class SQSFlows(FlowApply):
         limit: int = 20,
         offset: int = 0,
     ) -> list[ExecutionRecord]:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.list_executions`. Pages the
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_executions`. Pages the
         ``all`` index (partition ``P X``) with filters; meant for dashboards and the CLI."""
+        limit, offset = check_page(limit, offset)
         if limit <= 0:
             return []
-        kw = all_index_query(f"{self.keys.p}X", fl=flow, st=None if state is None else state.value)
+        kw = all_index_query(f"{self.p}X", fl=flow, st=None if state is None else state.value)
         with translate("list_executions"):
-            items = self.db.query(**kw)
-            items.sort(key=lambda it: (it["ca"], it["seq"]), reverse=True)
+            items = sorted(self.db.query(**kw), key=lambda it: (it["ca"], it["seq"]), reverse=True)
             page = items[max(offset, 0) : max(offset, 0) + limit]
             specs = {h: self._spec_json(h) for h in dict.fromkeys(it["sh"] for it in page)}
             return [Exec(it).record(specs[it["sh"]]) for it in page]
 
     def list_steps(self, execution_id: str) -> list[StepRecord]:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.list_steps` (claims not yet
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_steps` (claims not yet
         folded by an advance show as ``running``)."""
         with translate("list_steps"):
-            x = self._read_x(execution_id)
+            x = self._read(execution_id)
         return [] if x is None else x.step_records()
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """See :meth:`queue_core.flows.storage.SupportsFlows.get_step_inputs` (the
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (the
         execution item, then one BatchGetItem of the dependencies' result items)."""
         with translate("get_step_inputs"):
-            x = self._read_x(execution_id)
+            x = self._read(execution_id)
             if x is None:
                 raise NotFound(f"no flow execution with id {execution_id!r}")
-            steps = x.steps
-            pos = {sid: i for i, (sid, _) in enumerate(steps)}
+            pos = {sid: i for i, (sid, _) in enumerate(x.steps)}
             if step_id not in pos:
                 raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-            deps = steps[pos[step_id]][1]
-            pk = f"{self.keys.p}X#{execution_id}"
-            keys = [{"pk": {"S": pk}, "sk": {"S": f"O#{pos[d]:06d}"}} for d in deps]
-            found = {it["sk"]: it["d"] for it in self.db.batch_get(keys)} if keys else {}
-        return StepInputs(
-            input=bytes(x.item.get("in", b"")),
-            results={d: found.get(f"O#{pos[d]:06d}") for d in deps},
-        )
+            keys = [
+                {"pk": {"S": x.item["pk"]}, "sk": {"S": f"O#{pos[d]:06d}"}}
+                for d in x.steps[pos[step_id]][1]
+            ]
+            found = {int(it["sk"][2:]): it["d"] for it in self.db.batch_get(keys)} if keys else {}
+        results = {d: found.get(pos[d]) for d in x.steps[pos[step_id]][1]}
+        return StepInputs(input=bytes(x.item.get("in", b"")), results=results)

@@ -1,4 +1,4 @@
-"""Periodic ticks on DynamoDB (:class:`~queue_core.schedules.SupportsSchedules`).
+"""Periodic ticks on DynamoDB (:class:`~queue_core.storage.abilities.SupportsSchedules`).
 
 One item per storage (``<prefix>SCHED``) holds the last tick of every schedule, one
 attribute ``s#<name>`` each. ``enqueue_tick`` is one ``TransactWriteItems``: the
@@ -12,32 +12,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.sqs.base import SEQ
 from backends.sqs.codec import Item, new_item
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
-from queue_core.errors import StorageError
-from queue_core.model import JobState, NewJob, Reason
+from backends.sqs.store import SEQ, Store
+from backends.sqs.writes import Writes
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import NewJob
 
-__all__ = ["SQSSchedules"]
+__all__ = ["Schedules"]
 
 _FAILED = "ConditionalCheckFailed"
 _ATTR = "s#"
 
 
-class SQSSchedules:
-    """Mixed into :class:`~backends.sqs.SQSStorage` (whose table, keys, clock and
-    delivery hints it uses)."""
+class Schedules:
+    """The schedule ticks of the SQS storage (built on first use)."""
+
+    def __init__(self, store: Store, writes: Writes) -> None:
+        self.store = store
+        self.db = store.db
+        self.keys = store.keys
+        self.writes = writes
 
     def _ticks_key(self) -> dict[str, Any]:
-        me: Any = self
-        return {"pk": {"S": f"{me.keys.p}SCHED"}, "sk": {"S": "S"}}
+        return {"pk": {"S": f"{self.keys.p}SCHED"}, "sk": {"S": "S"}}
 
     def _tick_update(self, schedule: str, tick_ms: int) -> dict[str, Any]:
-        me: Any = self
         return {
             "Update": {
-                "TableName": me.db.name,
+                "TableName": self.db.name,
                 "Key": self._ticks_key(),
                 "UpdateExpression": "SET #n = :t",
                 "ConditionExpression": "attribute_not_exists(#n) OR #n < :t",
@@ -49,23 +53,22 @@ class SQSSchedules:
     def enqueue_tick(
         self, schedule: str, tick_ms: int, job: NewJob, *, now: int | None = None
     ) -> bool:
-        """See :meth:`queue_core.schedules.SupportsSchedules.enqueue_tick`."""
-        me: Any = self
-        t = me._now(now)
+        """See :meth:`queue_core.storage.abilities.SupportsSchedules.enqueue_tick`."""
+        t = self.store.now(now)
         (seq,) = SEQ.take(1)
-        item: Item = new_item(me.keys, job, t, seq)
-        chunks = me.db.chunk_puts(item["pk"], job.payload) if item.get("plc") else []
+        item: Item = new_item(self.keys, job, t, seq)
+        chunks = self.db.chunk_puts(item["pk"], job.payload) if item.get("plc") else []
         key = job.concurrency_key
         counter: list[dict[str, Any]] = []
         if key is not None and job.concurrency_skip:
-            limit = {"limit_on": "act", "limit": job.concurrency_limit}
-            counter = [{"Update": me.db.counter(me.keys.counter(key), act=1, **limit)}]
+            limit: dict[str, Any] = {"limit_on": "act", "limit": job.concurrency_limit}
+            counter = [{"Update": self.db.counter(self.keys.counter(key), act=1, **limit)}]
         elif key is not None:
-            counter = [{"Update": me.db.counter(me.keys.counter(key), act=1)}]
+            counter = [{"Update": self.db.counter(self.keys.counter(key), act=1)}]
         tick = self._tick_update(schedule, tick_ms)
         with translate("enqueue_tick"):
             try:
-                me.db.transact([tick, me.db.put(item), *counter, *chunks])
+                self.db.transact([tick, self.db.put(item), *counter, *chunks])
             except TxCancelled as exc:
                 codes = [*exc.codes, "", "", ""]
                 if codes[0] == _FAILED:
@@ -76,25 +79,20 @@ class SQSSchedules:
                     raise StorageError("sqs backend: enqueue transaction conflicted") from None
                 self._store_skipped(tick, item, chunks, t)
                 return True
-            me._hint([item], t)
+            self.store.hint([item], t)
         return True
 
     def _store_skipped(
         self, tick: dict[str, Any], item: Item, chunks: list[dict[str, Any]], t: int
     ) -> None:
         """The tick's job is over its ``skip`` limit: store it ``skipped`` with the tick."""
-        me: Any = self
-        sets, removes = me._finished_fields(JobState.SKIPPED, t)
-        skipped = {k: v for k, v in item.items() if k not in (*removes, "dp", "dx")}
-        skipped.update(sets, rsn=Reason.CONCURRENCY_LIMIT.value)
         try:
-            me.db.transact([tick, me.db.put(skipped), *chunks])
+            self.db.transact([tick, self.db.put(self.writes.skipped(item, t)), *chunks])
         except TxCancelled:
             raise StorageError("sqs backend: enqueue transaction conflicted") from None
 
     def schedule_ticks(self) -> dict[str, int]:
-        """See :meth:`queue_core.schedules.SupportsSchedules.schedule_ticks`."""
-        me: Any = self
+        """See :meth:`queue_core.storage.abilities.SupportsSchedules.schedule_ticks`."""
         with translate("schedule_ticks"):
-            found = me.db.get(self._ticks_key()) or {}
+            found = self.db.get(self._ticks_key()) or {}
         return {k[len(_ATTR) :]: int(v) for k, v in found.items() if k.startswith(_ATTR)}

@@ -1,19 +1,19 @@
-"""Throughput counts of ``sqs://`` (see :mod:`queue_core.throughput`), read from the job
+"""Throughput counts of ``sqs://`` (see :mod:`queue_core.rules.throughput`), read from the job
 items like the SQL backend: nothing is written on enqueue, claim or finish (0 extra
 requests per job, no hot counter item for concurrent finish transactions to conflict
 on). A read is one paged Query of the ``due`` index's finished partition (``P F``,
 ``dx`` = ``finished_at``) over the window, plus one paged Query of the ``all`` index
 filtered on ``enq`` (the pages :meth:`~backends.sqs.admin.Admin.stats` reads too),
-both projecting three attributes. Mixed into :class:`~backends.sqs.SQSStorage`."""
+both projecting three attributes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from backends.sqs.base import StorageBase
 from backends.sqs.codec import Item, vals
 from backends.sqs.errors import translate
-from queue_core.throughput import (
+from backends.sqs.store import Store
+from queue_core.rules.throughput import (
     ENQUEUED,
     THROUGHPUT_RESOLUTION_MS,
     ThroughputCount,
@@ -22,7 +22,7 @@ from queue_core.throughput import (
     fold_counts,
 )
 
-__all__ = ["SQSThroughput"]
+__all__ = ["Throughput"]
 
 
 def _events(enqueued: list[Item], finished: list[Item]) -> Iterator[tuple[str, int, str, int]]:
@@ -32,8 +32,14 @@ def _events(enqueued: list[Item], finished: list[Item]) -> Iterator[tuple[str, i
         yield it["q"], int(it["dx"]), it["st"], 1
 
 
-class SQSThroughput(StorageBase):
-    """:class:`~queue_core.throughput.SupportsThroughput` from two index Queries."""
+class Throughput:
+    """:class:`~queue_core.storage.abilities.SupportsThroughput` from two index Queries
+    (built on first use)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.db = store.db
+        self.keys = store.keys
 
     def throughput(
         self,
@@ -43,9 +49,9 @@ class SQSThroughput(StorageBase):
         queues: Sequence[str] | None = None,
         now: int | None = None,
     ) -> list[ThroughputCount]:
-        """See :meth:`queue_core.throughput.SupportsThroughput.throughput`."""
+        """See :meth:`queue_core.storage.abilities.SupportsThroughput.throughput`."""
         check_bucket_ms(bucket_ms)
-        t = self._now(now)
+        t = self.store.now(now)
         first = bucket_start(since_ms, bucket_ms)
         with translate("throughput"):
             finished = self.db.query(

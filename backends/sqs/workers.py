@@ -1,11 +1,11 @@
 """The worker registry and the cancel poll of the SQS backend (see
-:mod:`queue_core.workers`).
+:mod:`queue_core.records.workers`).
 
 A worker record is one DynamoDB item, ``pk = P W``, ``sk = W#<worker id>``, holding the
 record's JSON (``w``) and a ``ttl`` attribute (epoch seconds, an hour past the record's
 expiry) so that DynamoDB's TTL removes records of dead workers eventually. Whether a
-record is live is decided on read (:func:`queue_core.workers.is_live`), never by the
-TTL (which may lag by days); :meth:`SQSWorkers.list_workers` deletes the records it
+record is live is decided on read (:func:`queue_core.rules.workers.is_live`), never by the
+TTL (which may lag by days); :meth:`Workers.list_workers` deletes the records it
 judged dead, each only if unchanged (a conditional delete).
 
 The cancel poll is one consistent ``BatchGetItem`` of the job items' fencing fields
@@ -19,20 +19,26 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from backends.sqs.base import StorageBase
 from backends.sqs.codec import decode_item
 from backends.sqs.errors import error_code, translate
-from queue_core.model import LeaseRef
-from queue_core.workers import WorkerInfo, live_workers
+from backends.sqs.store import Store
+from queue_core.records.jobs import LeaseRef
+from queue_core.records.workers import WorkerInfo
+from queue_core.rules.workers import live_workers
 
-__all__ = ["SQSWorkers"]
+__all__ = ["Workers"]
 
 _TTL_MARGIN_S = 3600
 
 
-class SQSWorkers(StorageBase):
-    """:class:`~queue_core.workers.SupportsWorkerRegistry` and
-    :class:`~queue_core.workers.SupportsCancelPoll` on the DynamoDB table."""
+class Workers:
+    """:class:`~queue_core.storage.abilities.SupportsWorkerRegistry` and
+    :class:`~queue_core.storage.abilities.SupportsCancelPoll` on the DynamoDB table."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.db = store.db
+        self.keys = store.keys
 
     def _workers_pk(self) -> str:
         return f"{self.keys.p}W"
@@ -41,7 +47,7 @@ class SQSWorkers(StorageBase):
         return {"pk": {"S": self._workers_pk()}, "sk": {"S": f"W#{worker_id}"}}
 
     def register_worker(self, info: WorkerInfo) -> None:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.register_worker`."""
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.register_worker`."""
         item = {
             **self._worker_key(info.id),
             "w": {"S": info.to_json()},
@@ -51,13 +57,13 @@ class SQSWorkers(StorageBase):
             self.db.client.put_item(TableName=self.db.name, Item=item)
 
     def deregister_worker(self, worker_id: str) -> None:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.deregister_worker`."""
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.deregister_worker`."""
         with translate("deregister_worker"):
             self.db.client.delete_item(TableName=self.db.name, Key=self._worker_key(worker_id))
 
     def list_workers(self, *, now: int | None = None) -> list[WorkerInfo]:
-        """See :meth:`queue_core.workers.SupportsWorkerRegistry.list_workers`."""
-        t = self._now(now)
+        """See :meth:`queue_core.storage.abilities.SupportsWorkerRegistry.list_workers`."""
+        t = self.store.now(now)
         with translate("list_workers"):
             items = self.db.query(
                 KeyConditionExpression="pk = :pk",
@@ -87,7 +93,7 @@ class SQSWorkers(StorageBase):
                     raise
 
     def cancel_requested(self, refs: Sequence[LeaseRef]) -> list[LeaseRef]:
-        """See :meth:`queue_core.workers.SupportsCancelPoll.cancel_requested`."""
+        """See :meth:`queue_core.storage.abilities.SupportsCancelPoll.cancel_requested`."""
         if not refs:
             return []
         keys = [self.keys.job(j) for j in dict.fromkeys(r.job_id for r in refs)]

@@ -10,7 +10,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from queue_core import ConfigError, Queue, SupportsSchemaVersion
-from queue_core.registry import ENV_URL, mask_url, resolve_url
+from queue_core.app.config import ENV_URL, resolve_url
+from queue_core.storage.urls import mask_url
 
 __all__ = [
     "CliUsageError",
@@ -180,12 +181,24 @@ def sqlite_file(url: str) -> Path | None:
     return Path(path)
 
 
-def check_storage_exists(url: str | None, source: str) -> None:
+def _no_schema_yet(app: str) -> str:
+    """The hint for an ``--app`` whose storage holds nothing yet: the user pointed at the
+    right storage; it is only new."""
+    return (
+        f"no schema yet: run `queue-core migrate --app {app}` or start a worker "
+        f"(`queue-core worker {app}`)"
+    )
+
+
+def check_storage_exists(url: str | None, source: str, app: str | None = None) -> None:
     """Refuse storage that a read-only command would create instead of reading.
 
     Args:
         url: the resolved storage URL (``None``: a Queue built on a storage object).
         source: where the URL came from, for the message (``"--url"``, ...).
+
+        app: the ``--app`` the URL came from: the hint is then to create the schema,
+            not to point elsewhere.
 
     Raises:
         StorageMissing: a ``sqlite:///`` file that does not exist, or ``memory://``
@@ -201,13 +214,13 @@ def check_storage_exists(url: str | None, source: str) -> None:
         )
     path = sqlite_file(url)
     if path is not None and not path.exists():
+        hint = _no_schema_yet(app) if app else _HOW_TO_POINT
         raise StorageMissing(
-            f"storage {masked} ({source}) does not exist: there is no file "
-            f"{path.resolve()}; {_HOW_TO_POINT}"
+            f"storage {masked} ({source}) does not exist: there is no file {path.resolve()}; {hint}"
         )
 
 
-def refuse_empty_schema(queue: Queue, source: str) -> None:
+def refuse_empty_schema(queue: Queue, source: str, app: str | None = None) -> None:
     """Refuse a database that holds no queue-core schema (a PostgreSQL database, an empty
     SQLite file) instead of letting a read-only command create the tables.
 
@@ -218,9 +231,12 @@ def refuse_empty_schema(queue: Queue, source: str) -> None:
     if isinstance(storage, SupportsSchemaVersion) and storage.schema_version() == 0:
         queue.close()
         where = mask_url(queue.url) if queue.url else type(storage).__name__
+        hint = (
+            _no_schema_yet(app) if app else f"{_HOW_TO_POINT} naming the storage your workers use"
+        )
         raise StorageMissing(
             f"storage {where} ({source}) holds no queue-core schema, so there is nothing "
-            f"to read here; {_HOW_TO_POINT} naming the storage your workers use"
+            f"to read here; {hint}"
         )
 
 
@@ -245,8 +261,8 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
         queue = load_app(app)
         in_memory = queue.url is not None and queue.url.lower().startswith("memory:")
         if not create and not (imported_before and in_memory):
-            check_storage_exists(queue.url, f"the storage of --app {app}")
-            refuse_empty_schema(queue, f"the storage of --app {app}")
+            check_storage_exists(queue.url, f"the storage of --app {app}", app)
+            refuse_empty_schema(queue, f"the storage of --app {app}", app)
         return queue, f"app {app}"
     if url is not None and not url.strip():
         raise ConfigError(

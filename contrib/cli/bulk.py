@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import click
 
 from queue_core import DeadJob, JobInfo, JobState, Queue
-from queue_core.model import JobRecord, dt_from_ms, ms_from_dt
+from queue_core.records.jobs import JobRecord, dt_from_ms, ms_from_dt
 
 __all__ = [
     "CHUNK",

@@ -1,98 +1,31 @@
-"""The ``queue-core`` group and what its commands share (SPEC §9).
+"""The ``queue-core`` command group (SPEC §9): its options, and the registration of the
+commands, which live in one module each (``contrib.cli.worker``, ``jobs``, ``dlq``,
+``config``, ``control``, ``flows``, ``schedules``, ``workers``; the dashboard's in
+``contrib.dashboard.cli``). A command module defines its commands and lists them in
+``COMMANDS``; :func:`load_commands` imports the modules and adds them to :data:`cli`, so
+no command module imports this one.
 
-The commands live in one module each (``contrib.cli.worker``, ``jobs``, ``dlq``,
-``config``, ``flows``; the dashboard's in ``contrib.dashboard.cli``); each registers
-itself on :data:`cli` when imported, and the end of this module imports them all.
-
-Exit codes: ``0`` success; ``1`` not found, storage errors, or an aborted confirmation;
-``2`` usage and configuration errors (bad option, bad APP, bad URL, bad JSON, bad
-duration). Every error is one line on stderr naming the bad value; passwords in URLs are
-masked.
+What the commands share (errors and exit codes, the storage options, opening the queue)
+is :mod:`contrib.cli.common`.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
 
 import click
 
 import queue_core
-from contrib.cli.app import CliUsageError, StorageMissing, open_queue
-from contrib.cli.bulk import ConfirmationRefused, show_progress
-from queue_core import (
-    ConfigError,
-    NotFound,
-    QueueCoreError,
-    SerializationError,
-    StorageError,
-    StorageUnavailable,
-)
-from queue_core.registry import mask_url
+from contrib.cli.common import _Group, _storage_options
 
-__all__ = ["cli", "load_commands", "main", "show_progress"]  # show_progress: dlq looks it up here
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+__all__ = ["cli", "load_commands", "main"]
 
 
-class CliError(click.ClickException):
-    """One line on stderr (``Error: ...``); exit code 1 (not found, storage errors)."""
-
-    exit_code = EXIT_FAILURE
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
-
-
-class CliUsage(CliError):
-    """A usage or configuration error: exit code 2."""
-
-    exit_code = EXIT_USAGE
-
-
-def _fail(exc: BaseException) -> NoReturn:
-    """Translate a library error into a :class:`CliError` (exit 2 for config, 1 otherwise)."""
-    message = str(exc) or type(exc).__name__
-    url = os.environ.get("QUEUE_CORE_URL")
-    if url:  # belt and braces: never echo a password that came in through the env
-        message = message.replace(url, mask_url(url))
-    if isinstance(exc, (ConfigError, SerializationError, CliUsageError)):
-        raise CliUsage(message) from exc
-    if isinstance(exc, (NotFound, StorageMissing, ConfirmationRefused)):
-        raise CliError(message) from exc
-    if isinstance(exc, StorageUnavailable):
-        raise CliError(f"storage unavailable: {message}") from exc
-    if isinstance(exc, StorageError):
-        raise CliError(f"storage error ({type(exc).__name__}): {message}") from exc
-    raise CliError(f"{type(exc).__name__}: {message}") from exc
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except (QueueCoreError, CliUsageError, StorageMissing, ConfirmationRefused) as exc:
-        _fail(exc)
-
-
-class _Group(click.Group):
-    """Translates library errors raised anywhere below into one-line CLI errors.
-
-    Command modules are imported when a command is looked up, not with this module:
-    ``queue-core worker`` imports only ``contrib.cli.worker`` (a worker's start-up time
-    is spent on imports); listing the commands (``--help``) imports them all.
-    """
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with _translated():
-            return super().invoke(ctx)
+class _RootGroup(_Group):
+    """The root group: command modules are imported when a command is looked up, not
+    with this module: ``queue-core worker`` imports only ``contrib.cli.worker`` (a
+    worker's start-up time is spent on imports); listing the commands (``--help``)
+    imports them all."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
@@ -121,45 +54,10 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-def _storage_options(f: F) -> F:
-    """``--app`` / ``--url`` on a command (they override the same options on the group)."""
-    f = click.option(
-        "--url",
-        metavar="URL",
-        default=None,
-        help="Storage URL (else env QUEUE_CORE_URL, else sqlite:///queue_core.db).",
-    )(f)
-    f = click.option(
-        "--app",
-        metavar="MODULE:ATTR",
-        default=None,
-        help="Use the storage of this Queue object (wins over --url).",
-    )(f)
-    return f
-
-
-def _queue(
-    app: str | None, url: str | None, *, create: bool = False
-) -> tuple[queue_core.Queue, str]:
-    """The queue for this command; one built from a URL is closed when the command ends.
-
-    Read-only commands (the default, ``create=False``) refuse storage that does not exist
-    rather than create it empty; only ``enqueue`` and ``migrate`` create storage.
-    """
-    ctx = click.get_current_context()
-    root = ctx.find_root().obj or {}
-    app = app if app is not None else root.get("app")
-    url = url if url is not None else root.get("url")
-    queue, where = open_queue(app, url, create=create)
-    if not app:  # close what the CLI opened; an --app Queue belongs to its module
-        ctx.call_on_close(queue.close)
-    return queue, where
-
-
 # --------------------------------------------------------------------------- the group
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
@@ -185,44 +83,34 @@ def main() -> None:
     cli(prog_name="queue-core")
 
 
-def _json_value(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise CliUsageError(f"invalid {what} {text!r}: not JSON ({exc})") from exc
-
-
-_ATTEMPT_HEADERS = ("#", "outcome", "reason", "error_class", "message", "worker_id",
-                    "started_at", "finished_at", "mode")
-
-
-def _attempt_rows(attempts: list[queue_core.AttemptRecord]) -> list[list[Any]]:
-    return [
-        [a.number, a.outcome, a.reason, a.error_class, a.message, a.worker_id,
-         a.started_at, a.finished_at, a.mode]
-        for a in attempts
-    ]
-
-
 # --------------------------------------------------------------------------- registration
+_MODULES = (
+    "contrib.cli.config",
+    "contrib.cli.control",
+    "contrib.cli.dlq",
+    "contrib.cli.flows",
+    "contrib.cli.flow_resume",
+    "contrib.cli.jobs",
+    "contrib.cli.schedules",
+    "contrib.cli.worker",
+    "contrib.cli.workers",
+    "contrib.dashboard.cli",
+)
+"""The modules that hold commands (each lists them in ``COMMANDS``)."""
 _ALONE = {"worker": "contrib.cli.worker"}  # commands whose start-up time matters
+
+
+def _add(module_name: str) -> None:
+    for command in importlib.import_module(module_name).COMMANDS:
+        if command.name not in cli.commands:
+            cli.add_command(command)
 
 
 def load_commands(name: str | None = None) -> None:
     """Register the commands on :data:`cli`: only the module of ``name`` when that one is
     known to live alone (``worker``), else every command module (idempotent)."""
     if name in _ALONE:
-        importlib.import_module(_ALONE[name])
+        _add(_ALONE[name])
         return
-    # One line per command module (each registers itself on ``cli`` when imported).
-    import contrib.cli.config  # noqa: F401
-    import contrib.cli.dlq  # noqa: F401
-    import contrib.cli.flows  # noqa: F401
-    import contrib.cli.jobs  # noqa: F401
-    import contrib.cli.schedules  # noqa: F401
-    import contrib.cli.worker  # noqa: F401
-    import contrib.cli.workers  # noqa: F401
-    from contrib.dashboard.cli import dashboard_command
-
-    if "dashboard" not in cli.commands:
-        cli.add_command(dashboard_command)
+    for module_name in _MODULES:
+        _add(module_name)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import click
 
 from contrib.cli.app import CliUsageError
-from contrib.cli.commands import _queue, _storage_options, cli
+from contrib.cli.common import _queue, _storage_options
 from contrib.cli.output import echo_json, table
-from queue_core.config import load_config
-from queue_core.registry import mask_url
+from queue_core import SupportsMigrate, SupportsSchemaVersion
+from queue_core.app.config import load_config
+from queue_core.storage.urls import mask_url
 
 __all__ = ["config_command", "migrate"]
 
 
-@cli.command("config")
+@click.command("config")
 @click.option(
     "--json",
     "as_json",
@@ -59,10 +60,33 @@ def config_command(as_json: bool, url: str | None) -> None:
     )
 
 
-@cli.command()
+@click.command()
 @_storage_options
 def migrate(app: str | None, url: str | None) -> None:
-    """Create or upgrade the storage schema (idempotent)."""
+    """Create or upgrade the storage schema (idempotent): says whether it created the
+    schema, upgraded it or found it up to date. A storage that keeps no schema (it does
+    not implement SupportsMigrate, e.g. memory:// or Redis) has nothing to migrate, and
+    the command says so."""
     queue, where = _queue(app, url, create=True)
+    storage = queue.storage()
+    if not isinstance(storage, SupportsMigrate):
+        click.echo(
+            f"Nothing to migrate: {type(storage).__name__} ({where}) keeps no schema "
+            "(it does not implement SupportsMigrate)."
+        )
+        return
+    versioned = storage if isinstance(storage, SupportsSchemaVersion) else None
+    before = versioned.schema_version() if versioned is not None else None
     queue.migrate()
-    click.echo(f"Schema is up to date ({where}).")
+    after = versioned.schema_version() if versioned is not None else None
+    if before == 0 and after:
+        click.echo(f"Schema created, version {after} ({where}).")
+    elif before is not None and after is not None and before < after:
+        click.echo(f"Schema upgraded from version {before} to {after} ({where}).")
+    else:
+        version = f", version {after}" if after else ""
+        click.echo(f"Schema is up to date{version} ({where}).")
+
+
+COMMANDS: tuple[click.Command, ...] = (config_command, migrate)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

@@ -5,26 +5,27 @@ from __future__ import annotations
 import click
 
 import queue_core
-from contrib.cli import commands
+from contrib.cli import common
 from contrib.cli.app import CliUsageError
 from contrib.cli.bulk import confirm, dead_entries, progress, purge_in_chunks
-from contrib.cli.commands import (
+from contrib.cli.common import (
     _ATTEMPT_HEADERS,
     CliError,
     _attempt_rows,
     _Group,
     _queue,
     _storage_options,
-    cli,
+    next_page_command,
 )
-from contrib.cli.output import echo_json, kv_block, table
+from contrib.cli.lookup import dead_id_of
+from contrib.cli.output import echo_json, kv_block, printable, table
 from queue_core import NotFound, QueueCoreError
-from queue_core.model import ms_from_dt
+from queue_core.records.jobs import ms_from_dt
 
 __all__ = ["dlq"]
 
 
-@cli.group(cls=_Group)
+@click.group(cls=_Group)
 def dlq() -> None:
     """Inspect, replay and purge dead-letter entries."""
 
@@ -74,7 +75,7 @@ def dlq_list(
         nxt = ["queue-core", "dlq", "list", f"--offset {offset + limit}", f"--limit {limit}"]
         if task_name:
             nxt.append(f"--task {task_name}")
-        click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+        click.echo(f"\n{shown}; more exist. Next page: {next_page_command(nxt, app, url)}")
     else:
         click.echo(f"\n{shown}; no more entries.")
 
@@ -84,9 +85,13 @@ def dlq_list(
 @click.option("--json", "as_json", is_flag=True, help="Print the DeadJob as a JSON object.")
 @_storage_options
 def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> None:
-    """Show one dead-letter entry with every attempt record."""
+    """Show one dead-letter entry (DEAD_ID: its id or any unique prefix) with every
+    attempt record."""
     queue, where = _queue(app, url)
-    entry = queue.dead_letter(dead_id)
+    try:
+        entry = queue.dead_letter(dead_id_of(queue, dead_id))
+    except NotFound as exc:
+        raise CliError(f"{exc} ({where})") from exc
     if entry is None:
         raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})")
     if as_json:
@@ -113,7 +118,7 @@ def dlq_show(dead_id: str, as_json: bool, app: str | None, url: str | None) -> N
     click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(entry.attempts)))
     last_tb = next((a.traceback for a in reversed(entry.attempts) if a.traceback), None)
     if last_tb:
-        click.echo("\nTraceback of the last failed attempt:\n" + last_tb.rstrip())
+        click.echo("\nTraceback of the last failed attempt:\n" + printable(last_tb.rstrip()))
     click.echo(f"\nReplay it with: queue-core dlq retry {entry.id}")
 
 
@@ -149,8 +154,9 @@ def dlq_retry(
     app: str | None,
     url: str | None,
 ) -> None:
-    """Replay the dead-letter entry DEAD_ID (or, with --all, every entry) as a new job
-    with a fresh retry budget; print the new job id."""
+    """Replay the dead-letter entry DEAD_ID (its id or any unique prefix; or, with --all,
+    every entry) as a new job with a fresh retry budget: prints `replayed DEAD as job
+    JOB` (--json: the new job's id and replay_of)."""
     if retry_all == (dead_id is not None):
         raise CliUsageError(
             "dlq retry takes one DEAD_ID or --all (optionally with --task NAME), not "
@@ -161,13 +167,14 @@ def dlq_retry(
     queue, where = _queue(app, url)
     if dead_id is not None:
         try:
+            dead_id = dead_id_of(queue, dead_id)
             new_id = queue.retry_dead(dead_id, queue=queue_name)
         except NotFound as exc:
-            raise CliError(f"no dead-letter entry with id {dead_id!r} ({where})") from exc
+            raise CliError(f"{exc} ({where})") from exc
         if as_json:
             echo_json({"id": new_id, "replay_of": dead_id})
         else:
-            click.echo(new_id)
+            click.echo(f"replayed {dead_id} as job {new_id}")
         return
     _retry_all(queue, where, task_name, queue_name, yes=yes, as_json=as_json)
 
@@ -199,7 +206,7 @@ def _retry_all(
     retried: list[dict[str, str]] = []
     missing: list[str] = []
     try:
-        with progress(commands.show_progress(as_json), len(ids), "Retrying") as update:
+        with progress(common.show_progress(as_json), len(ids), "Retrying") as update:
             for dead in ids:
                 try:
                     retried.append(
@@ -225,7 +232,7 @@ def _retry_all(
 def _parse_older_than(value: str | None) -> float | None:
     if value is None:
         return None
-    from queue_core.durations import parse_duration
+    from queue_core.records.durations import parse_duration
 
     return parse_duration(value, field="--older-than")
 
@@ -251,7 +258,7 @@ def dlq_purge(
         scope += f" of task {task_name!r}"
     if older_than:
         scope += f" dead for at least {older_than}"
-    bar = commands.show_progress(False)
+    bar = common.show_progress(False)
     if yes and not bar:  # nobody to ask or show progress to: one purge_dead call
         removed = queue.purge_dead(task_name=task_name, older_than=seconds)
         click.echo(f"Purged {_entries(removed)}.")
@@ -273,3 +280,7 @@ def dlq_purge(
     else:
         removed = queue.storage().purge_dead(task_name, before)
     click.echo(f"Purged {_entries(removed)}.")
+
+
+COMMANDS: tuple[click.Command, ...] = (dlq,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

@@ -12,21 +12,23 @@ The group registers itself on the ``queue-core`` group when this module is impor
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import click
 
 import queue_core
-from contrib.cli.commands import (
+from contrib.cli.common import (
     CliError,
     CliUsage,
     _Group,
     _json_value,
     _queue,
     _storage_options,
-    cli,
+    next_page_command,
 )
 from contrib.cli.output import cell, echo_json, kv_block, table
 from queue_core import (
@@ -37,9 +39,16 @@ from queue_core import (
     SupportsFlows,
     parse_duration,
 )
-from queue_core.flows import ExecutionInfo, ExecutionState, StepRun, StepState
+from queue_core.flows import (
+    ExecutionInfo,
+    ExecutionState,
+    FlowSpec,
+    HistoryEntry,
+    StepRun,
+    StepState,
+)
 from queue_core.flows.api import ExecutionHandle
-from queue_core.registry import backend_class, supported_schemes
+from queue_core.storage.registry import backend_class, supported_schemes
 
 __all__ = ["POLL_INTERVAL", "flow", "flow_storages", "timeline_rows"]
 
@@ -51,7 +60,7 @@ _NOT_STARTED = frozenset({StepState.PENDING, StepState.QUEUED, StepState.NOT_RUN
 """Step states with no attempt running: shown as a row of their own in the timeline."""
 
 
-@cli.group(cls=_Group)
+@click.group(cls=_Group)
 def flow() -> None:
     """Run flow files and inspect, list and cancel flow executions."""
 
@@ -93,10 +102,13 @@ def _flows_queue(app: str | None, url: str | None) -> tuple[queue_core.Queue, st
 
 
 def _handle(queue: queue_core.Queue, execution_id: str, where: str) -> ExecutionHandle:
+    """The execution ``execution_id`` (a whole id or a unique prefix) names."""
+    from contrib.cli.lookup import execution_id_of
+
     try:
-        return queue.execution(execution_id)
+        return queue.execution(execution_id_of(queue, execution_id))
     except NotFound as exc:
-        raise CliError(f"no flow execution with id {execution_id!r} ({where})") from exc
+        raise CliError(f"{exc} ({where})") from exc
 
 
 def _blamed_step(handle: ExecutionHandle, info: ExecutionInfo) -> str | None:
@@ -135,65 +147,142 @@ _MAX_ERROR = 2000
 """Characters of one attempt's error shown below the timeline (``--json`` has it all)."""
 
 
-def timeline_rows(steps: list[StepRun]) -> list[list[Any]]:
+def timeline_rows(
+    steps: list[StepRun], history: Sequence[HistoryEntry] = ()
+) -> list[list[Any]]:
     """The timeline of ``flow show``: one row per attempt of each step (``extract #2``),
     oldest start first; a step with no attempt running (``pending``, ``queued`` for a
     retry or its first attempt, ``not_run``) gets a row of its own after its attempts,
-    its state in the ``outcome`` column and its reason."""
+    its state in the ``outcome`` column and its reason. A workflow's ``history`` adds a
+    row per ``ctx.step`` (``step fetch``), sleep (``sleep #1``) and event wait (``wait
+    approval [42]``) and sub-execution (``sync-orders#1``), its state in the ``outcome``
+    column and a sleep's or a wait's end in ``reason`` (its child jobs are steps: their
+    attempts are rows already)."""
     rows: list[tuple[tuple[float, int, int], list[Any]]] = []
     last = float("inf")
+    with_attempts = {s.step_id for s in steps if s.attempts}
+    for seq, entry in enumerate(history):
+        if entry.kind == "child" and entry.name in with_attempts:
+            continue  # a child job: its attempts are rows
+        at = entry.started_at or entry.ended_at
+        label = {"step": "step ", "sleep": "", "wait": "wait ", "child": ""}[entry.kind]
+        label += entry.name
+        if entry.key is not None:
+            label += f" [{entry.key}]"
+        until = None if entry.until is None else f"until {entry.until.isoformat()}"
+        rows.append(
+            (
+                (at.timestamp() if at else last, len(steps), seq),
+                [label, entry.state, until, entry.started_at, entry.ended_at,
+                 _duration(entry.started_at, entry.ended_at)],
+            )
+        )  # fmt: skip
     for index, step in enumerate(steps):
         for attempt in step.attempts:
             started = attempt.started_at.timestamp() if attempt.started_at else last
             outcome = attempt.outcome.value if attempt.outcome is not None else "running"
-            rows.append((
-                (started, index, attempt.number),
-                [f"{step.step_id} #{attempt.number}", outcome, attempt.reason,
-                 attempt.started_at, attempt.finished_at,
-                 _duration(attempt.started_at, attempt.finished_at)],
-            ))
+            rows.append(
+                (
+                    (started, index, attempt.number),
+                    [
+                        f"{step.step_id} #{attempt.number}",
+                        outcome,
+                        attempt.reason,
+                        attempt.started_at,
+                        attempt.finished_at,
+                        _duration(attempt.started_at, attempt.finished_at),
+                    ],
+                )
+            )
         if step.state in _NOT_STARTED:
-            rows.append((
-                (last, index, len(step.attempts) + 1),
-                [step.step_id, step.state.value, step.reason, None, None, None],
-            ))
+            rows.append(
+                (
+                    (last, index, len(step.attempts) + 1),
+                    [step.step_id, step.state.value, step.reason, None, None, None],
+                )
+            )
     return [row for _, row in sorted(rows, key=lambda item: item[0])]
 
 
-def _info_pairs(info: ExecutionInfo, blamed: str | None) -> list[tuple[str, Any]]:
+def _info_pairs(
+    info: ExecutionInfo, blamed: str | None, steps: list[StepRun], value: Any
+) -> list[tuple[str, Any]]:
     reason = None if info.reason is None else info.reason.value
     if reason is not None and blamed is not None:
         reason = f"{reason} (step {blamed!r})"
-    return [
-        ("id", info.id), ("flow", info.flow), ("state", info.state), ("reason", reason),
-        ("created_at", info.created_at), ("started_at", info.started_at),
+    pairs: list[tuple[str, Any]] = [
+        ("id", info.id),
+        ("flow", info.flow),
+        ("state", info.state),
+        ("reason", reason),
+        ("created_at", info.created_at),
+        ("started_at", info.started_at),
         ("finished_at", info.finished_at),
         ("duration", _duration(info.started_at, info.finished_at)),
     ]
+    if info.state is ExecutionState.SUCCEEDED:
+        pairs.append(("result", cell(_json(value), width=_MAX_ERROR)))
+    failing = next((s for s in steps if s.step_id == blamed), None)
+    last = failing.attempts[-1] if failing is not None and failing.attempts else None
+    if last is not None and _error(last):
+        pairs.append(("error", f"{blamed} #{last.number}: {cell(_error(last), width=_MAX_ERROR)}"))
+    return pairs
 
 
-def _print_execution(handle: ExecutionHandle, *, as_json: bool) -> tuple[ExecutionInfo, str | None]:
-    """Print the execution and its timeline (or its JSON); return its info and the
-    step it blames."""
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _step_results(queue: queue_core.Queue, steps: list[StepRun]) -> dict[str, Any]:
+    """``{step id: result}`` of the steps that succeeded, in definition order."""
+    return {
+        s.step_id: queue.job(s.job_id).info().result
+        for s in steps
+        if s.state is StepState.SUCCEEDED and s.job_id
+    }
+
+
+def _print_execution(
+    queue: queue_core.Queue, handle: ExecutionHandle, *, as_json: bool
+) -> tuple[ExecutionInfo, str | None]:
+    """Print the execution, its result (or its failing step's error), its timeline and
+    each step's result (or its JSON, with ``result``); return its info and the step it
+    blames."""
     info = handle.info()
     steps = handle.steps()
+    workflow = handle.kind == "workflow"
+    history = handle.history() if workflow else []
     blamed = _blamed_step(handle, info)
+    results = _step_results(queue, steps)
+    value: Any = None
+    if info.state is ExecutionState.SUCCEEDED:  # a workflow's: its function's return value
+        value = handle.result(timeout=0) if workflow else results
     if as_json:
-        echo_json({**info.to_dict(), "steps": [s.to_dict() for s in steps]})
+        data = {**info.to_dict(), "result": value, "steps": [s.to_dict() for s in steps]}
+        if workflow:
+            data["history"] = [e.to_dict() for e in history]
+        echo_json(data)
         return info, blamed
-    click.echo(kv_block(_info_pairs(info, blamed)))
+    click.echo(kv_block(_info_pairs(info, blamed, steps, value)))
     attempts = sum(len(s.attempts) for s in steps)
     click.echo(
         f"\nTimeline ({attempts} attempt{'' if attempts == 1 else 's'} of "
         f"{len(steps)} step{'' if len(steps) == 1 else 's'}):"
     )
-    click.echo(table(_TIMELINE_HEADERS, timeline_rows(steps)))
+    click.echo(table(_TIMELINE_HEADERS, timeline_rows(steps, history)))
     errors = [
         f"{step.step_id} #{attempt.number}: {cell(_error(attempt), width=_MAX_ERROR)}"
-        for step in steps for attempt in step.attempts if _error(attempt)
+        for step in steps
+        for attempt in step.attempts
+        if _error(attempt)
     ]
     if errors:
         click.echo("\nErrors:\n" + "\n".join(errors))
+    if results:
+        lines = [
+            f"{step}: {cell(_json(value), width=_MAX_ERROR)}" for step, value in results.items()
+        ]
+        click.echo("\nResults:\n" + "\n".join(lines))
     return info, blamed
 
 
@@ -209,18 +298,52 @@ def _ended(info: ExecutionInfo, blamed: str | None) -> str:
 # --------------------------------------------------------------------------- run
 
 
+def _check_task_steps(spec: FlowSpec, queue: queue_core.Queue, app: str | None) -> None:
+    """With ``--app``, refuse (exit 2, nothing stored) a ``type: task`` step naming a task
+    the app does not declare, as ``enqueue`` refuses an unknown task: a worker of that app
+    would dead-letter the step (``unknown_task``). Without ``--app`` nothing is known."""
+    if not app:
+        return
+    where = f"--app {app}"
+    known = queue.tasks
+    for i, step in enumerate(spec.steps):
+        if step.kind == "task" and step.task not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise CliUsage(
+                f"invalid flow file [unknown_task at tasks[{i}].task]: step {step.id!r} runs "
+                f"task {step.task!r}, which {where} does not declare, so a worker of it would "
+                f"dead-letter the step; import the module that declares it in the app module "
+                f"(tasks declared: {listed})"
+            )
+
+
 @flow.command("run")
 @click.argument("file", metavar="FILE")
-@click.option("--input", "input_json", default=None, metavar="JSON",
-              help='The execution input as JSON, e.g. \'{"day": "2026-11-30"}\' (default null).')
-@click.option("--wait", is_flag=True,
-              help="Wait for workers to end the execution, print its timeline, exit 0 only "
-                   "if it succeeded.")
-@click.option("--timeout", default=None, metavar="S",
-              help="With --wait: give up waiting after this long (seconds or e.g. 30s, 10m); "
-                   "the execution goes on.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the ExecutionInfo as JSON (with --wait: and its steps).")
+@click.option(
+    "--input",
+    "input_json",
+    default=None,
+    metavar="JSON",
+    help='The execution input as JSON, e.g. \'{"day": "2026-11-30"}\' (default null).',
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait for workers to end the execution, print its timeline, exit 0 only if it succeeded.",
+)
+@click.option(
+    "--timeout",
+    default=None,
+    metavar="S",
+    help="With --wait: give up waiting after this long (seconds or e.g. 30s, 10m); "
+    "the execution goes on.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the ExecutionInfo as JSON (with --wait: and its steps).",
+)
 @_storage_options
 def flow_run(
     file: str,
@@ -249,6 +372,8 @@ def flow_run(
         at = f" at {exc.field}" if exc.field else ""
         raise CliUsage(f"invalid flow file [{exc.code}{at}]: {exc}") from exc
     _require_flows(queue, where)
+    root = click.get_current_context().find_root().obj or {}
+    _check_task_steps(loaded.spec, queue, app if app is not None else root.get("app"))
     handle = loaded.start(value)
     if not wait:
         if as_json:
@@ -267,9 +392,10 @@ def flow_run(
         state = handle.status()
         if state.finished or (end is not None and time.monotonic() >= end):
             break
-        time.sleep(POLL_INTERVAL if end is None else
-                   max(0.0, min(POLL_INTERVAL, end - time.monotonic())))
-    info, blamed = _print_execution(handle, as_json=as_json)
+        time.sleep(
+            POLL_INTERVAL if end is None else max(0.0, min(POLL_INTERVAL, end - time.monotonic()))
+        )
+    info, blamed = _print_execution(queue, handle, as_json=as_json)
     if not info.state.finished:
         raise CliError(
             f"execution {info.id} has not finished within --timeout {timeout} "
@@ -285,8 +411,12 @@ def flow_run(
 
 @flow.command("executions")
 @click.argument("flow_name", metavar="[FLOW]", required=False)
-@click.option("--state", type=click.Choice(_EXECUTION_STATES), default=None,
-              help="Only executions in this state.")
+@click.option(
+    "--state",
+    type=click.Choice(_EXECUTION_STATES),
+    default=None,
+    help="Only executions in this state.",
+)
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of ExecutionInfo.")
@@ -314,12 +444,33 @@ def flow_executions(
         scope = f" ({', '.join(filters)})" if filters else ""
         click.echo(f"No flow executions{scope} at offset {offset} ({where}).")
         return
-    click.echo(table(
-        ("id", "flow", "state", "reason", "created_at", "started_at", "finished_at",
-         "duration"),
-        [[i.id, i.flow, i.state, i.reason, i.created_at, i.started_at, i.finished_at,
-          _duration(i.started_at, i.finished_at)] for i in page],
-    ))
+    click.echo(
+        table(
+            (
+                "id",
+                "flow",
+                "state",
+                "reason",
+                "created_at",
+                "started_at",
+                "finished_at",
+                "duration",
+            ),
+            [
+                [
+                    i.id,
+                    i.flow,
+                    i.state,
+                    i.reason,
+                    i.created_at,
+                    i.started_at,
+                    i.finished_at,
+                    _duration(i.started_at, i.finished_at),
+                ]
+                for i in page
+            ],
+        )
+    )
     shown = f"Executions {offset + 1}-{offset + len(page)}"
     if more:
         nxt = ["queue-core", "flow", "executions"]
@@ -328,7 +479,7 @@ def flow_executions(
         nxt += [f"--offset {offset + limit}", f"--limit {limit}"]
         if state:
             nxt.append(f"--state {state}")
-        click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+        click.echo(f"\n{shown}; more exist. Next page: {next_page_command(nxt, app, url)}")
     else:
         click.echo(f"\n{shown}; no more executions.")
 
@@ -338,19 +489,24 @@ def flow_executions(
 
 @flow.command("show")
 @click.argument("execution_id")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the ExecutionInfo as JSON, with its StepRun records under 'steps'.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the ExecutionInfo as JSON, with its StepRun records under 'steps'.",
+)
 @_storage_options
 def flow_show(execution_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Show one execution and its timeline: one row per attempt of each step."""
     queue, where = _flows_queue(app, url)
-    _print_execution(_handle(queue, execution_id, where), as_json=as_json)
+    _print_execution(queue, _handle(queue, execution_id, where), as_json=as_json)
 
 
 @flow.command("cancel")
 @click.argument("execution_id")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the ExecutionInfo after the cancel as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the ExecutionInfo after the cancel as JSON."
+)
 @_storage_options
 def flow_cancel(execution_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Cancel an execution: no step starts any more; running steps are stopped (it is
@@ -358,6 +514,7 @@ def flow_cancel(execution_id: str, as_json: bool, app: str | None, url: str | No
     execution that had already finished otherwise."""
     queue, where = _flows_queue(app, url)
     handle = _handle(queue, execution_id, where)
+    execution_id = handle.id
     state = handle.cancel()
     if as_json:
         echo_json(handle.info().to_dict())
@@ -372,3 +529,7 @@ def flow_cancel(execution_id: str, as_json: bool, app: str | None, url: str | No
         raise CliError(
             f"execution {execution_id!r} had already finished ({state.value}): nothing to cancel"
         )
+
+
+COMMANDS: tuple[click.Command, ...] = (flow,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

@@ -1,4 +1,4 @@
-"""``queue-core enqueue``, ``stats`` and ``jobs show|list|cancel`` (SPEC §9)."""
+"""``queue-core enqueue``, ``stats`` and ``jobs show|list|cancel`` (SPEC §9, §13)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 import queue_core
 from contrib.cli.app import CliUsageError
 from contrib.cli.bulk import job_info
-from contrib.cli.commands import (
+from contrib.cli.common import (
     _ATTEMPT_HEADERS,
     CliError,
     _attempt_rows,
@@ -17,10 +17,13 @@ from contrib.cli.commands import (
     _json_value,
     _queue,
     _storage_options,
-    cli,
+    next_page_command,
 )
+from contrib.cli.control import pause_rows
+from contrib.cli.lookup import job_id_of
 from contrib.cli.output import echo_json, kv_block, table
 from contrib.dashboard.data import scan_jobs
+from contrib.textsafe import printable
 from queue_core import JobState, NotFound
 
 __all__ = ["enqueue", "jobs", "stats"]
@@ -33,7 +36,7 @@ def _duration_arg(text: str) -> float | str:
         return text  # a duration string such as "30s"; the Queue validates it
 
 
-@cli.command()
+@click.command()
 @click.argument("task_name")
 @click.argument("args_json", required=False, metavar="[ARGS_JSON]")
 @click.option(
@@ -141,7 +144,7 @@ def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
     }
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--json",
     "as_json",
@@ -151,21 +154,47 @@ def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
 @_storage_options
 def stats(as_json: bool, app: str | None, url: str | None) -> None:
     """Job counts per queue, by state: queued (= due + scheduled), running, succeeded,
-    dead, cancelled, skipped, timed_out."""
+    dead, cancelled, skipped, timed_out; and what is paused (queue-core pause).
+
+    --json: one object per queue with these keys and "paused" (true/false); then one
+    object per paused task or flow: {"queue": null, "paused": true, "kind", "name",
+    "since"}.
+    """
     queue, where = _queue(app, url)
-    rows = [_stat_row(s) for s in queue.stats()]
+    pauses = queue.paused()
+    rows = stat_rows(queue.stats(), pauses)
     if as_json:
-        echo_json(rows)
+        extra = [{"queue": None, "paused": True, **p.to_dict()} for p in pauses]
+        echo_json(rows + [e for e in extra if e["kind"] != "queue"])
         return
     if not rows:
         click.echo(f"No jobs ({where}).")
         return
     totals = ["(total)", *(sum(r[f] for r in rows) for f in _STAT_FIELDS)]
-    body = [[r["queue"], *(r[f] for f in _STAT_FIELDS)] for r in rows]
+    body = [
+        [r["queue"] + (" (paused)" if r["paused"] else ""), *(r[f] for f in _STAT_FIELDS)]
+        for r in rows
+    ]
     click.echo(table(("queue", *_STAT_FIELDS), [*body, totals] if len(rows) > 1 else body))
+    if pauses:
+        click.echo("\nPaused (queue-core resume to undo):")
+        click.echo(table(("paused", "name", "since"), pause_rows(pauses)))
 
 
-@cli.group(cls=_Group)
+def stat_rows(
+    counts: list[queue_core.QueueStats], pauses: list[queue_core.Pause]
+) -> list[dict[str, Any]]:
+    """The rows of ``stats``: one per queue with jobs, and one per paused queue (zeros
+    when it has none), each with ``paused``."""
+    paused = {p.name for p in pauses if p.kind is queue_core.PauseKind.QUEUE}
+    rows = {s.queue: {**_stat_row(s), "paused": s.queue in paused} for s in counts}
+    for name in paused - set(rows):
+        empty = queue_core.QueueStats(queue=name)
+        rows[name] = {**_stat_row(empty), "paused": True}
+    return [rows[name] for name in sorted(rows)]
+
+
+@click.group(cls=_Group)
 def jobs() -> None:
     """Inspect jobs."""
 
@@ -180,16 +209,24 @@ def jobs() -> None:
 )
 @_storage_options
 def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
-    """Show one job: its info and every attempt record."""
+    """Show one job (JOB_ID: its id or any unique prefix): its info and every attempt
+    record."""
     queue, where = _queue(app, url)
-    handle = queue.job(job_id)
     try:
+        handle = queue.job(job_id_of(queue, job_id))
         info = handle.info()
         attempts = handle.attempts()
     except NotFound as exc:
-        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+        raise CliError(f"{exc} ({where})") from exc
+    progress = handle.progress()
     if as_json:
-        echo_json({**info.to_dict(), "attempt_records": [a.to_dict() for a in attempts]})
+        echo_json(
+            {
+                **info.to_dict(),
+                "progress": None if progress is None else progress.to_dict(),
+                "attempt_records": [a.to_dict() for a in attempts],
+            }
+        )
         return
     click.echo(
         kv_block(
@@ -210,12 +247,25 @@ def jobs_show(job_id: str, as_json: bool, app: str | None, url: str | None) -> N
                 ("finished_at", info.finished_at),
                 ("replay_of", info.replay_of),
                 ("dead_id", info.dead_id),
+                ("progress", progress_text(progress)),
             ]
         )
     )
     if attempts:
         click.echo(f"\nAttempts ({len(attempts)}):")
         click.echo(table(_ATTEMPT_HEADERS, _attempt_rows(attempts)))
+    failed = next((a for a in reversed(attempts) if a.traceback), None)
+    if failed is not None and failed.traceback:
+        tb = printable(failed.traceback.rstrip())  # job text never drives the terminal
+        click.echo("\nTraceback of the last failed attempt:\n" + tb)
+
+
+def progress_text(progress: queue_core.Progress | None) -> str | None:
+    """``40% 40 of 100 files (at 2026-12-01T10:00:00+00:00)``, or ``None``."""
+    if progress is None:
+        return None
+    message = f" {printable(progress.message)}" if progress.message else ""
+    return f"{progress.fraction:.0%}{message} (at {progress.at.isoformat(timespec='seconds')})"
 
 
 _STATES = [state.value for state in JobState]
@@ -331,7 +381,7 @@ def jobs_list(
                 for k, v in (("state", state), ("queue", queue_name), ("task", task_name))
                 if v
             ]
-            click.echo(f"\n{shown}; more exist. Next page: {' '.join(nxt)}")
+            click.echo(f"\n{shown}; more exist. Next page: {next_page_command(nxt, app, url)}")
         else:
             click.echo(f"\n{shown}; no more jobs.")
     if note:
@@ -350,12 +400,13 @@ def jobs_list(
 def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) -> None:
     """Cancel a job: a queued job ends cancelled at once; a running one is asked to stop
     (its worker stops it and records the end). Exit 1 for an unknown id or a job that
-    had already finished otherwise."""
+    had already finished otherwise. JOB_ID: the id or any unique prefix."""
     queue, where = _queue(app, url)
     try:
+        job_id = job_id_of(queue, job_id)
         state = queue.cancel(job_id)
     except NotFound as exc:
-        raise CliError(f"no job with id {job_id!r} ({where})") from exc
+        raise CliError(f"{exc} ({where})") from exc
     requested = state is JobState.RUNNING
     if as_json:
         echo_json({"id": job_id, "state": state.value, "cancel_requested": requested})
@@ -368,3 +419,7 @@ def jobs_cancel(job_id: str, as_json: bool, app: str | None, url: str | None) ->
         )
     if state is not JobState.CANCELLED and not requested:
         raise CliError(f"job {job_id!r} had already finished ({state.value}): nothing to cancel")
+
+
+COMMANDS: tuple[click.Command, ...] = (enqueue, stats, jobs)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

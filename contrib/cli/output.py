@@ -15,13 +15,16 @@ from typing import Any
 
 import click
 
-__all__ = ["cell", "echo_json", "kv_block", "table"]
+from contrib.textsafe import json_safe, printable
+
+__all__ = ["cell", "echo_json", "kv_block", "printable", "table"]
 
 _MAX_CELL = 60
 
 
 def cell(value: Any, *, width: int = _MAX_CELL) -> str:
-    """One table cell: ``-`` for ``None``, ISO seconds for datetimes, one line, capped."""
+    """One table cell: ``-`` for ``None``, ISO seconds for datetimes, one line, capped,
+    control characters written as escapes (:func:`contrib.textsafe.printable`)."""
     if value is None:
         return "-"
     if isinstance(value, Enum):
@@ -30,7 +33,7 @@ def cell(value: Any, *, width: int = _MAX_CELL) -> str:
         text = value.isoformat(timespec="seconds")
     else:
         text = str(value)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     if len(text) > width:
         text = text[: width - 1] + "…"
     return text
@@ -58,7 +61,7 @@ def kv_block(pairs: Sequence[tuple[str, Any]]) -> str:
     out = []
     for key, value in pairs:
         text = cell(value, width=10_000) if not isinstance(value, (dict, list, tuple)) else (
-            json.dumps(value, ensure_ascii=False, default=str)
+            json_safe(json.dumps(value, ensure_ascii=False, default=str))
         )
         out.append(f"{(key + ':').ljust(width + 1)} {text}")
     return "\n".join(out)
@@ -66,4 +69,4 @@ def kv_block(pairs: Sequence[tuple[str, Any]]) -> str:
 
 def echo_json(obj: Mapping[str, Any] | Sequence[Any]) -> None:
     """Print ``obj`` as indented JSON (already JSON-ready: records' ``to_dict()``)."""
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    click.echo(json_safe(json.dumps(obj, indent=2, ensure_ascii=False, default=str)))

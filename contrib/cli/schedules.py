@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from contrib.cli.commands import CliError, _queue, _storage_options, cli
+from contrib.cli.common import CliError, _queue, _storage_options
 from contrib.cli.output import echo_json, table
 from queue_core import Queue
-from queue_core.schedules import SupportsSchedules
+from queue_core.storage.abilities import SupportsSchedules
 
 __all__ = ["schedule_rows", "schedules"]
 
@@ -52,7 +52,7 @@ def schedule_rows(queue: Queue, now_ms: int) -> list[dict[str, Any]]:
     return rows
 
 
-@cli.command()
+@click.command()
 @_storage_options
 @click.option(
     "--json",
@@ -89,3 +89,7 @@ def schedules(app: str | None, url: str | None, as_json: bool) -> None:
 
 def _every(seconds: float | None) -> str | None:
     return None if seconds is None else f"every {seconds:g}s"
+
+
+COMMANDS: tuple[click.Command, ...] = (schedules,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from contrib.cli.app import CliUsageError, load_app
-from contrib.cli.commands import cli
 from contrib.logformat import LOG_FORMATS, configure_logging
 
 __all__ = ["worker"]
@@ -22,8 +21,15 @@ def _positive_float(
     return value
 
 
-@cli.command()
-@click.argument("app", metavar="APP")
+@click.command()
+@click.argument("app", metavar="[APP]", required=False, default=None)
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Without APP: run the flow-file (script) steps of this storage; default env "
+    "QUEUE_CORE_URL, else the configuration file's url, else sqlite:///queue_core.db.",
+)
 @click.option(
     "--queues",
     "-Q",
@@ -97,6 +103,14 @@ def _positive_float(
     "the event's fields (job_id, task, attempt, outcome, ...), for log shippers.",
 )
 @click.option(
+    "--log-tracebacks",
+    type=click.Choice(["dead", "all", "none"]),
+    default="dead",
+    show_default=True,
+    help="Log a failed attempt's traceback after its line: when the job is "
+    "dead-lettered (dead), for every failed attempt (all), or never (none).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -112,8 +126,27 @@ def _positive_float(
     help="Address --metrics-port binds to (0.0.0.0: every interface).",
 )
 @click.option("--no-scheduler", is_flag=True, help="Do not enqueue periodic tasks' ticks.")
+@click.option(
+    "--flow-dir",
+    "flow_dirs",
+    multiple=True,
+    metavar="DIR",
+    help="Run type: script flow steps whose file is inside DIR (repeatable). Default: env "
+    "QUEUE_CORE_WORKER_FLOW_DIRS, else [worker] flow_dirs of the configuration file, else "
+    "none: script steps are refused (reason not_allowed), never run.",
+)
+@click.option(
+    "--http-host",
+    "http_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Let type: http flow steps reach HOST: a name or an address, *.example.com for "
+    "its subdomains, * for any host (repeatable). Default: env QUEUE_CORE_WORKER_HTTP_HOSTS, "
+    "else [worker] http_hosts, else none: http steps are refused (reason not_allowed).",
+)
 def worker(
-    app: str,
+    app: str | None,
+    url: str | None,
     queues: str | None,
     slots: int | None,
     burst: bool,
@@ -124,26 +157,40 @@ def worker(
     max_tasks_per_child: int | None,
     log_level: str,
     log_format: str,
+    log_tracebacks: str,
     metrics_port: int | None,
     metrics_host: str,
     no_scheduler: bool,
+    flow_dirs: tuple[str, ...],
+    http_hosts: tuple[str, ...],
 ) -> None:
     """Run a worker for the Queue object APP (module:attribute).
 
     The current directory is put on sys.path first, so `queue-core worker tasks:queue`
-    finds ./tasks.py. SIGTERM or SIGINT stops the worker gracefully: it stops claiming,
-    lets running attempts finish within --shutdown-grace and releases the rest for retry.
+    finds ./tasks.py. Without APP the worker runs the steps of YAML flow files (`type:
+    script`) on the storage of --url (else env QUEUE_CORE_URL, the configuration file,
+    the embedded default): no Python app needed. SIGTERM or SIGINT stops the worker
+    gracefully: it stops claiming, lets running attempts finish within --shutdown-grace
+    and releases the rest for retry. Flow-file steps that run executables run only from
+    the worker's flow directories (by default its working directory), http steps reach
+    the hosts it allows (by default any): --flow-dir, --http-host (see SECURITY.md).
     """
     grace = None
     if shutdown_grace is not None:  # validated before APP is imported
-        from queue_core.durations import parse_duration
+        from queue_core.records.durations import parse_duration
 
         grace = parse_duration(shutdown_grace, field="--shutdown-grace")
-    queue = load_app(app)
+    root = click.get_current_context().find_root().obj or {}
+    url = url if url is not None else root.get("url")
+    if app and url:
+        raise CliUsageError(
+            f"give APP or --url, not both: APP {app!r} is a Queue that names its own storage"
+        )
+    queue = load_app(app) if app else _flow_queue(url)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     if queues is not None and not names:
         raise CliUsageError(f"invalid --queues {queues!r}: expected comma-separated queue names")
-    configure_logging(log_level, log_format)
+    configure_logging(log_level, log_format, redact_urls=[queue.url] if queue.url else [])
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     if isolation is not None:
         options["isolation"] = isolation
@@ -154,7 +201,21 @@ def worker(
     if metrics_port is not None:
         options["listeners"] = [_serve_metrics(metrics_host, metrics_port)]
     options["scheduler"] = not no_scheduler
+    if flow_dirs:
+        options["flow_dirs"] = list(flow_dirs)
+    if http_hosts:
+        options["http_hosts"] = list(http_hosts)
+    options["log_tracebacks"] = log_tracebacks
+    options["app"] = app.strip() if app else None
     queue.run_worker(queues=names, slots=slots, burst=burst, reap_interval=reap_interval, **options)
+
+
+def _flow_queue(url: str | None) -> Any:
+    """The Queue of a worker started without APP: flow-file steps only (a ``type:
+    script`` step needs no task; a ``type: task`` step needs the app that declares it)."""
+    from queue_core import Queue
+
+    return Queue(url)
 
 
 def _serve_metrics(host: str, port: int) -> Any:
@@ -174,3 +235,7 @@ def _serve_metrics(host: str, port: int) -> Any:
         ) from exc
     logging.getLogger("queue_core.worker").info("metrics at http://%s:%d/metrics", host, port)
     return metrics
+
+
+COMMANDS: tuple[click.Command, ...] = (worker,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

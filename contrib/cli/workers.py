@@ -1,6 +1,6 @@
 """``queue-core workers [--json]``: the live workers registered in storage (SPEC §9).
 
-Built on :class:`queue_core.workers.SupportsWorkerRegistry`: each worker registers itself
+Built on :class:`queue_core.storage.abilities.SupportsWorkerRegistry`: each worker registers itself
 when it starts, refreshes its record every third of its ttl and removes it when it
 stops cleanly; a worker that died drops out once its ttl has passed. On a storage
 without the ability the command exits 1 naming it.
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import click
 
-from contrib.cli.commands import CliError, _queue, _storage_options, cli
+from contrib.cli.common import CliError, _queue, _storage_options
 from contrib.cli.output import echo_json, table
-from queue_core.workers import SupportsWorkerRegistry, WorkerInfo
+from queue_core.records.workers import WorkerInfo
+from queue_core.storage.abilities import SupportsWorkerRegistry
 
 __all__ = ["WORKER_COLUMNS", "worker_row", "workers"]
 
@@ -37,7 +38,7 @@ def worker_row(info: WorkerInfo) -> list[object]:
     ]
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--json",
     "as_json",
@@ -66,3 +67,7 @@ def workers(as_json: bool, app: str | None, url: str | None) -> None:
         click.echo(f"No live workers ({where}).")
         return
     click.echo(table(WORKER_COLUMNS, [worker_row(w) for w in found]))
+
+
+COMMANDS: tuple[click.Command, ...] = (workers,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

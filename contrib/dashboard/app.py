@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -30,6 +30,9 @@ from contrib.dashboard.data import (
     scan_jobs,
 )
 from contrib.dashboard.flows import flow_routes
+from contrib.dashboard.origin import HostGuard, check_allowed_hosts
+from contrib.dashboard.pages import PAGE_SIZE, page_offset, positive_int
+from contrib.dashboard.pauses import pause_routes, paused_of
 from contrib.dashboard.security import CSRF_FIELD, CSRF_HEADER, AuthHook, AuthMiddleware, Csrf
 from contrib.dashboard.throughput import queue_throughput
 from contrib.dashboard.workers import workers_route
@@ -44,13 +47,13 @@ from queue_core import (
     Storage,
     SupportsJobScan,
 )
-from queue_core.registry import mask_url
-from queue_core.serializer import get_serializer
+from queue_core.app.serializer import get_serializer
+from queue_core.rules.ids import resolve_prefix, short_ids
+from queue_core.storage.abilities import SupportsProgress
+from queue_core.storage.urls import mask_url, redact
 
 __all__ = ["create_app"]
 
-PAGE_SIZE = 50
-"""Rows per page of the job and dead-letter lists."""
 MAX_PAGE_SIZE = 500
 REFRESH_SECONDS = 5
 """Live pages (queues, jobs, a job that has not finished) reload their content this often."""
@@ -98,10 +101,9 @@ class _Dashboard:
     # ------------------------------------------------------------------ helpers
 
     def masked(self, text: str) -> str:
-        """``text`` with the storage URL's password masked (errors may quote the URL)."""
-        if self._url and self._url in text:
-            text = text.replace(self._url, mask_url(self._url))
-        return text
+        """``text`` with the storage URL's credentials masked (errors may quote the URL
+        or a piece of its password)."""
+        return redact(text, self._url)
 
     def render(
         self, request: Request, name: str, context: dict[str, Any], status_code: int = 200
@@ -122,6 +124,7 @@ class _Dashboard:
             "refresh": None,
             "flash": None,
             "can_scan": isinstance(self.storage, SupportsJobScan),
+            "shorts": _shorts,
             **context,
         }
         response = self.templates.TemplateResponse(request, name, full, status_code=status_code)
@@ -158,6 +161,7 @@ class _Dashboard:
         stats = self.storage.stats()
         totals = {state: sum(getattr(s, state) for s in stats) for state in STATS_STATES}
         now_ms = int(time.time() * 1000)
+        can_pause, pauses = paused_of(self)
         return self.render(
             request,
             "queues.html",
@@ -169,6 +173,10 @@ class _Dashboard:
                 "refresh": self.refresh,
                 "throughput": queue_throughput(self.storage, now_ms),
                 "now": fmt_time(now_ms),
+                "can_pause": can_pause,
+                "pauses": pauses,
+                "paused_queues": {p.name for p in pauses if p.kind.value == "queue"},
+                "flash": _pause_flash(request),
             },
         )
 
@@ -178,15 +186,15 @@ class _Dashboard:
         state = _parse_state(state_text)
         queue = q.get("queue") or None
         task = q.get("task") or None
-        page_no = _positive_int(q.get("page"), "page", 1)
-        limit = min(_positive_int(q.get("limit"), "limit", PAGE_SIZE), MAX_PAGE_SIZE)
+        limit = min(positive_int(q.get("limit"), "limit", PAGE_SIZE), MAX_PAGE_SIZE)
+        page_no, offset = page_offset(q.get("page"), limit)
         result = scan_jobs(
             self.storage,
             state=state,
             queue=queue,
             task=task,
             limit=limit,
-            offset=(page_no - 1) * limit,
+            offset=offset,
         )
         queues = [s.queue for s in self.storage.stats()]
         filters = {"state": state_text, "queue": queue, "task": task}
@@ -208,9 +216,25 @@ class _Dashboard:
         )
 
     def job_lookup(self, request: Request) -> Response:
-        job_id = (request.query_params.get("id") or "").strip()
-        if not job_id:
-            raise HTTPException(400, "give a job id: /jobs/lookup?id=<job id>")
+        """The search box: a job id or any unique prefix of one."""
+        text = (request.query_params.get("id") or "").strip()
+        if not text:
+            raise HTTPException(400, "give a job id: /jobs/lookup?id=<job id or prefix>")
+        storage = self.storage
+
+        def page(limit: int, offset: int) -> list[str]:
+            if not isinstance(storage, SupportsJobScan):
+                return []
+            return [j.id for j in storage.list_jobs(limit=limit, offset=offset)]
+
+        try:
+            job_id = resolve_prefix(
+                text, kind="job", exists=lambda i: storage.get_job(i) is not None, page=page
+            )
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
+        except ConfigError as exc:  # an ambiguous prefix
+            raise HTTPException(400, str(exc)) from None
         return self.redirect(request, f"/jobs/{_quote(job_id)}")
 
     def job(self, request: Request) -> Response:
@@ -219,12 +243,15 @@ class _Dashboard:
         if record is None:
             raise HTTPException(404, f"no job with id {job_id!r}")
         attempts = self.storage.list_attempts(job_id)
+        storage = self.storage
+        progress = storage.get_progress(job_id) if isinstance(storage, SupportsProgress) else None
         return self.render(
             request,
             "job.html",
             {
                 "page": "jobs",
                 "job": record,
+                "progress": progress,
                 "args": decode_payload(self.serializer, record.payload),
                 "result": decode_result(self.serializer, record.result),
                 "attempts": attempt_rows(attempts),
@@ -247,9 +274,9 @@ class _Dashboard:
     def dead(self, request: Request) -> Response:
         q = request.query_params
         task = q.get("task") or None
-        page_no = _positive_int(q.get("page"), "page", 1)
-        limit = min(_positive_int(q.get("limit"), "limit", PAGE_SIZE), MAX_PAGE_SIZE)
-        rows = self.storage.list_dead(limit + 1, (page_no - 1) * limit, task)
+        limit = min(positive_int(q.get("limit"), "limit", PAGE_SIZE), MAX_PAGE_SIZE)
+        page_no, offset = page_offset(q.get("page"), limit)
+        rows = self.storage.list_dead(limit + 1, offset, task)
         return self.render(
             request,
             "dead.html",
@@ -359,6 +386,11 @@ class _Dashboard:
         )
 
 
+def _shorts(ids: Any) -> dict[str, str]:
+    """Templates: ``{id: abbreviation}`` for the ids of one listing (they all differ)."""
+    return short_ids([str(i) for i in ids])
+
+
 def _quote(value: str) -> str:
     from urllib.parse import quote
 
@@ -373,18 +405,6 @@ def _parse_state(text: str | None) -> JobState | None:
     except ValueError:
         accepted = ", ".join(s.value for s in JobState)
         raise HTTPException(400, f"invalid state {text!r}: expected one of {accepted}") from None
-
-
-def _positive_int(text: str | None, name: str, default: int) -> int:
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise HTTPException(400, f"invalid {name} {text!r}: expected an integer >= 1")
-    return value
 
 
 def _ids(values: list[str]) -> list[str]:
@@ -406,6 +426,19 @@ def _count_dead(storage: Storage, task: str | None, cap: int = 100_000) -> tuple
         if len(page) < 1000:
             return count, False
     return count, True
+
+
+def _pause_flash(request: Request) -> _Flash | None:
+    """The flash after a pause or resume button (``?paused=1``): fixed text, never echoed;
+    the list of pauses below says which."""
+    q = request.query_params
+    texts = {
+        "paused": "Paused: workers stop claiming its jobs within a second.",
+        "resumed": "Resumed: its jobs are claimed again.",
+        "unchanged": "Nothing changed: it was already so.",
+    }
+    key = next((k for k in texts if q.get(k) == "1"), None)
+    return None if key is None else _Flash("ok", texts[key])
 
 
 def _flash_from(request: Request) -> _Flash | None:
@@ -442,6 +475,7 @@ def create_app(
     secret: bytes | str | None = None,
     metrics_options: dict[str, Any] | None = None,
     refresh_seconds: float = REFRESH_SECONDS,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The web dashboard as an ASGI app (Starlette), to serve or mount.
 
@@ -460,13 +494,20 @@ def create_app(
         metrics_options: keyword arguments for :class:`contrib.metrics.StorageCollector`.
         refresh_seconds: how often live pages (queues, jobs, an unfinished job) reload
             their content in the browser (htmx); ``0`` turns live refresh off.
+        allowed_hosts: host names the dashboard answers to besides IP addresses,
+            ``localhost`` and ``*.localhost`` (``["queues.example.com"]``;
+            ``".example.com"`` for a domain and its subdomains; ``["*"]`` for any host,
+            when a proxy in front checks ``Host``). A request naming another host gets
+            ``400`` (DNS rebinding), a POST whose ``Origin``/``Referer`` is another site
+            ``403`` (see :mod:`contrib.dashboard.origin`).
 
     Mount it in your own app with ``Mount("/queues", app=create_app(queue))``; links
     follow the mount point.
 
     Raises:
-        ConfigError: a bad ``queue_or_storage``, ``token`` or ``auth``.
+        ConfigError: a bad ``queue_or_storage``, ``token``, ``auth`` or ``allowed_hosts``.
     """
+    hosts = check_allowed_hosts(allowed_hosts)
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise ConfigError(
             "invalid token: expected a non-empty string or None",
@@ -515,6 +556,7 @@ def create_app(
         Route("/dead/{dead_id}", dash.dead_entry, name="dead_entry"),
         Route("/metrics", dash.metrics, name="metrics"),
         *flow_routes(dash),
+        *pause_routes(dash),
         workers_route(dash),
         Mount(
             "/static",
@@ -528,7 +570,10 @@ def create_app(
     }
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(AuthMiddleware, token=token, auth=auth)],
+        middleware=[
+            Middleware(HostGuard, allowed_hosts=hosts),
+            Middleware(AuthMiddleware, token=token, auth=auth),
+        ],
         exception_handlers=handlers,
     )
     app.state.dashboard = dash

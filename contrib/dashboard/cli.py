@@ -22,6 +22,40 @@ TOKEN_ENV = "QUEUE_CORE_DASHBOARD_TOKEN"
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
+def _answers_to(bind: str, extra: tuple[str, ...]) -> list[str]:
+    """The host names to allow: ``extra``, the bound name when ``--host`` is a name, and
+    this machine's name when it binds every interface (IP addresses and localhost are
+    always allowed)."""
+    import ipaddress
+    import socket
+
+    names = list(extra)
+    try:
+        wildcard = ipaddress.ip_address(bind.strip("[]")).is_unspecified
+    except ValueError:  # a name, not an address
+        wildcard = False
+        if bind and bind.lower() != "localhost":
+            names.append(bind)
+    if wildcard:
+        names.append(socket.gethostname())
+    return list(dict.fromkeys(n.lower() for n in names))
+
+
+def _scrubbed(message: str, url: str | None) -> str:
+    """``message`` without a credential of ``url`` or of the URL it resolves to."""
+    from queue_core.app.config import resolve_url
+    from queue_core.storage.urls import redact
+
+    resolved: str | None = url
+    try:
+        resolved = resolve_url(url)
+    except QueueCoreError:  # a bad configuration file
+        pass
+    for candidate in {url, resolved}:
+        message = redact(message, candidate)
+    return message
+
+
 def _root_options() -> tuple[str | None, str | None]:
     """``--app`` / ``--url`` given on the ``queue-core`` group, if this runs under it."""
     ctx = click.get_current_context(silent=True)
@@ -57,6 +91,15 @@ def _root_options() -> tuple[str | None, str | None]:
 )
 @click.option("--read-only", is_flag=True, help="Show everything, refuse retry/purge/cancel.")
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name the dashboard answers to besides IP addresses and localhost (the "
+    "name users open, e.g. behind a proxy); repeat for several, '.example.com' for a "
+    "domain, '*' for any. Other Host headers get 400 (DNS rebinding).",
+)
+@click.option(
     "--root-path",
     default="",
     metavar="PATH",
@@ -69,6 +112,7 @@ def dashboard_command(
     port: int,
     token: str | None,
     read_only: bool,
+    allowed_hosts: tuple[str, ...],
     root_path: str,
 ) -> None:
     """Serve the web dashboard and Prometheus metrics (/metrics).
@@ -81,6 +125,7 @@ def dashboard_command(
 
         from contrib.cli.app import CliUsageError, open_queue
         from contrib.dashboard.app import create_app
+        from contrib.dashboard.origin import ALWAYS_ALLOWED
     except ImportError as exc:  # the extra is not installed
         raise click.ClickException(
             "the dashboard needs the 'dashboard' extra: "
@@ -93,11 +138,12 @@ def dashboard_command(
         raise click.UsageError("invalid --token '': give a non-empty token or leave it out")
     try:
         queue, where = open_queue(app, url)
-        asgi = create_app(queue, token=token, read_only=read_only)
+        hosts = _answers_to(host, allowed_hosts)
+        asgi = create_app(queue, token=token, read_only=read_only, allowed_hosts=hosts)
     except (CliUsageError, ConfigError) as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(_scrubbed(str(exc), url)) from exc
     except QueueCoreError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+        raise click.ClickException(_scrubbed(f"{type(exc).__name__}: {exc}", url)) from exc
     if host not in _LOCAL_HOSTS and token is None:
         click.echo(
             f"warning: serving on {host} without --token: anyone who can reach this port can "
@@ -111,6 +157,11 @@ def dashboard_command(
         + (" (token required)" if token else ""),
         err=True,
     )
+    click.echo(
+        f"answers to {ALWAYS_ALLOWED}" + "".join(f", {h}" for h in hosts)
+        + " (add names with --allowed-host)",
+        err=True,
+    )  # fmt: skip
     config = uvicorn.Config(
         asgi,
         host=host,
@@ -134,3 +185,7 @@ def dashboard_command(
 def main(argv: list[str] | None = None) -> Any:
     """``python -m contrib.dashboard``."""
     return dashboard_command.main(args=argv, prog_name="queue-core dashboard")
+
+
+COMMANDS: tuple[click.Command, ...] = (dashboard_command,)
+"""The commands of this module (:func:`contrib.cli.commands.load_commands` adds them)."""

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from queue_core import AttemptRecord, JobState, Serializer, Storage, SupportsJobScan
-from queue_core.model import JobRecord
+from queue_core.records.jobs import JobRecord
+from queue_core.rules.paging import check_page
 
 __all__ = [
     "AttemptRow",
@@ -34,7 +35,10 @@ def fmt_time(value: int | datetime | None) -> str:
     if isinstance(value, datetime):
         dt = value.astimezone(timezone.utc)
     else:
-        dt = datetime.fromtimestamp(value / 1000.0, tz=timezone.utc)
+        try:
+            dt = datetime.fromtimestamp(value / 1000.0, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):  # a corrupt stored time
+            return f"{value} ms (out of range)"
     return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d} UTC"
 
 
@@ -162,6 +166,7 @@ def scan_jobs(
     ``SupportsJobScan.list_jobs`` filters by state and queue; a task filter is applied
     here, reading at most ``max_scan`` jobs (the page says so when it stopped there).
     """
+    limit, offset = check_page(limit, offset)
     if not isinstance(storage, SupportsJobScan):
         return None
     if task is None:

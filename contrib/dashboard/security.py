@@ -4,7 +4,7 @@
   ``Authorization: Bearer <token>``, or once as ``?token=<token>`` -- which answers with a
   redirect to the same page without the token in the URL and a session cookie (HttpOnly,
   SameSite=Strict) holding an HMAC of the token, never the token itself. Anything else
-  gets ``401``.
+  gets ``401``. The server's access log shows ``?token=***``, right or wrong.
 * **Auth hook** (``create_app(auth=...)``): a callable receiving the Starlette
   ``Request`` and returning (or awaiting to) ``True`` to let it through. With both a token
   and a hook, either one is enough.
@@ -21,7 +21,7 @@ import hmac
 import inspect
 import secrets
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import URL
 from starlette.requests import HTTPConnection, Request
@@ -73,6 +73,16 @@ def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
 
 
+def _hide_token(scope: Scope) -> None:
+    """Replace the value of ``?token=`` in the request's query string with ``***``, in
+    the scope itself: the server's access log (uvicorn, hypercorn) writes the path and
+    query string of this scope when the answer starts, so the token never reaches it.
+    The request was already read into ``HTTPConnection`` objects that keep the original."""
+    pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    hidden = [(k, "***" if k == "token" else v) for k, v in pairs]
+    scope["query_string"] = urlencode(hidden, safe="*").encode("latin-1")
+
+
 class AuthMiddleware:
     """ASGI middleware: lets a request through only with the token or the auth hook."""
 
@@ -87,11 +97,13 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         conn = HTTPConnection(scope)
+        given = conn.query_params.get("token") if self.token is not None else None
+        if given is not None:
+            _hide_token(scope)
         if self.token is not None:
             if self._bearer_ok(conn) or self._cookie_ok(conn):
                 await self.app(scope, receive, send)
                 return
-            given = conn.query_params.get("token")
             if given is not None and _same(given, self.token):
                 if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
                     await self._set_session(conn)(scope, receive, send)

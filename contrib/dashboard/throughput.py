@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from queue_core import SupportsThroughput, ThroughputCount
-from queue_core.throughput import ENQUEUED, THROUGHPUT_RESOLUTION_MS, bucket_start
+from queue_core.rules.throughput import ENQUEUED, THROUGHPUT_RESOLUTION_MS, bucket_start
 
 __all__ = ["MINUTES", "QueueThroughput", "queue_throughput", "spark_points"]
 

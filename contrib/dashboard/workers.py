@@ -1,25 +1,22 @@
 """The dashboard's workers page: the live workers of the storage's registry
-(:class:`queue_core.workers.SupportsWorkerRegistry`), the same fields as
+(:class:`queue_core.storage.abilities.SupportsWorkerRegistry`), the same fields as
 ``queue-core workers``: id, host, pid, queues, slots, busy, stuck, started, last seen."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from queue_core.workers import SupportsWorkerRegistry
-
-if TYPE_CHECKING:
-    from contrib.dashboard.app import _Dashboard
+from contrib.dashboard.pages import DashboardHost
+from queue_core.storage.abilities import SupportsWorkerRegistry
 
 __all__ = ["workers_route"]
 
 
-def workers_route(dash: _Dashboard) -> Route:
+def workers_route(dash: DashboardHost) -> Route:
     """``GET /workers`` of ``dash`` (reloaded live like the queues page)."""
 
     def workers(request: Request) -> Response:

@@ -4,41 +4,28 @@
 A :class:`Flow` is a :class:`~queue_core.flows.FlowSpec` being declared: each
 ``@flow.step`` registers its function as a task of the queue (so a worker that imports
 the module runs it by name) and adds a step. ``flow.start(input)`` computes every step's
-job (:mod:`queue_core.flows.jobs`) and hands the execution to storage
-(:class:`~queue_core.flows.storage.SupportsFlows`), which runs it from then on: the
+job (:mod:`queue_core.app.steps.jobs`) and hands the execution to storage
+(:class:`~queue_core.storage.abilities.SupportsFlows`), which runs it from then on: the
 definition is stored with the execution, so no process needs the ``Flow`` object again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from queue_core.durations import parse_duration, to_ms
-from queue_core.errors import ConfigError, ExecutionFailed, NotFound
-from queue_core.flows.jobs import build_execution
-from queue_core.flows.model import (
-    ConcurrencySpec,
-    ExecutionInfo,
-    ExecutionState,
-    FlowSpec,
-    StepRun,
-    StepSpec,
-    retry_fields,
-)
-from queue_core.flows.scheduled import FlowSchedule, schedule_flow
-from queue_core.flows.storage import ExecutionRecord, SupportsFlows
-from queue_core.handle import wait_finished
-from queue_core.model import JobState
-from queue_core.options import concurrency_slot_key
-from queue_core.policy import RetryPolicy
-from queue_core.task import (
+from queue_core.app.context import JobContext
+from queue_core.app.execution_control import controlled
+from queue_core.app.options import concurrency_slot_key
+from queue_core.app.steps.jobs import build_execution
+from queue_core.app.task import (
     UNSET,
     Concurrency,
     Task,
@@ -49,31 +36,28 @@ from queue_core.task import (
     check_name,
     fq_name,
 )
+from queue_core.flows.handle import ExecutionHandle, flows_of
+from queue_core.flows.host import FlowHost
+from queue_core.flows.scheduled import FlowSchedule, schedule_options
+from queue_core.records.durations import parse_duration, to_ms
+from queue_core.records.errors import ConfigError, NotFound
+from queue_core.records.flows import ExecutionInfo, ExecutionState
+from queue_core.rules import RetryPolicy
+from queue_core.rules.flows.spec import (
+    ConcurrencySpec,
+    FlowSpec,
+    StepSpec,
+    retry_fields,
+)
+from queue_core.rules.paging import check_page
+from queue_core.storage.flows import NewExecution
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from queue_core.queue import Queue
+    from queue_core.app.options import TaskOptions
 
 __all__ = ["ExecutionHandle", "Flow", "executions", "flows_of", "load_flow"]
-
-
-def flows_of(queue: Queue) -> SupportsFlows:
-    """The queue's storage as :class:`SupportsFlows`.
-
-    Raises:
-        ConfigError: ``unsupported``, naming the ability, when the storage lacks it.
-    """
-    storage = queue.storage()
-    if not isinstance(storage, SupportsFlows):
-        raise ConfigError(
-            f"flows need a storage with the SupportsFlows ability; "
-            f"{type(storage).__name__} does not have it (memory:// does)",
-            code="unsupported",
-            field="storage",
-            value=type(storage).__name__,
-        )
-    return storage
 
 
 def _invalid(field: str, value: object, expected: str) -> ConfigError:
@@ -91,10 +75,12 @@ def _ms(seconds: Any) -> int | None:
 
 def _step_spec(step_id: str, task_name: str, ts: TaskSpec, depends_on: tuple[str, ...]) -> StepSpec:
     """A code step from a task's validated options (only those given explicitly)."""
-    return StepSpec(
-        id=step_id,
-        kind="code",
-        task=task_name,
+    return StepSpec(id=step_id, kind="code", task=task_name, **_option_fields(ts, depends_on))
+
+
+def _option_fields(ts: TaskSpec, depends_on: tuple[str, ...]) -> dict[str, Any]:
+    """The :class:`StepSpec` fields of a step's validated options and dependencies."""
+    return dict(
         depends_on=depends_on,
         queue=None if ts.queue is UNSET else ts.queue,
         priority=None if ts.priority is UNSET else ts.priority,
@@ -109,6 +95,19 @@ def _step_spec(step_id: str, task_name: str, ts: TaskSpec, depends_on: tuple[str
     )
 
 
+_NOT_HTTP_OPTIONS = (
+    "concurrency",
+    "dead_letter_replay",
+    "isolation",
+    "kill_grace",
+    "heartbeat",
+    "unique_key",
+    "unique_for",
+    "rate_limit",
+)
+"""Task options that mean nothing for an http step (it runs no body of the queue's)."""
+
+
 class Flow:
     """A flow of a queue: a DAG of steps with an execution-wide deadline (SPEC §7).
 
@@ -121,7 +120,7 @@ class Flow:
 
     def __init__(
         self,
-        owner: Queue,
+        owner: FlowHost,
         name: str,
         *,
         concurrency: Concurrency | int | None = None,
@@ -164,7 +163,38 @@ class Flow:
             self._fixed = True
         self._step_of_task: dict[int, str] = {}
         if schedule is not None:
-            schedule_flow(self, schedule, queue)
+            self._schedule(schedule, queue)
+
+    def _schedule(self, schedule: FlowSchedule, queue: str | None) -> str:
+        """Register the periodic task that starts this flow on ``schedule``; its name.
+
+        The execution id is derived from the tick job's id, so a tick job that runs again
+        (its worker died after starting the execution) finds the execution it started
+        instead of starting a second one.
+
+        Raises:
+            ConfigError: a bad schedule (``invalid_option``, ``invalid_duration``,
+                ``invalid_cron``, ``conflicting_options``), nothing registered.
+        """
+        options = schedule_options(schedule)
+        input_value = options.pop("input", None)
+        owner = self._owner
+        owner.serializer.dumps_result(input_value)  # refused now, not at every tick
+        name = f"{self.name}.schedule"
+
+        def start_scheduled(ctx: JobContext = JobContext.INJECTED) -> str:
+            execution_id = hashlib.sha256(ctx.job_id.encode()).hexdigest()[:32]
+            try:
+                ExecutionHandle(owner, execution_id).status()  # this tick's job ran before
+            except NotFound:
+                self._start(input_value, execution_id)
+            return execution_id
+
+        start_scheduled.__qualname__ = start_scheduled.__name__ = name.replace(".", "_")
+        if queue is not None:
+            options["queue"] = queue
+        owner.periodic(**options, name=name)(start_scheduled)
+        return name
 
     @property
     def spec(self) -> FlowSpec:
@@ -219,13 +249,7 @@ class Flow:
                 or a flow loaded from a file (its steps are fixed).
             TypeError: an unknown option.
         """
-        if self._fixed:
-            raise ConfigError(
-                f"flow {self.name!r} was loaded from {self._fields['source']}; its steps are "
-                "fixed — declare steps on a flow made with queue.flow(...)",
-                code="invalid_flow",
-                field="steps",
-            )
+        self._refuse_if_fixed()
         for bad in ("concurrency", "dead_letter_replay"):
             if options.get(bad) is not None:
                 raise _invalid(
@@ -250,6 +274,76 @@ class Flow:
             return task
 
         return decorate(func) if func is not None else decorate
+
+    def http(
+        self,
+        id: str,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        expect: Sequence[int] | int = (),
+        depends_on: Sequence[Task[Any, Any] | str] = (),
+        **options: Unpack[TaskOptions],
+    ) -> str:
+        """Declare a ``type: http`` step: one request per attempt, run by any worker that
+        allows its host (``http_hosts``), from the stored definition (no task is
+        registered).
+
+        ``url``, the values of ``headers`` and every string in ``body`` are templates
+        (``{{ input.x }}``, ``{{ results.step_id }}``, ``{{ attempt }}``,
+        ``{{ execution_id }}``, ``{{ secrets.NAME }}``) rendered at each attempt. A
+        string ``body`` is sent as text, other data as JSON; ``expect`` lists the statuses
+        that succeed (default any 2xx, else the attempt fails with reason
+        ``http_status``). The result (the body parsed as JSON, else its text) goes to the
+        dependents: a code step's parameter named after ``id`` receives it.
+
+        Options are the task options that apply to a request: ``timeout`` (bounds the
+        request), the retry options, ``queue``, ``priority``, ``schedule_to_start``.
+
+        Returns:
+            ``id``, to name in the ``depends_on`` of later steps.
+
+        Raises:
+            ConfigError: a bad field (``invalid_flow``, naming it; a template with a
+                syntax error) or option, an unknown dependency, a duplicate id, a flow
+                loaded from a file.
+            TypeError: an unknown option.
+        """
+        self._refuse_if_fixed()
+        for bad in _NOT_HTTP_OPTIONS:
+            if options.get(bad) is not None:
+                raise _invalid(bad, options.get(bad), "no value: not an option of http steps")
+        ts = build_spec(is_async=True, options=options)
+        if not isinstance(id, str) or not id:
+            raise _invalid("id", id, "a step id (a non-empty string)")
+        if isinstance(method, str):
+            method = method.upper()
+        step = StepSpec(
+            id=id,
+            kind="http",
+            url=url,
+            method=None if method == "GET" else method,
+            headers=dict(headers or {}),
+            body=body,
+            expect=(expect,) if isinstance(expect, int) else tuple(expect),
+            **_option_fields(ts, tuple(self._dep_id(d) for d in depends_on)),
+        )
+        _check_templates(step)
+        steps = (*self._steps, step)
+        FlowSpec(**self._fields, steps=steps)  # unknown dependency, cycle, duplicate id
+        self._steps = steps
+        return id
+
+    def _refuse_if_fixed(self) -> None:
+        if self._fixed:
+            raise ConfigError(
+                f"flow {self.name!r} was loaded from {self._fields['source']}; its steps are "
+                "fixed — declare steps on a flow made with queue.flow(...)",
+                code="invalid_flow",
+                field="steps",
+            )
 
     def _dep_id(self, dep: Task[Any, Any] | str) -> str:
         if isinstance(dep, str):
@@ -277,6 +371,20 @@ class Flow:
         """:meth:`start` with a chosen execution id (a scheduled start derives it from
         its tick's job, so a retried tick job finds its execution instead of a second)."""
         flows = flows_of(self._owner)
+        new = self.new_execution(input, execution_id)
+        flows.start_execution(controlled(self._owner.storage(), new))
+        return ExecutionHandle(self._owner, new.id)
+
+    def new_execution(
+        self, input: Any, execution_id: str, parent: tuple[str, int] | None = None
+    ) -> NewExecution:
+        """The execution of this flow for ``input`` as storage starts it (``parent``: a
+        workflow's execution and step, for ``ctx.run_flow``).
+
+        Raises:
+            ConfigError: ``invalid_flow`` without steps; a bad concurrency key.
+            SerializationError: ``input`` cannot be serialized.
+        """
         if not self._steps:
             raise ConfigError(
                 f"flow {self.name!r} has no steps — declare some with @flow.step",
@@ -287,20 +395,18 @@ class Flow:
         conc_key = self._conc_key
         if self._conc_key_fn is not None:
             conc_key = concurrency_slot_key(self._conc_key_fn, self.name, (input,), {})
-        new = build_execution(
+        timeout = owner.default_timeout
+        return build_execution(
             self.spec,
             execution_id=execution_id,
             input=owner.serializer.dumps_result(input),
             empty_payload=owner.serializer.dumps_payload((), {}),
             queue_defaults=owner.retry_policy,
-            default_timeout_ms=None
-            if owner.default_timeout is None
-            else to_ms(owner.default_timeout),
+            default_timeout_ms=None if timeout is None else to_ms(timeout),
             rng=random.random,
             conc_key=conc_key,
+            parent=parent,
         )
-        flows.start_execution(new)
-        return ExecutionHandle(owner, new.id)
 
 
 _ids_lock = threading.Lock()
@@ -310,7 +416,7 @@ _ids_last = [0, 0]  # epoch ms of the last id, sequence within it
 def new_execution_id() -> str:
     """A time-ordered execution id, 32 hex digits: epoch ms (12), a sequence within that
     ms in this process (4), random (16). Queued executions are promoted oldest first by
-    ``(created_at, id)`` (:func:`queue_core.flows.decide.promote`); executions started in
+    ``(created_at, id)`` (:func:`queue_core.rules.flows.decide.promote`); executions started in
     the same millisecond by one process therefore keep their start order (random ids
     made that order arbitrary)."""
     ms = time.time_ns() // 1_000_000
@@ -341,98 +447,38 @@ def _spec_fields(spec: FlowSpec) -> dict[str, Any]:
     }
 
 
-def load_flow(owner: Queue, path: str | os.PathLike[str]) -> Flow:
-    """A flow from a YAML flow file (:func:`queue_core.flows.files.load_flow_file`)."""
-    from queue_core.flows.files import load_flow_file
+def _check_templates(step: StepSpec) -> None:
+    """Refuse a template field of ``step`` with a syntax error (``invalid_flow``)."""
+    from queue_core.app.steps.templates import check_template, has_template
+
+    fields = [("url", step.url)]
+    fields += [(f"headers.{k}", v) for k, v in step.headers.items()]
+    pending: list[tuple[str, Any]] = [("body", step.body)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            fields.append((path, value))
+        elif isinstance(value, Mapping):
+            pending.extend((f"{path}.{k}", v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            pending.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+    for path, text in fields:
+        problem = None if text is None or not has_template(text) else check_template(text)
+        if problem is not None:
+            where = f"step {step.id!r}.{path}"
+            raise ConfigError(f"{where}: {problem}", code="invalid_flow", field=where, value=text)
+
+
+def load_flow(owner: FlowHost, path: str | os.PathLike[str]) -> Flow:
+    """A flow from a YAML flow file (:func:`queue_core.app.steps.files.load_flow_file`)."""
+    from queue_core.app.steps.files import load_flow_file
 
     spec = load_flow_file(path)
     return Flow(owner, spec.name, spec=spec)
 
 
-# --------------------------------------------------------------------------- executions
-
-
-class ExecutionHandle:
-    """A reference to one flow execution.
-
-    Attributes:
-        id: the execution id.
-    """
-
-    __slots__ = ("id", "_queue")
-
-    def __init__(self, queue: Queue, execution_id: str) -> None:
-        self.id = execution_id
-        self._queue = queue
-
-    def _record(self) -> ExecutionRecord:
-        rec = flows_of(self._queue).get_execution(self.id)
-        if rec is None:
-            raise NotFound(f"no flow execution with id {self.id!r}")
-        return rec
-
-    def status(self) -> ExecutionState:
-        """The execution's current state."""
-        return self._record().state
-
-    def info(self) -> ExecutionInfo:
-        """The execution as ``queue.executions()`` lists it."""
-        return self._record().info()
-
-    def steps(self) -> list[StepRun]:
-        """Every step in definition order, with its job's attempt records."""
-        storage = self._queue.storage()
-        return [
-            StepRun(
-                step_id=s.step_id,
-                state=s.state,
-                reason=s.reason,
-                job_id=s.job_id,
-                attempts=storage.list_attempts(s.job_id) if s.job_id else [],
-            )
-            for s in flows_of(self._queue).list_steps(self.id)
-        ]
-
-    def cancel(self) -> ExecutionState:
-        """Cancel: ``cancelling`` while running steps stop, then ``cancelled``."""
-        return flows_of(self._queue).cancel_execution(self.id)
-
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        """Wait for the execution to finish; return ``{step id: result}`` of every step.
-
-        The wait is measured on the queue's clock, like ``JobHandle.result``.
-
-        Raises:
-            ExecutionFailed: it ended ``failed`` (``step_failed``, naming the step),
-                ``timed_out`` (``flow_timeout``), ``cancelled`` or ``skipped``.
-            TimeoutError: it has not finished within ``timeout`` seconds.
-        """
-        rec = wait_finished(self._queue.clock, self._record, timeout, f"execution {self.id}")
-        return self._value(rec)
-
-    def _value(self, rec: ExecutionRecord) -> dict[str, Any]:
-        if rec.state is not ExecutionState.SUCCEEDED:
-            raise ExecutionFailed(rec.state, rec.reason, rec.failed_step, execution_id=rec.id)
-        storage, loads = self._queue.storage(), self._queue.serializer.loads_result
-        out: dict[str, Any] = {}
-        for s in flows_of(self._queue).list_steps(self.id):
-            job = storage.get_job(s.job_id) if s.job_id else None
-            ok = job is not None and job.state is JobState.SUCCEEDED and job.result is not None
-            out[s.step_id] = loads(job.result) if ok else None  # type: ignore[union-attr,arg-type]
-        return out
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExecutionHandle) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def __repr__(self) -> str:
-        return f"<ExecutionHandle {self.id}>"
-
-
 def executions(
-    queue: Queue,
+    queue: FlowHost,
     flow: str | Flow | None = None,
     state: ExecutionState | str | None = None,
     limit: int = 20,
@@ -448,8 +494,6 @@ def executions(
             raise _invalid(
                 "state", state, "one of " + ", ".join(s.value for s in ExecutionState)
             ) from None
-    for field, value in (("limit", limit), ("offset", offset)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _invalid(field, value, "an integer >= 0")
+    limit, offset = check_page(limit, offset)
     records = flows_of(queue).list_executions(name, wanted, limit, offset)
     return [r.info() for r in records]

@@ -13,21 +13,35 @@ A backend author runs every contract test on their storage like this::
             storage.close()
 
 pytest then collects every inherited ``test_*`` method. The tests use only the
-:class:`~queue_core.storage.Storage` protocol, pass explicit ``now`` times (epoch ms
-around :data:`T0`) and never sleep. Tests of an optional ability (``SupportsWakeup``,
-``SupportsJobScan``, ``SupportsFlows``, ``SupportsWorkerRegistry``,
-``SupportsCancelPoll``, ``SupportsThroughput``) skip with the ability's name when the storage
-lacks it; nothing else skips, except the retention tests: they need a
+:class:`~queue_core.storage.protocol.Storage` protocol, pass explicit ``now`` times (epoch ms
+around :data:`T0`) and never sleep. Tests of an optional ability (a ``Supports*``
+protocol: the table in docs/writing-a-backend.md lists them all) skip when the storage
+lacks it, naming the ability and the module it lives in; nothing else skips, except the
+retention tests: they need a
 ``storage_with_retention`` fixture, a function that builds a fresh storage with a given
 ``?retention=`` value (``"0"``, ``"1d"``) and closes it at teardown, and skip naming it
 when the backend provides none. Override ``retention_ms`` on the class when the
 ``storage`` fixture's storage was built with a retention other than the default 7 days.
 
 This is the only part of queue-core that imports pytest.
+
+A failing contract test shows the values it compared, whatever loads this package first
+(the ``pytest11`` plugin, ``-p queue_core.testing.pytest_plugin``, a ``pytest_plugins``
+entry or a plain import in your conftest or test module): the package asks pytest to
+rewrite the asserts of its modules before it imports them. (pytest rewrites only test
+files and modules registered before they are imported; a ``register_assert_rewrite`` in
+your own conftest would come too late.)
 """
 
-from queue_core.testing.clock import ManualClock
-from queue_core.testing.fixtures import (
+import pytest
+
+# Before any module of the suite is imported: each import below is then rewritten.
+pytest.register_assert_rewrite(
+    "queue_core.testing.clock", "queue_core.testing.fixtures", "queue_core.testing.suite"
+)
+
+from queue_core.testing.clock import ManualClock  # noqa: E402
+from queue_core.testing.fixtures import (  # noqa: E402
     DAY,
     DEFAULT_PAYLOAD,
     HOUR,
@@ -47,7 +61,7 @@ from queue_core.testing.fixtures import (
     run_concurrently,
     timed_out_end,
 )
-from queue_core.testing.suite import (
+from queue_core.testing.suite import (  # noqa: E402
     StorageContract,
     StorageWithRetention,
     TemplateEnqueueContract,

@@ -19,7 +19,7 @@ class ManualClock:
     ``clock`` of :class:`backends.memory.MemoryStorage`) and a monotonic reading in
     seconds (:meth:`monotonic`). :meth:`advance` moves both by the same amount.
 
-    It also offers timers (:class:`queue_core.clock.SupportsTimers`), so a
+    It also offers timers (:class:`queue_core.app.clock.SupportsTimers`), so a
     :class:`~queue_core.worker.Worker` given this clock sleeps until the test advances
     it: :meth:`advance` calls every timer that fell due, in due order, after moving.
     :meth:`pending_timers` shows what is waiting, so a test can wait until a service

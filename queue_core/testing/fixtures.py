@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from queue_core.jobbuild import new_job_id
-from queue_core.model import (
+from queue_core.app.job_ids import new_job_id
+from queue_core.records.jobs import (
     Action,
     AttemptEnd,
     ClaimedJob,
@@ -23,7 +23,7 @@ from queue_core.model import (
     Outcome,
     Reason,
 )
-from queue_core.storage import Storage
+from queue_core.storage.protocol import Storage
 
 __all__ = [
     "DAY",
@@ -41,6 +41,7 @@ __all__ = [
     "error_info",
     "new_id",
     "new_job",
+    "released_end",
     "retry_end",
     "run_concurrently",
     "timed_out_end",
@@ -142,6 +143,18 @@ def retry_end(
         reason=reason,
         error=error if error is not None else error_info(),
         decision=Decision(action=Action.RETRY, delay_ms=delay_ms, lost_delay_ms=lost_delay_ms),
+        mode=mode,
+    )
+
+
+def released_end(ref: LeaseRef, *, mode: str = "thread") -> AttemptEnd:
+    """An attempt released when its worker's shutdown grace ended: ``lost`` with
+    ``worker_shutdown``, retried at once and spending no attempt (SPEC §4)."""
+    return AttemptEnd(
+        ref=ref,
+        outcome=Outcome.LOST,
+        reason=Reason.WORKER_SHUTDOWN.value,
+        decision=Decision(action=Action.RETRY, spends_attempt=False),
         mode=mode,
     )
 

@@ -1,38 +1,49 @@
-"""Claiming: the claim loop, wait-then-claim on the claim thread, direct starts.
+"""The claim loop: claims up to the free-slot count in one call and starts what it got.
 
-The claim loop claims up to the free-slot count in one call. On a storage with push
-wake-ups an idle worker blocks in ``wait_for_jobs`` on the claim thread and claims
-from there as soon as it wakes; plain sync bodies claimed so start on a body thread
-without a loop round trip (:meth:`Claiming._start_direct`).
+On a storage with push wake-ups an idle worker blocks in ``wait_for_jobs`` on the claim
+thread (its own :class:`~queue_core.worker.threads.StorageThread`) and claims from there
+as soon as it wakes; plain sync bodies claimed so start on a body thread without a loop
+round trip (:meth:`ClaimLoop._start_direct`). Every other job is started on the loop
+(:meth:`ClaimLoop._start`) through the :class:`~queue_core.worker.running.Runner`. A burst
+worker's loop ends once nothing is left (:meth:`ClaimLoop._burst_done`).
 
 The claim loop's own pauses (poll back-off, storage-error back-off) are I/O pacing on
-the event loop's timer, not service timing: they do not run on the worker's clock.
+the event loop's timer, not service timing: they do not run on the worker's clock, nor
+does the claim thread's wait for storage (bounded by a retry's due time, on the pacing
+clock: see :mod:`queue_core.worker.timing`). Its readings (claim times) are the clock's.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
 from anyio import to_thread
 
-from queue_core.errors import ConfigError, StorageError
-from queue_core.model import ClaimedJob, Reason
-from queue_core.storage import SupportsWaitClaim
-from queue_core.task import Task
+from queue_core.app.task import Task
+from queue_core.records.errors import ConfigError, StorageError
+from queue_core.records.jobs import ClaimedJob, Reason
+from queue_core.storage.abilities import SupportsWaitClaim, SupportsWakeup
+from queue_core.storage.protocol import Storage
+from queue_core.worker.finishing import Finisher
+from queue_core.worker.listeners import Listeners
 from queue_core.worker.log import log
-from queue_core.worker.process_start import ProcessStarts
+from queue_core.worker.outage import Outage
+from queue_core.worker.ratestart import started_late
 from queue_core.worker.reaper import Backoff
-from queue_core.worker.recording import error_info
+from queue_core.worker.recording import Recorder, error_info
+from queue_core.worker.running import Runner
 from queue_core.worker.scopes import scoped
-from queue_core.worker.services import deadline_of
 from queue_core.worker.slots import Attempt
-from queue_core.worker.threads import body_call
+from queue_core.worker.startup import FirstClaim
+from queue_core.worker.state import RunState
+from queue_core.worker.threads import StorageThread, body_call
+from queue_core.worker.timing import DueTimes, Timing
+from queue_core.worker.watchdog import deadline_of
 
-__all__ = ["BURST_HORIZON_MS", "Claiming"]
+__all__ = ["BURST_HORIZON_MS", "ClaimLoop", "unknown_task_message"]
 
 BURST_HORIZON_MS: Final = 60_000
 _POLL_MIN: Final = 0.001
@@ -59,18 +70,80 @@ class _ClaimState:
         self.poll = _POLL_MIN
 
 
-class Claiming(ProcessStarts):
-    """Takes jobs from storage and starts them."""
+def unknown_task_message(
+    name: str, worker: str, app: str | None, tasks: Mapping[str, object]
+) -> str:
+    """Why a worker dead-letters a job of task ``name`` (``unknown_task``): which app it
+    imported and which tasks that app declares, and the two ways out."""
+    known = sorted(tasks)
+    shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+    where = f"app {app}" if app else "its Queue"
+    return (
+        f"unknown task {name!r}: worker {worker} imported {where}, which declares "
+        f"{shown or 'no task'}; import the module that declares {name!r} in the app "
+        f"module, or send it to a queue of its own that only workers knowing it take "
+        f"(@queue.task(queue=...), queue-core worker --queues)"
+    )
 
-    _backlog = False
-    """The last claim took as many jobs as it asked for: more are waiting, so more ends
-    are coming soon (the finish thread may gather them, see ``Worker._may_gather``)."""
 
-    async def _claim_loop(self) -> None:
-        state = _ClaimState()
+class ClaimLoop:
+    """Takes jobs from storage and starts them (see the module doc).
+
+    Made on the run's event loop (its claim thread reports to it).
+    """
+
+    def __init__(
+        self,
+        *,
+        run: RunState,
+        runner: Runner,
+        recorder: Recorder,
+        finisher: Finisher,
+        listeners: Listeners,
+        storage: Storage,
+        worker_id: str,
+        app: str | None,
+        declared: Mapping[str, object],
+        queues: Sequence[str],
+        lease_ms: int,
+        burst: bool,
+        timing: Timing,
+        outage: Outage,
+        retries_due: DueTimes,
+        limiter: anyio.CapacityLimiter,
+        first_claim: FirstClaim,
+    ) -> None:
+        self.run = run
+        self.runner = runner
+        self.recorder = recorder
+        self.finisher = finisher
+        self.listeners = listeners
+        self.storage = storage
+        self.id = worker_id
+        self.app = app
+        self.declared = declared
+        """The tasks the worker's queue declares (named when one is unknown)."""
+        self.queues = list(queues)
+        self.lease_ms = lease_ms
+        self.burst = burst
+        self.timing = timing
+        self.outage = outage
+        self.retries_due = retries_due
+        self.limiter = limiter
+        self.first_claim = first_claim
+        self.wakeup = isinstance(storage, SupportsWakeup)
+        self.claim_io = StorageThread("queue-core claim")
+        self._burst_said: int | None = None
+        self.claim_began = 0.0
+        """When the latest claim call began (pacing clock, s): rate-limited jobs start by
+        a bound counted from it (:mod:`~queue_core.worker.ratestart`)."""
+
+    async def claim_loop(self) -> None:
+        """Claim and start jobs until a stop is asked (or, in a burst, nothing is left)."""
+        run, state = self.run, _ClaimState()
         while True:
-            if self._stop.is_set():
-                self._stopping = True
+            if run.stop.is_set():
+                run.stopping = True
                 return
             free = await self._free_slots(state)
             if free <= 0:
@@ -80,62 +153,66 @@ class Claiming(ProcessStarts):
                 continue
             if jobs:
                 state.found()
-                claimed_at = self._timing.monotonic()
+                claimed_at = self.timing.monotonic()
                 for job in jobs:
                     self._start(job, claimed_at)
                 continue
-            if self.burst and not self._table.running and await self._burst_done():
+            if self.burst and not run.table.running and await self._burst_done():
                 return
             await self._idle(state)
 
     async def _free_slots(self, state: _ClaimState) -> int:
         """Free slots to claim for (0 after waiting for one to free up)."""
-        table = self._table
+        run = self.run
+        table = run.table
         free = table.free()
         if free <= 0:
-            self._slot_wake = self._event()
+            run.slot_wake = run.new_event()
             with anyio.move_on_after(0.2):
-                await self._slot_wake.wait()
+                await run.slot_wake.wait()
             return 0
-        half = (self.slots + 1) // 2
+        half = (table.slots + 1) // 2
         if free < half and table.running and not state.idle:
             # Busy: let a few more slots free up so one claim fills several (each
             # claim is a write transaction with a fixed cost), but not for long.
             with anyio.move_on_after(_GATHER_WAIT):
                 while free < half and table.running:
-                    self._slot_wake = self._event()
-                    await self._slot_wake.wait()
+                    run.slot_wake = run.new_event()
+                    await run.slot_wake.wait()
                     free = table.free()
             free = table.free()
         return free
 
     async def _claim(self, state: _ClaimState, free: int) -> list[ClaimedJob] | None:
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
+        self.claim_began = self.timing.pacing.monotonic()
         try:
-            if state.idle and self._wakeup:
+            if state.idle and self.wakeup:
                 longest = _WAKEUP_WAIT
-                if self._table.running:  # bodies run: wait as long as a poll would pause
+                if self.run.table.running:  # bodies run: wait as long as a poll would pause
                     longest, state.poll = state.poll, min(state.poll * 2, _POLL_MAX)
-                started, jobs = await self._claim_io.call(self._wait_then_claim, free, longest)
-                self._backlog = started + len(jobs) >= free
+                started, jobs = await self.claim_io.call(self._wait_then_claim, free, longest)
+                self.run.backlog = started + len(jobs) >= free
                 if started:
                     state.found()
                     if not jobs:
                         return None
                 return list(jobs)
-            found: list[ClaimedJob] = await self._claim_io.call(
-                self.storage.claim, self.id, self._queues, free, self.lease_ms
+            found: list[ClaimedJob] = await self.claim_io.call(
+                self.storage.claim, self.id, self.queues, free, self.lease_ms
             )
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
-            if not self._outage.failed("claim", exc):
+            if not self.outage.failed("claim", exc):
                 log.warning("claim failed (%s); retrying in %.2f s", exc, delay)
             await anyio.sleep(delay)
             return None
-        self._backlog = len(found) >= free
+        finally:
+            self.first_claim.done()  # the services' storage calls may start (startup.py)
+        self.run.backlog = len(found) >= free
         state.backoff.reset()
-        self._outage.ok()
+        self.outage.ok()
         return found
 
     async def _idle(self, state: _ClaimState) -> None:
@@ -146,7 +223,7 @@ class Claiming(ProcessStarts):
         meanwhile ends the wait at once on a storage that pushes wake-ups (where it used
         to wait for the rest of the pause). One that polls itself (PgBouncer, a short SQS receive)
         looks once per pause, as the claims did."""
-        if self._wakeup:
+        if self.wakeup:
             state.idle = True
             return
         state.idle = False
@@ -166,25 +243,25 @@ class Claiming(ProcessStarts):
         which the stop came), and the wait is short, so shutdown waits for at most one
         ``_WAKEUP_WAIT``.
         """
-        stop = self._stop
+        stop = self.run.stop
         if stop.is_set():
             return 0, []
         # a retry this worker scheduled wakes no one when it falls due: wait until then
-        wait = self._retries_due.wait_bound(time.monotonic(), longest)
+        wait = self.retries_due.wait_bound(longest)
         storage: Any = self.storage
         if isinstance(storage, SupportsWaitClaim):  # the wait and the claim in one call
             jobs = self._waited(
-                storage.wait_and_claim, self.id, self._queues, free, self.lease_ms, wait
+                storage.wait_and_claim, self.id, self.queues, free, self.lease_ms, wait
             )
             if jobs is None:
                 return 0, []
         else:
-            if wait > 0 and self._waited(storage.wait_for_jobs, self._queues, wait) is None:
+            if wait > 0 and self._waited(storage.wait_for_jobs, self.queues, wait) is None:
                 return 0, []
             if stop.is_set():
                 return 0, []
-            jobs = storage.claim(self.id, self._queues, free, self.lease_ms)
-        self._outage.ok()
+            jobs = storage.claim(self.id, self.queues, free, self.lease_ms)
+        self.outage.ok()
         if not jobs:
             return 0, []
         return self._start_direct(jobs)
@@ -195,35 +272,37 @@ class Claiming(ProcessStarts):
         try:
             return wait(*args)
         except StorageError as exc:
-            if not self._outage.failed("wait_for_jobs", exc):
+            if not self.outage.failed("wait_for_jobs", exc):
                 log.warning("wait_for_jobs failed (%s)", exc)
-            self._stop.wait(0.1)
+            self.run.stop.wait(0.1)
             return None
 
     def _direct_attempt(self, job: ClaimedJob) -> _Direct | None:
         """On the claim thread: the attempt for a plain sync body, or ``None`` when the
         job must go through the loop (async, per-call options, bad payload)."""
-        task = self._tasks.get(job.task_name)
+        runner = self.runner
+        task = runner.tasks.get(job.task_name)
         if (
             task is None
             or task.is_async
             or job.options
             or job.execution_id is not None  # a flow step's call is read from storage
+            or started_late(job, self.claim_began, self.timing.pacing)  # the loop gives it back
         ):
             return None
         try:
-            args, kwargs = self._serializer.loads_payload(job.payload)
+            args, kwargs = runner.serializer.loads_payload(job.payload)
         except Exception:  # noqa: BLE001 - the loop records the bad payload
             return None
-        if self._misfit(task, args, kwargs) is not None:
+        if runner.misfit(task, args, kwargs) is not None:
             return None  # the loop dead-letters it
         att = Attempt(job, task)
         if job.heartbeat_ms:  # storage counts silence from the claim
-            att.last_beat = self._timing.clock.monotonic()
-        if self._isolation(task) == "process":  # the call's deadline counts from now
-            att.mode, att.claimed_at = "process", self._timing.monotonic()
+            att.last_beat = self.timing.clock.monotonic()
+        if runner.isolation_of(task) == "process":  # the call's deadline counts from now
+            att.mode, att.claimed_at = "process", self.timing.monotonic()
         elif task.takes_ctx:
-            kwargs["ctx"] = self._context(att, loop=False)
+            kwargs["ctx"] = runner.context(att, loop=False)
         return att, task, args, kwargs
 
     def _start_direct(self, jobs: list[ClaimedJob]) -> tuple[int, list[ClaimedJob]]:
@@ -248,75 +327,89 @@ class Claiming(ProcessStarts):
                 direct.append(found)
         if not direct:
             return 0, rest
-        dumps, listeners = self._serializer.dumps_result, self._listeners
+        runner = self.runner
+        dumps, listeners, process = (
+            runner.serializer.dumps_result,
+            self.listeners.all,
+            runner.process,
+        )
         bodies = [
             (
                 att,
-                self._process_call(att, task, args, kwargs)
+                process.call(att, task, args, kwargs)
                 if att.mode == "process"
                 else body_call(dumps, scoped(listeners, att.job, task.func), args, kwargs),
             )
             for att, task, args, kwargs in direct
         ]
         register = functools.partial(self._register_direct, [d[0] for d in direct])
-        self._threads.announce(register, then=bodies)  # the bodies start, then the loop wakes
+        runner.threads.announce(register, then=bodies)  # the bodies start, then the loop wakes
         return len(direct), rest
 
     def _register_direct(self, atts: list[Attempt]) -> None:
         """On the loop: record attempts whose bodies the claim thread started."""
-        claimed_at = self._timing.monotonic()
-        table = self._table
+        claimed_at = self.timing.monotonic()
+        table, listeners = self.run.table, self.listeners
         for att in atts:
             att.claimed_at = claimed_at
             att.deadline = deadline_of(att)
             table.add(att)
-            if self._listeners:
-                self._started(att)
+            if listeners.all:
+                listeners.started(att)
 
     def _start(self, job: ClaimedJob, claimed_at: float | None = None) -> None:
-        task = self._tasks.get(job.task_name)
+        runner = self.runner
+        task = runner.tasks.get(job.task_name)
         att = Attempt(job, task)
-        att.claimed_at = self._timing.monotonic() if claimed_at is None else claimed_at
+        att.claimed_at = self.timing.monotonic() if claimed_at is None else claimed_at
         if job.heartbeat_ms:  # storage counts silence from the claim
-            att.last_beat = self._timing.monotonic()
-        self._table.add(att)
-        if self._listeners:
-            self._started(att)
+            att.last_beat = self.timing.monotonic()
+        self.run.table.add(att)
+        if self.listeners.all:
+            self.listeners.started(att)
+        if started_late(job, self.claim_began, self.timing.pacing):  # SPEC §13
+            self.recorder.start_late(att)
+            self.run.free(att)
+            return
         if task is None:
             exc = ConfigError(
-                f"unknown task {job.task_name!r}: not registered on worker {self.id}",
+                unknown_task_message(job.task_name, self.id, self.app, self.declared),
                 code="unknown_task",
                 field="task_name",
                 value=job.task_name,
             )
-            self._dead(att, Reason.UNKNOWN_TASK, error_info(exc))
-            self._free(att)
+            self.recorder.dead(att, Reason.UNKNOWN_TASK, error_info(exc))
+            self.run.free(att)
             return
         if task.is_async or job.options or job.execution_id is not None:
-            self._tg.start_soon(self._run, att)
-        elif self._isolation(task) == "process":
-            self._start_process(att, task)
+            runner.spawn(att)
+        elif runner.isolation_of(task) == "process":
+            runner.start_process(att, task)
         else:
-            self._start_thread(att, task, None)
+            runner.start_thread(att, task)
+
+    def close(self) -> None:
+        """After the run: let the claim thread end."""
+        self.claim_io.close()
 
     # ------------------------------------------------------------------ burst
 
     async def _burst_done(self) -> bool:
-        await self._flush_all()
+        await self.finisher.flush_all()
         try:
             pending = await self._count_pending(BURST_HORIZON_MS)
         except StorageError as exc:
-            if not self._outage.failed("count_pending", exc):
+            if not self.outage.failed("count_pending", exc):
                 log.warning("count_pending failed (%s)", exc)
             return False
-        if pending == 0 and not self._table.running:
+        if pending == 0 and not self.run.table.running:
             return True
         await self._say_waiting(pending)
         return False
 
     async def _count_pending(self, horizon_ms: int) -> int:
         n: int = await to_thread.run_sync(
-            self.storage.count_pending, self._queues, horizon_ms, limiter=self._io
+            self.storage.count_pending, self.queues, horizon_ms, limiter=self.limiter
         )
         return n
 

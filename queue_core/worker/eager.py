@@ -2,9 +2,9 @@
 ``.delay()`` / ``.apply()`` returns, without a worker, for application tests.
 
 The job goes through storage exactly as with a worker -- claimed (an attempt record, a
-lease), run, its end classified and decided by the worker's own recording path
-(:class:`~queue_core.worker.recording.AttemptRecording`: :func:`queue_core.policy.classify`,
-:func:`queue_core.policy.decide`, the one dead-letter path) and recorded with
+lease), run, its end classified and decided by the worker's own recorder
+(:class:`~queue_core.worker.recording.Recorder`: :func:`queue_core.rules.classify`,
+:func:`queue_core.rules.decide`, the one dead-letter path) and recorded with
 ``Storage.finish`` -- so ``handle.status()``, ``attempts()`` and ``dead_letters()`` read
 as after a real worker. What differs:
 
@@ -24,25 +24,30 @@ as after a real worker. What differs:
 
 from __future__ import annotations
 
-import random
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from queue_core.context import JobContext
-from queue_core.errors import ConfigError, StorageError
-from queue_core.model import ClaimedJob, JobState, Reason, dt_from_ms
-from queue_core.worker.outage import Outage
-from queue_core.worker.recording import AttemptRecording, error_info
-from queue_core.worker.runner import worker_id
-from queue_core.worker.running import _bind_error
+from queue_core.app.context import JobContext
+from queue_core.records.errors import ConfigError, StorageError
+from queue_core.records.jobs import (
+    AttemptEnd,
+    ClaimedJob,
+    JobState,
+    Reason,
+    dt_from_ms,
+)
+from queue_core.worker.listeners import Listeners
+from queue_core.worker.recording import Recorder, error_info
+from queue_core.worker.running import bind_error
+from queue_core.worker.settings import worker_id
 from queue_core.worker.slots import Attempt
-from queue_core.worker.timing import DueTimes, Timing
+from queue_core.worker.timing import Timing
 
 if TYPE_CHECKING:
-    from queue_core.queue import Queue
-    from queue_core.task import Task
+    from queue_core.app.task import Task
+    from queue_core.worker.host import WorkerHost
 
 __all__ = ["EagerRunner"]
 
@@ -63,14 +68,15 @@ class _Body:
         self.error: BaseException | None = None
 
 
-class EagerRunner(AttemptRecording):
+class EagerRunner:
     """Runs one enqueued job of a :class:`~queue_core.Queue` to its end.
 
     One runner per enqueue (no state is shared between runs), so a body may itself
-    enqueue eagerly, from any thread.
+    enqueue eagerly, from any thread. Its ends are recorded by its own
+    :class:`~queue_core.worker.recording.Recorder` into a list that :meth:`run` writes.
     """
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: WorkerHost) -> None:
         self.queue = queue
         self.storage = queue.storage()
         self.id = f"eager:{worker_id()}"
@@ -78,13 +84,16 @@ class EagerRunner(AttemptRecording):
         self.lease_ms = int(queue.lease * 1000)
         self._serializer = queue.serializer
         self._timing = Timing(queue.clock)
-        self._call_cache = {}
-        self._ends = []
-        self._retries_due = DueTimes()
-        self._outage = Outage()
-        self._flushing = True  # ends are recorded by run(), never by a flusher task
+        self._ends: list[AttemptEnd] = []
+        self.recorder = Recorder(
+            worker_id=self.id,
+            storage=self.storage,
+            serializer=queue.serializer,
+            timing=self._timing,
+            listeners=Listeners((), self.id),
+            put=self._ends.append,  # written by run(), never by a finisher
+        )
         self._offset_ms = 0
-        self._rng = random.random
 
     # ------------------------------------------------------------------ time
 
@@ -117,9 +126,10 @@ class EagerRunner(AttemptRecording):
                 self._record()
 
     def _record(self) -> None:
-        ends, self._ends = self._ends, []
+        ends = self._ends[:]
+        self._ends.clear()  # the recorder's list: emptied, not replaced
         if ends:
-            self.storage.finish(ends, now=self._now())
+            self.recorder.log_written(ends, self.storage.finish(ends, now=self._now()))
 
     def _attempt(self, job: ClaimedJob) -> None:
         task = self.queue.get_task(job.task_name)
@@ -134,18 +144,18 @@ class EagerRunner(AttemptRecording):
                 field="task_name",
                 value=job.task_name,
             )
-            self._dead(att, Reason.UNKNOWN_TASK, error_info(exc))
+            self.recorder.dead(att, Reason.UNKNOWN_TASK, error_info(exc))
             return
         if job.options:
-            att.call = self._call_options(job.options)
+            att.call = self.recorder.call_options(job.options)
         try:
             args, kwargs = self._serializer.loads_payload(job.payload)
         except Exception as exc:  # noqa: BLE001 - any decode failure is a bad payload
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(exc))
             return
-        misfit = _bind_error(task, args, kwargs)
+        misfit = bind_error(task, args, kwargs)
         if misfit is not None:
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(TypeError(misfit)))
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(TypeError(misfit)))
             return
         if task.takes_ctx:
             kwargs["ctx"] = self._context(att)
@@ -174,11 +184,11 @@ class EagerRunner(AttemptRecording):
             # covers one that blocks its loop
             body.done.wait(timeout if not task.is_async or timeout is None else timeout + 1.0)
         if not body.done.is_set() or isinstance(body.error, _AsyncTimeout):
-            self._timed_out(att)
+            self.recorder.timed_out(att)
         elif body.error is not None:
-            self._fail(att, body.error)
+            self.recorder.fail(att, body.error)
         else:
-            self._succeed_value(att, body.value)
+            self.recorder.succeed_value(att, body.value)
 
     def _context(self, att: Attempt) -> JobContext:
         job, storage = att.job, self.storage

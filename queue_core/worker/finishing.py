@@ -1,7 +1,9 @@
-"""The finish thread: writes buffered attempt ends, batch after batch, on its own.
+"""The finisher: buffered attempt ends handed to the finish thread, which writes them.
 
-The finisher task (on the event loop) hands each batch of ends over with
-:meth:`FinishThread.put` and does not wait for the write. The thread writes whatever has
+The :class:`Finisher` (a task of the worker, on the event loop) hands each batch of ends
+the recorder buffered (``RunState.ends``) over with :meth:`FinishThread.put` and does not
+wait for the write; a batch of body-thread ends is handed over as its delivery ends
+(:meth:`Finisher.delivery_ended`), without waking the task. The thread writes whatever has
 been handed over since its last ``finish`` call, one call at a time (at most one in
 flight, as before), and goes back to sleep only when nothing is left. A successful write
 costs the event loop nothing: no wake-up to report it, no task step, no event; only a
@@ -13,16 +15,24 @@ worker's clock and called :meth:`FinishThread.resume`.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from queue import SimpleQueue
 
+import anyio
 import anyio.lowlevel
 
-from queue_core.model import AttemptEnd
+from queue_core.app.clock import Clock, SystemClock
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import AttemptEnd
+from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
+from queue_core.worker.outage import Outage
+from queue_core.worker.reaper import Backoff
+from queue_core.worker.recording import Recorder
+from queue_core.worker.state import RunState
+from queue_core.worker.timing import Timing
 
-__all__ = ["GATHER_ENDS", "GATHER_S", "FinishThread"]
+__all__ = ["GATHER_ENDS", "GATHER_S", "FinishThread", "Finisher"]
 
 GATHER_ENDS = 64
 """While ends stream in, the finish thread writes once this many wait ..."""
@@ -36,7 +46,9 @@ class FinishThread:
     ``on_written(batch, took)`` runs on this thread after each successful write;
     ``on_failed(exc)`` runs on the event loop after a write raised. With
     ``may_gather`` (called on this thread; ``False`` while the worker stops), ends that
-    stream in let more of them gather before a write (:meth:`_gather`).
+    stream in let more of them gather before a write (:meth:`_gather`), for a few
+    milliseconds of ``pacing`` (the system clock: a wait of this thread, see
+    :mod:`queue_core.worker.timing`).
     """
 
     def __init__(
@@ -45,8 +57,10 @@ class FinishThread:
         on_written: Callable[[list[AttemptEnd], Sequence[bool]], None],
         on_failed: Callable[[BaseException], None],
         may_gather: Callable[[], bool] | None = None,
+        pacing: Clock | None = None,
     ) -> None:
         self._token = anyio.lowlevel.current_token()
+        self._monotonic = (pacing if pacing is not None else SystemClock()).monotonic
         self._finish = finish
         self._on_written = on_written
         self._on_failed = on_failed
@@ -64,7 +78,7 @@ class FinishThread:
         self._hurries = 0
         """:meth:`hurry` calls so far (one ends the gather under way)."""
         self._wrote_at = float("-inf")
-        """When the last write ended (``time.monotonic``): ends that follow it within
+        """When the last write ended (``pacing``'s monotonic): ends that follow it within
         ``GATHER_S`` are a stream worth gathering."""
         self._wake: SimpleQueue[bool] = SimpleQueue()
         self._thread = threading.Thread(target=self._main, name="queue-core finish", daemon=True)
@@ -121,7 +135,7 @@ class FinishThread:
                     break
                 with self._lock:
                     self._writing = 0
-                self._wrote_at = time.monotonic()
+                self._wrote_at = self._monotonic()
                 try:
                     self._on_written(batch, took)
                 except Exception:  # noqa: BLE001 - a report must not stop the writes
@@ -136,7 +150,7 @@ class FinishThread:
         a draining worker wrote ~10 ends a call, now ~60. A lone end (after a quiet
         spell) is written at once, and so is what was handed over once ``may_gather()``
         turns false (the queue is not backed up, or the worker stops)."""
-        if time.monotonic() - self._wrote_at > GATHER_S or not self._gathering():
+        if self._monotonic() - self._wrote_at > GATHER_S or not self._gathering():
             return
         with self._lock:
             seen = self._hurries
@@ -169,3 +183,120 @@ class FinishThread:
         self._may_gather = None
         self.hurry()
         self._wake.put(False)
+
+
+class Finisher:
+    """Hands the ends the recorder buffered to its :class:`FinishThread`; backs off after
+    a failed write on the worker's clock, then lets the thread write again.
+
+    Made on the run's event loop (the thread reports failures to it).
+    """
+
+    def __init__(
+        self,
+        run: RunState,
+        storage: Storage,
+        recorder: Recorder,
+        timing: Timing,
+        outage: Outage,
+        backoff: Backoff,
+    ) -> None:
+        self.run = run
+        self.recorder = recorder
+        self.timing = timing
+        self.outage = outage
+        self.backoff = backoff
+        """Per worker: one worker's outage is not another's."""
+        self.failed: BaseException | None = None
+        """The finish thread's last failed write, not yet handled by :meth:`hand_over`."""
+        self.io = FinishThread(
+            storage.finish,
+            self._written,
+            self._failed_soon,
+            may_gather=self.may_gather,
+            pacing=timing.pacing,
+        )
+
+    def may_gather(self) -> bool:
+        """On the finish thread (and the loop, as ends are handed over): ends may wait to
+        be written with more while the queue is backed up (the last claim took all it
+        asked for, so more ends are coming soon), not while the worker stops. Otherwise
+        what was handed over is all there is for now: a flow step or a job whose
+        successor its end releases must not wait for ends that will not come."""
+        return self.run.backlog and not self.run.stopping
+
+    async def hand_over(self) -> None:
+        """The finisher task: hand buffered ends over as they come; after a failed write,
+        back off on the worker's clock and let the thread write again."""
+        run = self.run
+        while True:
+            failed = self.failed
+            if failed is not None:
+                self.failed = None
+                if not isinstance(failed, StorageError):
+                    raise failed
+                if not self.outage.failed("finish", failed):
+                    log.warning(
+                        "finish of %d attempt ends failed (%s); will retry",
+                        self.io.unwritten(),
+                        failed,
+                    )
+                await self.timing.sleep(self.backoff.next())
+                self.io.resume()
+                continue
+            if not run.ends:
+                run.flush_wake = run.new_event()
+                await run.flush_wake.wait()
+                continue
+            batch, run.ends = run.ends, []
+            self.io.put(batch)
+
+    def delivery_begins(self) -> None:
+        """On the loop, before a batch of body-thread ends is recorded."""
+        self.run.delivering = True
+
+    def delivery_ended(self) -> None:
+        """On the loop, after it: hand what was recorded to the finish thread at once
+        (in order after every end handed over before), instead of waking the finisher
+        task for it: one task step less per batch."""
+        run = self.run
+        run.delivering = False
+        if run.ends:
+            batch, run.ends = run.ends, []
+            self.io.put(batch)
+
+    def _failed_soon(self, exc: BaseException) -> None:
+        """On the loop: the finish thread's write raised (it holds the batch)."""
+        self.failed = exc
+        self.run.flush_wake.set()
+
+    def _written(self, batch: list[AttemptEnd], took: Sequence[bool]) -> None:
+        """On the finish thread: a batch was written."""
+        self.backoff.reset()
+        self.outage.ok()
+        self.recorder.log_written(batch, took)
+        for end, ok in zip(batch, took, strict=False):
+            if not ok:
+                log.info(
+                    "attempt %d of job %s was no longer current; its %s end was refused",
+                    end.ref.attempt,
+                    end.ref.job_id,
+                    end.outcome,
+                )
+
+    def unwritten(self) -> int:
+        """Ends handed over and not written yet (in flight included)."""
+        return self.io.unwritten()
+
+    async def flush_all(self) -> None:
+        """Wait until every buffered end is written (handed over by :meth:`hand_over`)."""
+        run = self.run
+        while run.ends or self.io.unwritten():
+            if run.ends:
+                run.flush_wake.set()
+            self.io.hurry()
+            await anyio.sleep(0.001)
+
+    def close(self) -> None:
+        """After the run (every end written, see :meth:`flush_all`): let the thread end."""
+        self.io.close()

@@ -1,7 +1,9 @@
 """What the worker says: one formatter per event, so another log format can plug in.
 
 Logger ``queue_core.worker``. Every attempt end the worker records goes through
-:func:`log_attempt_end` (INFO; WARNING when the job is dead-lettered). The event is
+:func:`log_attempt_end` (INFO; WARNING when the job is dead-lettered, once the entry is
+written, naming its dead-letter id). The traceback of a failed attempt follows its line
+as the worker's ``log_tracebacks`` says (:data:`LOG_TRACEBACKS`). The event is
 built as a plain dict by :func:`attempt_end_event` and handed to the log call in
 ``extra={"event": ...}`` too, so a JSON formatter can print the fields as they are.
 
@@ -21,11 +23,47 @@ import threading
 import time
 from typing import Any
 
-from queue_core.model import Action, AttemptEnd
+from queue_core.records.errors import ConfigError
+from queue_core.records.jobs import Action, AttemptEnd, Outcome
 
-__all__ = ["attempt_end_event", "fast_record", "log", "log_attempt_end"]
+__all__ = [
+    "LOG_TRACEBACKS",
+    "attempt_end_event",
+    "check_log_tracebacks",
+    "fast_record",
+    "log",
+    "log_attempt_end",
+    "wants_traceback",
+]
 
 log = logging.getLogger("queue_core.worker")
+
+LOG_TRACEBACKS = ("dead", "all", "none")
+"""Values of a worker's ``log_tracebacks``: the traceback of a failed attempt is logged
+after its line for dead-lettered jobs only (``dead``, the default), for every failed
+attempt (``all``), or never (``none``)."""
+
+
+def check_log_tracebacks(value: object) -> str:
+    """``value`` if it is one of :data:`LOG_TRACEBACKS`, else ``ConfigError``."""
+    if value in LOG_TRACEBACKS:
+        return str(value)
+    raise ConfigError(
+        f"invalid log_tracebacks: {value!r} — expected one of {', '.join(LOG_TRACEBACKS)}",
+        code="invalid_option",
+        field="log_tracebacks",
+        value=value,
+    )
+
+
+def wants_traceback(end: AttemptEnd, mode: str) -> bool:
+    """Whether ``end``'s traceback is logged under ``log_tracebacks=mode``."""
+    tb = None if end.error is None else end.error.traceback
+    if mode == "none" or not tb or not tb.startswith("Traceback"):
+        return False  # none, or an error the worker made itself (no frames to show)
+    if mode == "all":
+        return end.outcome is not Outcome.SUCCEEDED
+    return end.decision.action is Action.DEAD
 
 
 def attempt_end_event(
@@ -35,9 +73,15 @@ def attempt_end_event(
     *,
     queue: str | None = None,
     worker_id: str | None = None,
+    dead_id: str | None = None,
+    traceback: bool = False,
 ) -> dict[str, Any]:
     """The fields of one attempt end: task, job, attempt, outcome, reason, duration
-    (``duration_s`` rounded to ms, ``duration_ms`` to µs), queue and worker id."""
+    (``duration_s`` rounded to ms, ``duration_ms`` to µs), queue and worker id; then
+    ``dead_reason`` or ``retry_in_s``, ``spends_attempt: False`` for an attempt that
+    spent none of the retry budget (a shutdown release), the error, the dead-letter
+    entry's ``dead_id`` when known and, when ``traceback`` is true, the error's
+    ``traceback``."""
     decision = end.decision
     event: dict[str, Any] = {
         "event": "attempt_end",
@@ -54,11 +98,17 @@ def attempt_end_event(
     }
     if decision.action is Action.DEAD:
         event["dead_reason"] = decision.reason
+        if dead_id is not None:
+            event["dead_id"] = dead_id
     elif decision.action is Action.RETRY:
         event["retry_in_s"] = decision.delay_ms / 1000.0
+    if not decision.spends_attempt:
+        event["spends_attempt"] = False
     if end.error is not None:
         event["error_class"] = end.error.error_class
         event["error"] = end.error.message
+        if traceback and end.error.traceback:
+            event["traceback"] = end.error.traceback
     return event
 
 
@@ -69,10 +119,19 @@ def _text(event: dict[str, Any]) -> str:
     text += f" in {event['duration_s']:.3f} s"
     if "error_class" in event:
         text += f": {event['error_class']}: {event['error']}"
-    if "dead_reason" in event:
+    if "dead_id" in event:
+        text += f" -> dead-lettered as {event['dead_id']}, reason {event['dead_reason']}"
+    elif "dead_reason" in event:
         text += f" -> dead-lettered, reason {event['dead_reason']}"
+    elif event["outcome"] == "suspended":  # a workflow waits (SPEC §12)
+        wait = event.get("retry_in_s")
+        text += f" -> waits {wait:g} s" if wait else " -> waits; its slot is free"
+    elif event.get("spends_attempt") is False:
+        text += " -> released for retry; spends no attempt of its retry budget"
     elif "retry_in_s" in event:
         text += f" -> retry in {event['retry_in_s']:g} s"
+    if "traceback" in event:
+        text += "\n" + event["traceback"].rstrip()
     return text
 
 
@@ -98,6 +157,8 @@ def fast_record(
         _template = (pid, dict(made.__dict__))
     record: logging.LogRecord = logging.LogRecord.__new__(logging.LogRecord)
     record.__dict__.update(_template[1])
+    # The record's own stamp, read as logging.LogRecord reads it: a log line's time is
+    # the machine's wall time, also when the worker runs on a manual clock.
     created = time.time()
     record.created = created
     record.msecs = int((created - int(created)) * 1000) + 0.0
@@ -141,11 +202,17 @@ def log_attempt_end(
     *,
     queue: str | None = None,
     worker_id: str | None = None,
+    dead_id: str | None = None,
+    traceback: bool = False,
 ) -> None:
-    """Log one attempt end: INFO, or WARNING when the job is dead-lettered."""
+    """Log one attempt end: INFO, or WARNING when the job is dead-lettered (naming
+    ``dead_id`` when given); its error's traceback follows when ``traceback``."""
     dead = end.decision.action is Action.DEAD
     level = logging.WARNING if dead else logging.INFO
     if not log.isEnabledFor(level):
         return
-    event = attempt_end_event(end, task_name, duration, queue=queue, worker_id=worker_id)
+    event = attempt_end_event(
+        end, task_name, duration, queue=queue, worker_id=worker_id, dead_id=dead_id,
+        traceback=traceback,
+    )  # fmt: skip
     log.handle(fast_record(log, level, _text(event), event))

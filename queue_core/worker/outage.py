@@ -3,7 +3,7 @@
 While storage is unreachable every service of a worker fails on each try (the claim
 loop, the finisher, lease renewal, heartbeats, the reaper), each retrying with its own
 backoff. :class:`Outage` turns that into two lines: a WARNING when the first call fails
-with :class:`~queue_core.errors.StorageUnavailable` and an INFO when a call succeeds
+with :class:`~queue_core.records.errors.StorageUnavailable` and an INFO when a call succeeds
 again (how long it lasted, how many calls failed); the failures in between are DEBUG.
 Other storage errors are not an outage and are logged by their caller every time.
 
@@ -18,10 +18,10 @@ written its heartbeats, and only attempts whose workers are really gone still lo
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
-from queue_core.errors import StorageError, StorageUnavailable
+from queue_core.app.clock import SystemClock
+from queue_core.records.errors import StorageError, StorageUnavailable
 from queue_core.worker.log import log
 
 __all__ = ["Outage"]
@@ -36,7 +36,10 @@ class Outage:
 
     __slots__ = ("_lock", "_since", "_failed", "_up_at", "_monotonic", "_quiet")
 
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, monotonic: Callable[[], float] | None = None) -> None:
+        """``monotonic``: the worker's clock (default the system's)."""
+        if monotonic is None:
+            monotonic = SystemClock().monotonic
         self._lock = threading.Lock()
         self._monotonic = monotonic
         self._since: float | None = None

@@ -1,4 +1,4 @@
-"""The reaper service: storage ``reap`` every ``reap_interval``, ``prune`` now and then,
+"""The reaper service: storage ``reap`` every ``reap_interval``, ``prune`` in small batches,
 and after each pass the worker's auto-replay of dead letters.
 
 Reaping is atomic in storage, so every worker runs a reaper and any number of them may
@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 from anyio import to_thread
 
-from queue_core.errors import StorageError
-from queue_core.model import JobState
-from queue_core.storage import Storage
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import JobState
+from queue_core.storage.protocol import Storage
 from queue_core.worker.outage import Outage
 from queue_core.worker.timing import Timing
 
@@ -25,8 +25,15 @@ __all__ = ["Backoff", "reaper_loop"]
 log = logging.getLogger("queue_core.worker")
 
 REAP_BATCH = 100
-PRUNE_EVERY = 60.0
-"""Seconds between ``prune`` calls."""
+PRUNE_EVERY = 5.0
+"""Seconds between prune passes."""
+PRUNE_BATCH = 1000
+"""Finished jobs one ``prune`` call deletes at most (one short transaction)."""
+PRUNE_BATCHES = 20
+"""``prune`` calls in one pass at most: a pass goes on while each call deletes a whole
+batch, so one worker keeps pace with ``PRUNE_BATCH * PRUNE_BATCHES / PRUNE_EVERY`` =
+4,000 jobs/s coming due. (It was one call of 1,000 a minute: a queue finishing more than
+1,000 jobs a minute per worker kept a history that outgrew its retention, issue 30.)"""
 
 
 class Backoff:
@@ -75,7 +82,7 @@ async def reaper_loop(
             await _reap_all(storage, limiter)
             if timing.monotonic() - last_prune >= PRUNE_EVERY:
                 last_prune = timing.monotonic()
-                await to_thread.run_sync(storage.prune, limiter=limiter)
+                await _prune_due(storage, limiter)
             if after_pass is not None:
                 await after_pass()
             backoff.reset()
@@ -87,6 +94,15 @@ async def reaper_loop(
             if outage is None or not outage.failed("reaper", exc):
                 log.warning("reaper: storage error (%s); retrying in %.2f s", exc, delay)
             await timing.sleep(max(delay, min(interval, 1.0)))
+
+
+async def _prune_due(storage: Storage, limiter: anyio.CapacityLimiter) -> None:
+    """Prune in batches of :data:`PRUNE_BATCH` while there is a whole batch due (at most
+    :data:`PRUNE_BATCHES`): small steady deletes rather than a burst."""
+    for _ in range(PRUNE_BATCHES):
+        pruned = await to_thread.run_sync(lambda: storage.prune(limit=PRUNE_BATCH), limiter=limiter)
+        if pruned < PRUNE_BATCH:
+            return
 
 
 async def _reap_all(storage: Storage, limiter: anyio.CapacityLimiter) -> None:

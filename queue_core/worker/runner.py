@@ -1,5 +1,11 @@
 """The worker: one anyio task group of claim loop, finisher, lease renewal, reaper, slots.
 
+:class:`Worker` is the public face and the composition root: it checks its settings
+(:mod:`~queue_core.worker.settings`), and each run assembles the parts (see
+:mod:`queue_core.worker`), each given the state it needs and the worker's
+:class:`~queue_core.app.clock.Clock` (:class:`~queue_core.worker.timing.Timing`), starts
+the services in its task group, runs the claim loop until a stop, then the shutdown.
+
 Storage is synchronous, so every storage call runs in a worker thread and is batched:
 the claim loop claims up to the free-slot count in one call, the finisher writes every
 buffered attempt end in one ``finish`` call (at most one in flight, immediately when it
@@ -10,11 +16,6 @@ Async bodies run on the event loop under their deadline. Sync bodies run in thre
 ``timed_out`` at the deadline and retried on schedule while the thread keeps its slot
 -- it is reported *stuck* and a bounded number of replacement slots open) or in child
 processes (``isolation="process"``, see :mod:`queue_core.worker.process`).
-
-The parts live in their own modules (see :mod:`queue_core.worker.base`): claiming,
-running bodies, attempt recording, background services, thread plumbing. Every time
-the worker reads, and every wait of its services, goes through its
-:class:`~queue_core.clock.Clock`.
 """
 
 from __future__ import annotations
@@ -23,93 +24,72 @@ import functools
 import os
 import random
 import signal
-import socket
 import threading
-import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 
-from queue_core.clock import Clock
-from queue_core.durations import parse_duration, to_ms
-from queue_core.errors import ConfigError
-from queue_core.events import WorkerListener
-from queue_core.storage import SupportsWakeup
-from queue_core.task import check_isolation
-from queue_core.worker.claiming import BURST_HORIZON_MS, Claiming
-from queue_core.worker.finishing import FinishThread
-from queue_core.worker.flowsteps import SCRIPT_TASK, script_task
-from queue_core.worker.log import log
+from queue_core.app.clock import Clock
+from queue_core.app.events import WorkerListener
+from queue_core.app.task import Task, check_isolation
+from queue_core.records.durations import parse_duration, to_ms
+from queue_core.storage.urls import mask_url
+from queue_core.worker.claiming import BURST_HORIZON_MS, ClaimLoop
+from queue_core.worker.finishing import Finisher
+from queue_core.worker.flowsteps import file_step_tasks
+from queue_core.worker.heartbeats import Heartbeats
+from queue_core.worker.leases import LeaseRenewer
+from queue_core.worker.listeners import Listeners
+from queue_core.worker.log import check_log_tracebacks, log
 from queue_core.worker.outage import Outage
-from queue_core.worker.presence import cancel_poll_loop, deregister, presence_loop
+from queue_core.worker.presence import CancelPoll, Presence
+from queue_core.worker.progress import ProgressWriter
 from queue_core.worker.reaper import Backoff, reaper_loop
-from queue_core.worker.recording import error_info
-from queue_core.worker.slots import SlotTable
+from queue_core.worker.recording import Recorder, error_info
+from queue_core.worker.replay import Replayer
+from queue_core.worker.running import Runner
+from queue_core.worker.settings import (
+    check_max_tasks_per_child,
+    check_slots,
+    presence_ttl_ms,
+    step_gate,
+    worker_id,
+)
 from queue_core.worker.startup import FirstClaim, after_first_claim
-from queue_core.worker.threads import BodyThreads, StorageThread, event_class
+from queue_core.worker.state import RunState
 from queue_core.worker.timing import DueTimes, Timing
+from queue_core.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from queue_core.model import ClaimedJob
-    from queue_core.queue import Queue
+    from queue_core.worker.host import WorkerHost
     from queue_core.worker.scheduler import Scheduler
 
-__all__ = ["BURST_HORIZON_MS", "Worker", "error_info", "worker_id"]
-
-ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
-ENV_TTL: Final = "QUEUE_CORE_WORKER_TTL"
+__all__ = ["BURST_HORIZON_MS", "Worker", "WorkerParts", "error_info", "worker_id"]
 
 
-def _check_slots(slots: object) -> int:
-    """``slots``, or env ``QUEUE_CORE_WORKER_SLOTS``, else 8; checked (``ConfigError``)."""
-    if slots is None:
-        env = os.environ.get(ENV_SLOTS)
-        try:
-            slots = int(env) if env else 8
-        except ValueError:
-            raise ConfigError(
-                f"invalid {ENV_SLOTS}: {env!r} — expected a positive integer",
-                code="invalid_option",
-                field="slots",
-                value=env,
-            ) from None
-    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
-        raise ConfigError(
-            f"invalid slots: {slots!r} — expected an integer from 1 to 10000",
-            code="invalid_option",
-            field="slots",
-            value=slots,
-        )
-    return slots
+@dataclass(frozen=True, slots=True)
+class WorkerParts:
+    """The parts of one run, who holds whom: the claim loop holds the runner, the
+    recorder and the finisher; the runner holds the recorder, the heartbeats and the
+    process runs; the services hold what they watch (the run's state) and the recorder."""
+
+    recorder: Recorder
+    heartbeats: Heartbeats
+    progress: ProgressWriter
+    runner: Runner
+    finisher: Finisher
+    claims: ClaimLoop
+    renewer: LeaseRenewer
+    watchdog: Watchdog
+    replayer: Replayer
+    presence: Presence
+    cancel_poll: CancelPoll
 
 
-def _check_max_tasks_per_child(value: object) -> int | None:
-    """``max_tasks_per_child``: ``None`` or a positive integer (``ConfigError``)."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return value
-    raise ConfigError(
-        f"invalid max_tasks_per_child: {value!r} — expected a positive integer or None",
-        code="invalid_option",
-        field="max_tasks_per_child",
-        value=value,
-    )
-
-
-def _presence_ttl_ms(ttl: float | str | None) -> int:
-    """``ttl``, or env ``QUEUE_CORE_WORKER_TTL``, else 15 s, in ms (``ConfigError``)."""
-    if ttl is not None:
-        return to_ms(parse_duration(ttl, field="presence_ttl"))
-    env = os.environ.get(ENV_TTL)
-    return to_ms(parse_duration(env, field=ENV_TTL)) if env else 15_000
-
-
-def worker_id() -> str:
-    """``hostname:pid:short-uuid``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-class Worker(Claiming):
+class Worker:
     """A worker bound to one :class:`~queue_core.Queue`.
 
     Args:
@@ -133,9 +113,9 @@ class Worker(Claiming):
             has run this many attempts (default ``None``: children are kept; module
             globals a body sets persist across the attempts one child runs).
         clock: the clock every reading and every service wait of the worker goes
-            through (default: the queue's clock, a :class:`~queue_core.clock.SystemClock`
+            through (default: the queue's clock, a :class:`~queue_core.app.clock.SystemClock`
             unless the queue was given another).
-        listeners: :class:`~queue_core.events.WorkerListener` objects told of the
+        listeners: :class:`~queue_core.app.events.WorkerListener` objects told of the
             worker's start and stop and of every attempt's start and end, after those
             registered on the queue (``queue.add_worker_listener``).
         presence_ttl: how long the worker's record in storage (``queue-core workers``)
@@ -143,11 +123,26 @@ class Worker(Claiming):
             ``QUEUE_CORE_WORKER_TTL``, else 15 s). A killed worker drops out after it.
         scheduler: run the scheduler of the queue's periodic tasks
             (:mod:`queue_core.worker.scheduler`; default on, never in a burst worker).
+        flow_dirs: directories whose ``type: script`` flow steps this worker may run
+            (their files at any depth; default env ``QUEUE_CORE_WORKER_FLOW_DIRS``,
+            ``os.pathsep``-separated, else the worker's project: its working directory
+            unless that is ``/``, and the directories of the flow files its application
+            loaded; a script elsewhere is refused with reason ``not_allowed``). See
+            :mod:`queue_core.app.steps.gate`.
+        http_hosts: hosts this worker's ``type: http`` flow steps may reach (a name or an
+            address, ``*.example.com``, ``*`` for any; default env
+            ``QUEUE_CORE_WORKER_HTTP_HOSTS``, comma-separated, else any host).
+        app: how this worker's queue was found (``tasks:queue``, the CLI's ``APP``):
+            named in the start line and in an ``unknown_task`` dead letter's error.
+        log_tracebacks: log a failed attempt's traceback after its line: ``"dead"``
+            (default) when the job is dead-lettered, ``"all"`` for every failed or
+            timed-out attempt, ``"none"`` never. The traceback is always recorded with
+            the attempt (``queue-core jobs show``).
     """
 
     def __init__(
         self,
-        queue: Queue,
+        queue: WorkerHost,
         *,
         queues: Sequence[str] | str | None = None,
         slots: int | None = None,
@@ -163,16 +158,21 @@ class Worker(Claiming):
         listeners: Sequence[WorkerListener] = (),
         presence_ttl: float | str | None = None,
         scheduler: bool = True,
+        flow_dirs: Sequence[str | os.PathLike[str]] | str | None = None,
+        http_hosts: Sequence[str] | str | None = None,
+        log_tracebacks: str = "dead",
+        app: str | None = None,
     ) -> None:
-        self.queue = queue
-        self._listeners = (*queue.worker_listeners, *listeners)
-        self.presence_ttl_ms = _presence_ttl_ms(presence_ttl)
+        self.queue, self.app = queue, app
+        self._gate = step_gate(flow_dirs, http_hosts)
+        self.log_tracebacks = check_log_tracebacks(log_tracebacks)
+        self.presence_ttl_ms = presence_ttl_ms(presence_ttl)
         self.scheduler = scheduler and not burst
         self._scheduler: Scheduler | None = None
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
-        self.max_tasks_per_child = _check_max_tasks_per_child(max_tasks_per_child)
+        self.max_tasks_per_child = check_max_tasks_per_child(max_tasks_per_child)
         self.storage = queue.storage()
-        slots = _check_slots(slots)
+        slots = check_slots(slots)
         if isinstance(queues, str):
             queues = [q.strip() for q in queues.split(",") if q.strip()]
         self._explicit_queues = list(queues) if queues else None
@@ -185,23 +185,20 @@ class Worker(Claiming):
         self.install_signal_handlers = install_signal_handlers
         self.id = worker_id()
         replacements = slots if max_replacement_slots is None else max_replacement_slots
-        self._table = SlotTable(slots, replacements)
+        self._timing = Timing(clock if clock is not None else queue.clock)
+        self._state = RunState(slots, replacements)
+        """The data the parts share (slots, buffered ends, the stop request)."""
+        self._listeners = Listeners((*queue.worker_listeners, *listeners), self.id)
+        """``Queue.worker_listeners`` then the worker's own (``Worker(listeners=...)``)."""
+        self._outage = Outage(self._timing.monotonic)
+        """Storage outages: one WARNING when one starts, one INFO when it ends."""
+        self._retries_due = DueTimes(self._timing.pacing.monotonic)
+        """Retries this worker scheduled: they bound the claim thread's idle wait."""
+        self._flush_backoff = Backoff()  # per worker: one worker's outage is not another's
         self._serializer = queue.serializer
         self._rng = random.random
-        self._timing = Timing(clock if clock is not None else queue.clock)
-        self._call_cache = {}
-        self._fits = {}
-        self._ends = []
-        self._retries_due = DueTimes()
-        self._outage = Outage(self._timing.monotonic)
-        self._heartbeats = {}
-        self._stop = threading.Event()
-        self._stopping = False
-        self._processed = 0
-        self._process_pool = None
-        self._flush_backoff = Backoff()  # per worker: one worker's outage is not another's
-        self._burst_said = None
-        self._replay_counts = {}
+        self._parts: WorkerParts | None = None
+        """The parts of the current (or last) run."""
 
     # ------------------------------------------------------------------ public
 
@@ -218,118 +215,218 @@ class Worker(Claiming):
         """Run until stopped (or, with ``burst``, until the queues are drained)."""
         anyio.run(self.run_async)
 
-    async def _claim(self, state: Any, free: int) -> list[ClaimedJob] | None:
-        try:
-            return await super()._claim(state, free)
-        finally:
-            self._first_claim.done()  # the services' storage calls may start (startup.py)
-
-    def _reap_hold(self) -> float:
-        """How long the reaper holds off after a storage outage: the longer of the lease
-        and the longest heartbeat of this worker's tasks (see ``worker/outage.py``)."""
-        beats = [t.heartbeat for t in self._tasks.values() if t.heartbeat]
-        return max([self.lease, *beats])
-
     def stop(self) -> None:
         """Ask the worker to shut down gracefully (thread-safe)."""
-        self._stop.set()
+        self._state.stop.set()
 
     def stats(self) -> dict[str, Any]:
         """Worker-local figures: slots, running and stuck attempts, processed count."""
+        state, parts = self._state, self._parts
+        table = state.table
         return {
             "worker_id": self.id,
             "slots": self.slots,
-            "running": len(self._table.running),
-            "stuck": self._table.stuck,
-            "free": self._table.free(),
-            "processed": self._processed,
-            "buffered_ends": len(self._ends) + self._unwritten(),
+            "running": len(table.running),
+            "stuck": table.stuck,
+            "free": table.free(),
+            "processed": state.processed,
+            "buffered_ends": len(state.ends) + (0 if parts is None else parts.finisher.unwritten()),
         }
 
-    def _may_gather(self) -> bool:
-        """On the finish thread (and the loop, as ends are handed over): ends may wait to
-        be written with more while the queue is backed up (the last claim took all it
-        asked for, so more ends are coming soon), not while the worker stops. Otherwise
-        what was handed over is all there is for now: a flow step or a job whose
-        successor its end releases must not wait for ends that will not come."""
-        return self._backlog and not self._stopping
+    # ------------------------------------------------------------------ assembly
 
-    def _unwritten(self) -> int:
-        finish_io = getattr(self, "_finish_io", None)  # set by run_async
-        return 0 if finish_io is None else finish_io.unwritten()
+    def _assemble(
+        self,
+        tg: anyio.abc.TaskGroup,
+        queues: list[str],
+        tasks: dict[str, Task[Any, Any]],
+        limiter: anyio.CapacityLimiter,
+        first_claim: FirstClaim,
+    ) -> WorkerParts:
+        """The parts of one run, on its event loop (they start threads that report to
+        it), inside its task group ``tg``."""
+        state, storage, timing, outage = self._state, self.storage, self._timing, self._outage
+        pacing = timing.pacing  # progress writes are I/O pacing (timing.py)
+        progress = ProgressWriter(storage, lambda: int(pacing.monotonic() * 1000))
+        recorder = self._recorder(progress)
+        heartbeats = Heartbeats(state, storage, timing, outage, limiter)
+        finisher = Finisher(state, storage, recorder, timing, outage, self._flush_backoff)
+        runner = Runner(
+            run=state,
+            recorder=recorder,
+            heartbeats=heartbeats,
+            progress=progress,
+            listeners=self._listeners,
+            timing=timing,
+            storage=storage,
+            serializer=self._serializer,
+            tasks=tasks,
+            gate=self._gate,
+            isolation=self.isolation,
+            max_tasks_per_child=self.max_tasks_per_child,
+            limiter=limiter,
+            tg=tg,
+            on_delivery=(finisher.delivery_begins, finisher.delivery_ended),
+        )
+        claims = self._claim_loop(runner, finisher, queues, limiter, first_claim)
+        presence = Presence(
+            storage, self.id, queues, state.table, self.presence_ttl_ms, timing, outage, limiter
+        )
+        return WorkerParts(
+            recorder=recorder,
+            heartbeats=heartbeats,
+            progress=progress,
+            runner=runner,
+            finisher=finisher,
+            claims=claims,
+            renewer=LeaseRenewer(
+                state, storage, self.lease, self.lease_ms, timing, outage, limiter
+            ),
+            watchdog=Watchdog(state, recorder, timing),
+            replayer=Replayer(storage, tasks, timing, limiter),
+            presence=presence,
+            cancel_poll=CancelPoll(storage, state.table, timing, outage, limiter),
+        )
+
+    def _recorder(self, progress: ProgressWriter) -> Recorder:
+        """The run's recorder: ends buffered for the finisher, ``progress`` told of each
+        end that carries a report."""
+        return Recorder(
+            worker_id=self.id,
+            storage=self.storage,
+            serializer=self._serializer,
+            timing=self._timing,
+            listeners=self._listeners,
+            put=self._state.put_end,
+            retries_due=self._retries_due,
+            progress_done=progress.forget,
+            log_tracebacks=self.log_tracebacks,
+            rng=self._rng,
+        )
+
+    def _claim_loop(
+        self,
+        runner: Runner,
+        finisher: Finisher,
+        queues: list[str],
+        limiter: anyio.CapacityLimiter,
+        first_claim: FirstClaim,
+    ) -> ClaimLoop:
+        """The run's claim loop, holding ``runner`` (and its recorder) and ``finisher``."""
+        return ClaimLoop(
+            run=self._state,
+            runner=runner,
+            recorder=runner.recorder,
+            finisher=finisher,
+            listeners=self._listeners,
+            storage=self.storage,
+            worker_id=self.id,
+            app=self.app,
+            declared=self.queue.tasks,
+            queues=queues,
+            lease_ms=self.lease_ms,
+            burst=self.burst,
+            timing=self._timing,
+            outage=self._outage,
+            retries_due=self._retries_due,
+            limiter=limiter,
+            first_claim=first_claim,
+        )
 
     # ------------------------------------------------------------------ main
 
-    def _set_up_run(self) -> None:
-        """The state of one run: task table, events, body/claim/finish threads."""
-        self._queues = self.queues
-        self._tasks = {SCRIPT_TASK: script_task(self.queue), **self.queue.tasks}
-        self._specs = {}
-        self._io = anyio.CapacityLimiter(8)
-        self._event = event_class()
-        self._flush_wake = self._event()
-        self._slot_wake = self._event()
-        self._hb_wake = anyio.Event()
-        self._flushing = False
-        self._wakeup = isinstance(self.storage, SupportsWakeup)
-        self._threads = BodyThreads(
-            self._thread_done, (self._delivery_begins, self._delivery_ended)
-        )
-        self._claim_io = StorageThread("queue-core claim")
-        self._finish_failed = None
-        self._first_claim = FirstClaim()
-        self._finish_io = FinishThread(
-            self.storage.finish,
-            self._finish_written,
-            self._finish_failed_soon,
-            may_gather=self._may_gather,
-        )
-
     async def run_async(self) -> None:
         """The worker's task group (use :meth:`run` from sync code)."""
-        self._set_up_run()
-        log.info("worker %s starting: queues=%s slots=%d", self.id, self._queues, self.slots)
-        self._notify("worker_started", self)
+        queues = self.queues
+        tasks = {**file_step_tasks(self.queue), **self.queue.tasks}
+        self._state.on_loop()
+        limiter, first_claim = anyio.CapacityLimiter(8), FirstClaim()
+        log.info("%s", self._banner(queues))
+        self._listeners.notify("worker_started", self)
         async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._finisher)
-            tg.start_soon(self._renewer)
-            tg.start_soon(self._heartbeater)
-            tg.start_soon(self._watchdog)
-            tg.start_soon(after_first_claim, self._first_claim, presence_loop, self)
-            tg.start_soon(cancel_poll_loop, self)
-            tg.start_soon(
-                after_first_claim,
-                self._first_claim,
-                functools.partial(reaper_loop, outage=self._outage, hold=self._reap_hold()),
-                self.storage,
-                self.reap_interval,
-                self._io,
-                self._timing,
-                self._replay_pass,
-            )
-            if self.scheduler:
-                from queue_core.worker.scheduler import scheduler_for  # not in burst
-
-                self._scheduler = scheduler_for(
-                    self.queue, self.storage, self._timing, self._io, self._outage
-                )
-                if self._scheduler is not None:
-                    await tg.start(self._scheduler.run)
-            main = threading.current_thread() is threading.main_thread()
-            if self.install_signal_handlers and main:
-                await tg.start(self._signal_watcher)
-            await self._claim_loop()
-            await self._shutdown()
+            parts = self._parts = self._assemble(tg, queues, tasks, limiter, first_claim)
+            await self._start_services(tg, parts, tasks, limiter, first_claim)
+            await parts.claims.claim_loop()
+            await self._shutdown(parts)
             tg.cancel_scope.cancel()
-        await deregister(self)
-        self._threads.close()
-        self._claim_io.close()
-        self._finish_io.close()
-        if self._process_pool is not None:
-            await self._process_pool.aclose()
-        log.info("worker %s stopped after %d attempts", self.id, self._processed)
-        self._notify("worker_stopped", self)
+        await parts.presence.deregister()
+        parts.progress.close()
+        parts.claims.close()
+        parts.finisher.close()
+        await parts.runner.aclose()
+        n = self._state.processed
+        log.info("worker %s stopped after %d attempt%s", self.id, n, "" if n == 1 else "s")
+        self._listeners.notify("worker_stopped", self)
+
+    async def _start_services(
+        self,
+        tg: anyio.abc.TaskGroup,
+        parts: WorkerParts,
+        tasks: dict[str, Task[Any, Any]],
+        limiter: anyio.CapacityLimiter,
+        first_claim: FirstClaim,
+    ) -> None:
+        """Start the services in ``tg``; those that call storage first wait for the first
+        claim (:mod:`~queue_core.worker.startup`)."""
+        tg.start_soon(parts.finisher.hand_over)
+        tg.start_soon(parts.renewer.renew_loop)
+        tg.start_soon(parts.heartbeats.run_writer)
+        tg.start_soon(parts.watchdog.watch)
+        tg.start_soon(after_first_claim, first_claim, parts.presence.keep_up)
+        tg.start_soon(parts.cancel_poll.poll)
+        reaper = functools.partial(
+            reaper_loop, outage=self._outage, hold=_reap_hold(self.lease, tasks)
+        )
+        args = (self.storage, self.reap_interval, limiter, self._timing, parts.replayer.replay_pass)
+        tg.start_soon(after_first_claim, first_claim, reaper, *args)
+        if self.scheduler:
+            from queue_core.worker.scheduler import scheduler_for  # not in burst
+
+            self._scheduler = scheduler_for(
+                self.queue, self.storage, self._timing, limiter, self._outage
+            )
+            if self._scheduler is not None:
+                await tg.start(self._scheduler.run)
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            await tg.start(self._signal_watcher)
+
+    async def _shutdown(self, parts: WorkerParts) -> None:
+        """Give running attempts ``shutdown_grace`` (clock seconds), then release them."""
+        state, timing = self._state, self._timing
+        table = state.table
+        began = timing.monotonic()
+        while table.busy() > 0 and any(not a.ended for a in table.running.values()):
+            # read each time: a second signal sets the grace to 0 (and wakes this wait)
+            left = began + self.shutdown_grace - timing.monotonic()
+            if left <= 0:
+                break
+            state.slot_wake = anyio.Event()
+            await timing.wait(state.slot_wake, left)
+        for att in list(table.running.values()):
+            if att.ended:
+                continue
+            parts.recorder.released(att)  # logged there, in one line
+            att.stop()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.shutdown_grace + 10.0):
+            await parts.finisher.flush_all()
+
+    def _request_stop(self) -> None:
+        self._state.request_stop()
+
+    def _banner(self, queues: Sequence[str]) -> str:
+        """The start line, and one line per registered task (as Celery's banner)."""
+        queue = self.queue
+        where = mask_url(queue.url) if queue.url else type(self.storage).__name__
+        tasks = sorted(queue.tasks.values(), key=lambda t: t.name)
+        app = f" app {self.app}," if self.app else ""
+        lines = [
+            f"worker {self.id} starting:{app} storage {where}, queues {', '.join(queues)}, "
+            f"slots {self.slots}, scheduler {'on' if self.scheduler else 'off'}, "
+            f"{len(tasks)} task{'' if len(tasks) == 1 else 's'}"
+            + (":" if tasks else " (it runs the script steps of flow files)")
+        ]
+        lines += [f"  {t.name} (queue {t.queue_name})" for t in tasks]
+        return "\n".join(lines)
 
     async def _signal_watcher(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -337,9 +434,16 @@ class Worker(Claiming):
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             task_status.started()
             async for signum in signals:
-                if self._stopping:
+                if self._state.stopping:
                     log.warning("second signal %s: releasing running attempts now", signum)
                     self.shutdown_grace = 0.0
                 else:
                     log.info("signal %s: stopping (grace %.1f s)", signum, self.shutdown_grace)
                 self._request_stop()
+
+
+def _reap_hold(lease: float, tasks: dict[str, Task[Any, Any]]) -> float:
+    """How long the reaper holds off after a storage outage: the longer of the lease and
+    the longest heartbeat of this worker's tasks (see ``worker/outage.py``)."""
+    beats = [t.heartbeat for t in tasks.values() if t.heartbeat]
+    return max([lease, *beats])

@@ -1,4 +1,12 @@
-"""Running bodies: async on the loop, sync in body threads or in child processes.
+"""The attempt runner: async bodies on the loop, sync ones in body threads or children.
+
+The claim loop hands each claimed attempt to the :class:`Runner`, which runs its body and
+tells the :class:`~queue_core.worker.recording.Recorder` how it ended: async bodies run
+on the event loop under their deadline (a task each); plain sync bodies on the runner's
+:class:`~queue_core.worker.threads.BodyThreads`, whose ends come back to
+:meth:`Runner._thread_done` on the loop; process-isolated bodies through its
+:class:`~queue_core.worker.process_runs.ProcessRuns`. Jobs with per-call options and
+flow steps are prepared on the loop (:meth:`Runner._run`).
 
 Before a body runs, its payload is decoded and its arguments are bound to the task's
 signature; a payload that does not decode, or arguments that no longer fit (a deploy
@@ -7,26 +15,39 @@ changed the signature), dead-letter the job at once with reason ``bad_payload``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 from anyio import to_thread
 
-from queue_core.context import JobContext
-from queue_core.errors import LeaseLost, SerializationError, StorageError
-from queue_core.model import ErrorInfo, Outcome, Reason, dt_from_ms
-from queue_core.policy import decide
-from queue_core.task import DEFAULT_KILL_GRACE, Task
+from queue_core.app.context import JobContext
+from queue_core.app.task import Task
+from queue_core.records.errors import SerializationError, StorageUnavailable
+from queue_core.records.jobs import Reason, dt_from_ms
+from queue_core.storage.protocol import Storage
+from queue_core.worker.durable import carries_payload
 from queue_core.worker.flowsteps import step_call
-from queue_core.worker.log import log
-from queue_core.worker.recording import error_info
-from queue_core.worker.scopes import carried_scopes, scoped, scoped_async
-from queue_core.worker.services import Services, deadline_of
+from queue_core.worker.heartbeats import Heartbeats
+from queue_core.worker.listeners import Listeners
+from queue_core.worker.process_runs import ProcessRuns
+from queue_core.worker.progress import ProgressWriter
+from queue_core.worker.recording import Recorder, error_info
+from queue_core.worker.scopes import scoped, scoped_async
 from queue_core.worker.slots import Attempt
+from queue_core.worker.state import RunState
+from queue_core.worker.threads import BodyThreads
+from queue_core.worker.timing import Timing
+from queue_core.worker.watchdog import deadline_of
 
-__all__ = ["Running", "signature_of"]
+if TYPE_CHECKING:
+    from queue_core.app.serializer import Serializer
+    from queue_core.app.steps.gate import StepGate
+
+__all__ = ["Decoded", "Runner", "bind_error", "signature_of"]
 
 Decoded = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -46,7 +67,7 @@ _FITS_KEPT = 4096
 """Call shapes whose fit is remembered (all forgotten past this many)."""
 
 
-def _bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+def bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """The message for arguments that do not bind to ``task``'s body, else ``None``."""
     sig = signature_of(task)
     if sig is None:
@@ -64,16 +85,79 @@ def _bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, A
     return None
 
 
-class Running(Services):
-    """Starts bodies and turns how they ended into attempt ends."""
+class Runner:
+    """Starts bodies and tells the recorder how they ended.
 
-    def _isolation(self, task: Task[Any, Any]) -> str:
+    Made on the run's event loop, inside its task group ``tg`` (async bodies and the
+    jobs prepared on the loop are tasks of it). It owns the body threads (their ends
+    are delivered to it, in batches between ``on_delivery``'s two calls) and the
+    process-isolated attempts.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: RunState,
+        recorder: Recorder,
+        heartbeats: Heartbeats,
+        progress: ProgressWriter,
+        listeners: Listeners,
+        timing: Timing,
+        storage: Storage,
+        serializer: Serializer,
+        tasks: dict[str, Task[Any, Any]],
+        gate: StepGate,
+        isolation: str,
+        max_tasks_per_child: int | None,
+        limiter: anyio.CapacityLimiter,
+        tg: anyio.abc.TaskGroup,
+        on_delivery: tuple[Callable[[], None], Callable[[], None]],
+    ) -> None:
+        self.run = run
+        self.recorder = recorder
+        self.heartbeats = heartbeats
+        self.progress = progress
+        """Writes the bodies' ``ctx.progress`` reports (SPEC §13)."""
+        self.listeners = listeners
+        self.timing = timing
+        self.storage = storage
+        self.serializer = serializer
+        self.tasks = tasks
+        """The queue's tasks, plus the ones ``type: script`` and ``type: http`` flow
+        steps run with."""
+        self.gate = gate
+        """The script and http steps this worker's operator allows."""
+        self.isolation = isolation
+        """The default isolation of sync bodies whose task does not set one."""
+        self.limiter = limiter
+        self.tg = tg
+        self.threads = BodyThreads(self._thread_done, on_delivery)
+        self.process = ProcessRuns(
+            size=run.table.slots,
+            max_tasks_per_child=max_tasks_per_child,
+            recorder=recorder,
+            heartbeats=heartbeats,
+            listeners=listeners,
+            timing=timing,
+            threads=self.threads,
+        )
+        self._fits: dict[tuple[str, int, tuple[str, ...]], str | None] = {}
+        """Per task and call shape: why such a call does not bind, or ``None``."""
+        self._specs: dict[str, Any] = {}
+        """Flow definitions (``FlowSpec``) read for script and http steps, by spec hash."""
+
+    async def aclose(self) -> None:
+        """After the run: let idle body threads end, stop the children of the pool."""
+        self.threads.close()
+        await self.process.aclose()
+
+    def isolation_of(self, task: Task[Any, Any]) -> str:
         """The isolation a sync body of ``task`` runs with, before per-call overrides."""
         return task.isolation if task.isolation_explicit else self.isolation
 
     # ------------------------------------------------------------------ payloads
 
-    def _misfit(
+    def misfit(
         self, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> TypeError | None:
         """Why ``args``/``kwargs`` no longer bind to ``task``'s body, or ``None``.
@@ -85,21 +169,21 @@ class Running(Services):
         try:
             why = self._fits[shape]
         except KeyError:
-            why = self._fits[shape] = _bind_error(task, args, kwargs)
+            why = self._fits[shape] = bind_error(task, args, kwargs)
             if len(self._fits) > _FITS_KEPT:
                 self._fits.clear()
         return None if why is None else TypeError(why)
 
-    def _decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
+    def decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
         """The body's arguments, or ``None`` after dead-lettering a bad payload."""
         try:
-            args, kwargs = self._serializer.loads_payload(att.job.payload)
+            args, kwargs = self.serializer.loads_payload(att.job.payload)
         except Exception as exc:  # noqa: BLE001 - any decode failure is a bad payload
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(exc))
             return None
-        misfit = self._misfit(task, args, kwargs)
+        misfit = self.misfit(task, args, kwargs)
         if misfit is not None:
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
             return None
         return args, kwargs
 
@@ -113,118 +197,139 @@ class Running(Services):
                 self.storage,
                 job,
                 task.signature,
-                self._serializer.loads_result,
+                self.serializer.loads_result,
                 self._specs,
-                limiter=self._io,
+                self.gate,
+                limiter=self.limiter,
             )
-        except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+        except StorageUnavailable as exc:  # a storage fault is never a bad payload
+            self.recorder.unavailable(att, error_info(exc))
             return None
-        misfit = self._misfit(task, (), kwargs)
+        except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+            return None
+        flow = getattr(kwargs.get("call"), "flow", None)  # a script or http step's call
+        if flow is not None:
+            att.label = f"{flow}.{job.step_id}"
+        misfit = self.misfit(task, (), kwargs)
         if misfit is not None:
-            self._dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
+            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
             return None
         return (), kwargs
+
+    # ------------------------------------------------------------------ starts
+
+    def spawn(self, att: Attempt) -> None:
+        """Run ``att`` as a task of the loop (async bodies, per-call options, flow steps)."""
+        self.tg.start_soon(self._run, att)
+
+    def start_thread(
+        self, att: Attempt, task: Task[Any, Any], decoded: Decoded | None = None
+    ) -> None:
+        """Hand a sync body to a body thread (its payload decoded here unless given)."""
+        if decoded is None:
+            decoded = self.decode(att, task)
+            if decoded is None:
+                self.run.free(att)
+                return
+        args, kwargs = decoded
+        if task.takes_ctx:
+            kwargs["ctx"] = self.context(att, loop=False)
+        att.deadline = deadline_of(att, self.timing.monotonic())  # from the body's start
+        listeners = self.listeners.all
+        func = scoped(listeners, att.job, task.func) if listeners else task.func
+        dumps = self.serializer.dumps_result
+        self.threads.submit(att, lambda: dumps(func(*args, **kwargs)))
+
+    def start_process(self, att: Attempt, task: Task[Any, Any]) -> None:
+        """Hand a plain process-isolated attempt to a body thread."""
+        decoded = self.decode(att, task)
+        if decoded is None:
+            self.run.free(att)
+            return
+        self.process.start(att, task, *decoded)
 
     # ------------------------------------------------------------------ run
 
     async def _run(self, att: Attempt) -> None:
         task = att.task
         assert task is not None
+        run = self.run
         try:
             if att.job.options:
                 try:
-                    att.call = self._call_options(att.job.options)
+                    att.call = self.recorder.call_options(att.job.options)
                 except SerializationError as exc:
-                    self._dead(att, Reason.BAD_PAYLOAD, error_info(exc))
-                    self._free(att)
+                    self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(exc))
+                    run.free(att)
                     return
             if task.is_async:
                 att.mode = "async"
-            if att.job.execution_id is None:
-                decoded = self._decode(att, task)
+            if att.job.execution_id is None or carries_payload(att.job, task):  # workflows
+                decoded = self.decode(att, task)
             else:
                 decoded = await self._step_decode(att, task)
             if decoded is None:
-                self._free(att)
+                run.free(att)
                 return
             if not await self._run_decoded(att, task, decoded):
                 return  # a thread body: the slot is freed when it reports back
         except BaseException:
-            self._free(att)
+            run.free(att)
             raise
         if att.ctx is not None:
             att.ctx._close()
-        self._free(att)
+        run.free(att)
 
     async def _run_decoded(self, att: Attempt, task: Task[Any, Any], decoded: Decoded) -> bool:
         """Run the body; ``False`` when it was handed to a body thread (still running)."""
         args, kwargs = decoded
         if task.is_async:
             if task.takes_ctx:
-                kwargs["ctx"] = self._context(att, loop=True)
+                kwargs["ctx"] = self.context(att, loop=True)
             await self._run_async(att, task, args, kwargs)
             return True
         iso = att.call.isolation if att.call and att.call.isolation else None
-        if (iso or self._isolation(task)) == "process":
-            att.mode = "process"
-            await self._run_process(att, task, args, kwargs)
+        if (iso or self.isolation_of(task)) == "process":
+            await self.process.run(att, task, args, kwargs)
             return True
-        self._start_thread(att, task, decoded)
+        self.start_thread(att, task, decoded)
         return False
-
-    def _start_thread(self, att: Attempt, task: Task[Any, Any], decoded: Decoded | None) -> None:
-        if decoded is None:
-            decoded = self._decode(att, task)
-            if decoded is None:
-                self._free(att)
-                return
-        args, kwargs = decoded
-        if task.takes_ctx:
-            kwargs["ctx"] = self._context(att, loop=False)
-        att.deadline = deadline_of(att)
-        func = scoped(self._listeners, att.job, task.func) if self._listeners else task.func
-        dumps = self._serializer.dumps_result
-        self._threads.submit(att, lambda: dumps(func(*args, **kwargs)))
 
     def _thread_done(self, att: Attempt, ok: bool, value: Any) -> None:
         """On the loop: a sync body returned (``ok``) or raised (``value``)."""
+        recorder = self.recorder
         try:
             if att.ended:  # timed out (stuck), lease lost or released meanwhile
                 return
-            if att.mode == "process":  # started directly (process_start.py)
+            if att.mode == "process":  # a process attempt on a body thread
                 if ok:
-                    self._process_end(att, value)
+                    self.process.end(att, value)
                 else:
-                    self._fail(att, value)
+                    recorder.fail(att, value)
             elif att.stop_requested():
-                self._stopped_end(att)
+                recorder.stopped_end(att)
             elif ok:
-                self._succeed(att, value)
+                recorder.succeed(att, value)
             elif isinstance(value, SerializationError):  # the result cannot be carried
-                self._dead(att, Reason.FATAL, error_info(value))
+                recorder.dead(att, Reason.FATAL, error_info(value))
             else:
-                self._fail(att, value)
+                recorder.fail(att, value)
         finally:
             if att.ctx is not None:
                 att.ctx._close()
-            self._free(att)
-
-    def _free(self, att: Attempt) -> None:
-        self._table.remove(att)
-        if self._heartbeats:  # hashing a LeaseRef is a Python call: skip it when empty
-            self._heartbeats.pop(att.ref, None)
-        self._processed += 1
-        self._slot_wake.set()
+            self.run.free(att)
 
     # ------------------------------------------------------------------ context
 
-    def _context(self, att: Attempt, *, loop: bool) -> JobContext:
+    def context(self, att: Attempt, *, loop: bool) -> JobContext:
+        """``att``'s ``ctx``; its heartbeats queued for the writer (``loop``) or written
+        by the body's thread."""
         job = att.job
         hb_ms = job.heartbeat_ms
         sink: Callable[[], bool] | None = None
         if hb_ms:
-            sink = self._queue_heartbeat(att) if loop else self._direct_heartbeat(att)
+            sink = self.heartbeats.sink(att, loop=loop)
         ctx = JobContext(
             job_id=job.id,
             attempt=job.attempt,
@@ -233,37 +338,12 @@ class Running(Services):
             step_id=job.step_id,
             heartbeat_interval=hb_ms / 1000.0 if hb_ms else None,
             on_heartbeat=sink,
+            lease_token=job.lease_token,
+            started_at=job.started_at,
+            on_progress=functools.partial(self.progress.report, att.ref),
         )
         att.ctx = ctx
         return ctx
-
-    def _direct_heartbeat(self, att: Attempt) -> Callable[[], bool]:
-        storage, ref, clock = self.storage, att.ref, self._timing.clock
-
-        def beat() -> bool:
-            att.last_beat = clock.monotonic()
-            try:
-                return storage.heartbeat(ref)
-            except LeaseLost:
-                att.lease_lost = True
-                return True
-            except StorageError as exc:
-                if not self._outage.failed("heartbeat", exc):
-                    log.warning("heartbeat of job %s failed (%s)", ref.job_id, exc)
-                return att.stop_requested()
-
-        return beat
-
-    def _queue_heartbeat(self, att: Attempt) -> Callable[[], bool]:
-        clock = self._timing.clock
-
-        def beat() -> bool:
-            att.last_beat = clock.monotonic()
-            self._heartbeats[att.ref] = att
-            self._hb_wake.set()
-            return att.stop_requested()
-
-        return beat
 
     # ------------------------------------------------------------------ async bodies
 
@@ -273,82 +353,30 @@ class Running(Services):
         """Run an async body. The watchdog ends it at its deadline on the worker's clock;
         the cancel scope below also ends it on the loop's timer, so that a short timeout
         is met exactly with the system clock."""
-        att.deadline = deadline = deadline_of(att)
-        timeout = None if deadline is None else max(0.0, deadline - self._timing.monotonic())
+        recorder = self.recorder
+        now = self.timing.monotonic()
+        att.deadline = deadline = deadline_of(att, now)  # from the body's start
+        timeout = None if deadline is None else max(0.0, deadline - now)
         with anyio.CancelScope() as scope:
             att.scope = scope
             if att.stop_requested():
                 scope.cancel()
             try:
                 with anyio.fail_after(timeout) as deadline_scope:
-                    value = await scoped_async(self._listeners, att.job, task.func)(*args, **kwargs)
+                    body = scoped_async(self.listeners.all, att.job, task.func)
+                    value = await body(*args, **kwargs)
             except TimeoutError as exc:
                 if deadline_scope.cancelled_caught:
-                    self._timed_out(att)
+                    recorder.timed_out(att)
                 else:
-                    self._fail(att, exc)
+                    recorder.fail(att, exc)
                 return
             except Exception as exc:  # noqa: BLE001 - every body error is recorded
-                self._fail(att, exc)
+                recorder.fail(att, exc)
                 return
             if att.stop_requested():
-                self._stopped_end(att)
+                recorder.stopped_end(att)
                 return
-            self._succeed_value(att, value)
+            recorder.succeed_value(att, value)
         if scope.cancelled_caught:
-            self._stopped_end(att)
-
-    # ------------------------------------------------------------------ process bodies
-
-    async def _run_process(
-        self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        """``isolation="process"``: the attempt runs in a child process group."""
-        from queue_core.worker.process_start import process_pool
-
-        pool = process_pool(self)
-        job = att.job
-        kill_grace = task.kill_grace
-        if att.call is not None and att.call.kill_grace is not None:
-            kill_grace = att.call.kill_grace
-        att.deadline = deadline = deadline_of(att)
-        res = await pool.run(
-            task.func.__module__,
-            task.func.__qualname__,
-            args,
-            kwargs,
-            job_id=job.id,
-            attempt=job.attempt,
-            timeout=None if deadline is None else max(0.0, deadline - self._timing.monotonic()),
-            kill_grace=kill_grace if kill_grace is not None else DEFAULT_KILL_GRACE,
-            heartbeat=self._queue_heartbeat(att) if job.heartbeat_ms else None,
-            heartbeat_every=(job.heartbeat_ms or 3000) / 3000.0,
-            cancelled=att.stop_requested,
-            wants_ctx=task.takes_ctx,
-            execution_id=job.execution_id,
-            step_id=job.step_id,
-            carried=carried_scopes(self._listeners, job),
-        )
-        if not att.ended:
-            self._process_end(att, res)
-
-    def _process_end(self, att: Attempt, res: Any) -> None:
-        from queue_core.worker.process import ProcessOutcome
-
-        outcome = res.outcome
-        if outcome is ProcessOutcome.RETURNED:
-            self._succeed_value(att, res.value)
-        elif outcome is ProcessOutcome.RAISED and res.error is not None:
-            # classified like any body error (per-call overrides included), recorded
-            # with the child's own traceback
-            self._fail(att, res.error.exception, info=res.error_info())
-        elif outcome is ProcessOutcome.TIMED_OUT:
-            self._timed_out(att)
-        elif outcome is ProcessOutcome.CANCELLED:
-            self._stopped_end(att)
-        else:
-            # The body took its own process down (segfault, os._exit, OOM kill): that is
-            # the body failing, not the worker being lost (issue 6), so outcome failed.
-            info: ErrorInfo | None = res.error_info()
-            decision = decide(self._policy(att), att.job.attempt, Outcome.FAILED, rng=self._rng)
-            self._decided(att, Outcome.FAILED, Reason.PROCESS_DIED, decision, info)
+            recorder.stopped_end(att)

@@ -2,8 +2,8 @@
 
 Every worker runs it (unless ``scheduler=False``; burst workers never do). At each
 wake it reads the last tick per schedule, asks the pure core
-(:func:`~queue_core.schedules.tick_to_enqueue`) which tick is due, and hands that tick's
-job to :meth:`~queue_core.schedules.SupportsSchedules.enqueue_tick`, which stores it
+(:func:`~queue_core.rules.ticks.tick_to_enqueue`) which tick is due, and hands that tick's
+job to :meth:`~queue_core.storage.abilities.SupportsSchedules.enqueue_tick`, which stores it
 only once however many schedulers race; then it sleeps, on the worker's clock, until the
 earliest next tick. A tick that fell due while this scheduler ran is enqueued however
 late it wakes, so a crashed scheduler loses no tick while another one runs.
@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Final
 import anyio
 from anyio import to_thread
 
-from queue_core.errors import StorageError
-from queue_core.schedules import Periodic, SupportsSchedules, tick_to_enqueue
+from queue_core.app.periodic import Periodic
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import dt_from_ms
+from queue_core.rules.ticks import tick_to_enqueue
+from queue_core.storage.abilities import SupportsSchedules
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.timing import Timing
 
 if TYPE_CHECKING:
-    from queue_core.queue import Queue
+    from queue_core.worker.host import WorkerHost
 
 __all__ = ["MAX_SLEEP", "Scheduler"]
 
@@ -32,12 +35,20 @@ MAX_SLEEP: Final = 60.0
 """Longest sleep between two passes (seconds), so a wall-clock jump is noticed."""
 
 
+def _iso(ms: int) -> str:
+    """A tick for people: ISO 8601 UTC, to the millisecond when it has some."""
+    at = dt_from_ms(ms)
+    assert at is not None
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return at.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
 class Scheduler:
     """Enqueues the ticks of ``queue``'s periodic tasks into ``storage``."""
 
     def __init__(
         self,
-        queue: Queue,
+        queue: WorkerHost,
         storage: SupportsSchedules,
         timing: Timing,
         limiter: anyio.CapacityLimiter,
@@ -88,20 +99,13 @@ class Scheduler:
             task = self.queue.get_task(periodic.task_name)
             if task is None:
                 continue
-            job = task._make(
-                periodic.args,
-                dict(periodic.kwargs),
-                task._template,
-                task._fixed_lost_delay,
-                task.policy,
-                run_at=tick,
-            )
+            job = task.tick_job(periodic.args, dict(periodic.kwargs), tick)
             took = await to_thread.run_sync(
                 self.storage.enqueue_tick, name, tick, job, limiter=self.limiter
             )
             if took:
                 stored += 1
-                log.info("scheduled %s for tick %d as job %s", name, tick, job.id)
+                log.info("scheduled %s for tick %s as job %s", name, _iso(tick), job.id)
         self.enqueued += stored
         self.passes += 1
         return stored
@@ -113,7 +117,7 @@ class Scheduler:
 
 
 def scheduler_for(
-    queue: Queue,
+    queue: WorkerHost,
     storage: object,
     timing: Timing,
     limiter: anyio.CapacityLimiter,

@@ -2,9 +2,9 @@
 tracing span made current (``contrib.otel``), so that what the body does itself (its own
 spans, log records) is attributed to the attempt.
 
-A listener opts in with :meth:`~queue_core.events.WorkerListener.attempt_scope` (a
+A listener opts in with :meth:`~queue_core.app.events.WorkerListener.attempt_scope` (a
 context manager entered in the body's own thread or task, for async and thread bodies)
-and :meth:`~queue_core.events.WorkerListener.attempt_carrier` (a factory path plus
+and :meth:`~queue_core.app.events.WorkerListener.attempt_carrier` (a factory path plus
 string data that travel to a process-isolated body's child, which calls
 ``factory(data)`` and enters the result). Without such a listener the body is called as
 is: no wrapper, no cost.
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from queue_core.events import WorkerListener
-from queue_core.model import ClaimedJob
+from queue_core.app.events import WorkerListener
+from queue_core.records.jobs import ClaimedJob
 from queue_core.worker.log import log
 
 __all__ = ["Carried", "carried_scopes", "enter_carried", "scoped", "scoped_async"]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from queue_core.model import ClaimedJob, LeaseRef
+from queue_core.records.jobs import ClaimedJob, LeaseRef
 
 if TYPE_CHECKING:
     import anyio
 
-    from queue_core.context import JobContext
-    from queue_core.task import Task
+    from queue_core.app.context import JobContext
+    from queue_core.app.task import Task
 
 __all__ = ["Attempt", "SlotTable"]
 
@@ -42,6 +42,7 @@ class Attempt:
         "claimed_at",
         "last_beat",
         "expired",
+        "label",
     )
 
     def __init__(self, job: ClaimedJob, task: Task[Any, Any] | None) -> None:
@@ -68,9 +69,21 @@ class Attempt:
         """The worker clock's monotonic reading at the last heartbeat (or the claim)."""
         self.expired = False
         """Timed out by the worker for heartbeat silence: the body is being stopped."""
+        self.label: str | None = None
+        """What the log calls the attempt's task when not its name (a script step's
+        ``<flow>.<step id>``)."""
 
     def stop_requested(self) -> bool:
         return self.cancel_requested or self.lease_lost or self.released or self.expired
+
+    def stop(self) -> None:
+        """Stop what can be stopped of the body: its ``ctx`` is cancelled, an async body's
+        cancel scope too (a thread body sees ``ctx.cancelled``; a process attempt sees
+        :meth:`stop_requested` within a cancel poll)."""
+        if self.ctx is not None:
+            self.ctx._cancel()
+        if self.scope is not None:
+            self.scope.cancel()
 
 
 class SlotTable:

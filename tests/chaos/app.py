@@ -18,7 +18,7 @@ limited     3 %   ``Concurrency(3)`` across all workers, sleeps 100 ms
 Every task allows 30 attempts (kills make attempts ``lost``; a job must not run out of
 them because of the chaos alone), fixed 50 ms backoff (``QC_CHAOS_BACKOFF``), no jitter.
 A backoff under half a millisecond rounds to a lost-retry delay of 0, which keeps a
-reaped job's place in line (:func:`queue_core.policy.outcomes.reap_ready_at`).
+reaped job's place in line (:func:`queue_core.rules.outcomes.reap_ready_at`).
 
 Side channel: every execution of a body appends ``S <i> <attempt> <pid>`` when it starts
 to ``$QC_CHAOS_DIR/exec-<pid>.log`` (one file per process, one ``O_APPEND`` write per

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.driver import ChaosReport, table
+from tests.chaos.durable_driver import DurableChaosReport, durable_table
 
 REPORTS: list[ChaosReport] = []
+DURABLE_REPORTS: list[DurableChaosReport] = []
 
 
 @pytest.fixture
@@ -18,13 +20,25 @@ def chaos_reports() -> list[ChaosReport]:
     return REPORTS
 
 
+@pytest.fixture
+def durable_reports() -> list[DurableChaosReport]:
+    """Where a chaos test with flows and workflows appends its report (printed as a
+    second table after the run)."""
+    return DURABLE_REPORTS
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not REPORTS:
+    if not REPORTS and not DURABLE_REPORTS:
         return
-    text = table(REPORTS)
+    parts = []
+    if REPORTS:
+        parts.append(table(REPORTS))
+    if DURABLE_REPORTS:
+        parts.append("flows and durable workflows:\n" + durable_table(DURABLE_REPORTS))
+    text = "\n\n".join(parts)
     terminalreporter.write_sep("=", "chaos drain")
     terminalreporter.write_line(text)
-    for r in REPORTS:
+    for r in [*REPORTS, *DURABLE_REPORTS]:
         if r.violations:
             terminalreporter.write_line(f"{r.backend}: first violations:")
             for v in r.violations[:10]:

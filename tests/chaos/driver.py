@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from queue_core import JobState, Outcome, Queue, Task
-from queue_core.model import AttemptRecord, JobRecord
+from queue_core.records.jobs import AttemptRecord, JobRecord
 from tests.chaos.app import FLAKY_FAILURES, KINDS, LIMIT, kind_of, register
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +108,14 @@ class Workers:
     replaced."""
 
     def __init__(
-        self, url: str, folder: Path, n: int, lease: float, slots: int, app: str = APP
+        self,
+        url: str,
+        folder: Path,
+        n: int,
+        lease: float,
+        slots: int,
+        app: str = APP,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.app = app
         self.slots = slots
@@ -118,9 +125,11 @@ class Workers:
             QC_CHAOS_DIR=str(folder),
             QC_CHAOS_LEASE=str(lease),
             PYTHONPATH=str(ROOT),
+            **(env or {}),
         )
         self.folder = folder
         self.started = 0
+        self.killed: list[int] = []  # pids SIGKILLed, in order
         self.stderr: dict[int, Path] = {}
         self.procs = [self.spawn() for _ in range(n)]
 
@@ -142,6 +151,7 @@ class Workers:
         k = rng.randrange(len(self.procs))
         victim = self.procs[k]
         victim.send_signal(signal.SIGKILL)
+        self.killed.append(victim.pid)
         victim.wait(10)
         self.procs[k] = self.spawn()
 

@@ -1,9 +1,8 @@
-"""The chaos drain with flows: diamond executions while a driver SIGKILLs workers.
+"""The check of the diamond flows the chaos drain runs (the drain itself, with flows and
+durable workflows together, is :mod:`tests.chaos.durable_driver`).
 
-:func:`run_flow_chaos` starts ``executions`` executions of
-:data:`tests.chaos.flows_app.FLOW` (``a`` -> ``b``, ``c`` -> ``d``), runs ``workers``
-``queue-core worker`` processes and every 1-3 s (seeded) SIGKILLs one and starts a
-replacement, until every execution has ended. Then :func:`check_flows` judges, from
+The drain starts executions of :data:`tests.chaos.flows_app.FLOW` (``a`` -> ``b``, ``c``
+-> ``d``) while worker processes are SIGKILLed; then :func:`check_flows` judges, from
 storage and the side channel of step-body starts and ends:
 
 * every execution ended (none stalled) and ``succeeded`` with the expected result;
@@ -18,7 +17,6 @@ storage and the side channel of step-body starts and ends:
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,7 @@ from typing import Any
 
 from queue_core import Outcome, Queue
 from queue_core.flows import ExecutionState, StepState
-from tests.chaos.driver import Workers, drive
-from tests.chaos.flows_app import STEPS, declare, expected
+from tests.chaos.flows_app import STEPS, expected
 
 APP = "tests.chaos.flows_app:queue"
 _FINAL = {s for s in ExecutionState if s not in (ExecutionState.QUEUED, ExecutionState.RUNNING)}
@@ -54,50 +51,6 @@ class FlowChaosReport:
             f"{self.duplicates} duplicate starts, {self.stalled} stalled, "
             f"{len(self.violations)} violations, {self.seconds:.0f} s"
         )
-
-
-def run_flow_chaos(
-    url: str,
-    backend: str,
-    executions: int,
-    folder: Path,
-    *,
-    workers: int = 3,
-    kill_every: tuple[float, float] = (1.0, 3.0),
-    lease: float = 2.0,
-    seed: int = 17,
-    timeout: float = 600.0,
-) -> FlowChaosReport:
-    """Run ``executions`` diamonds on ``url`` under SIGKILLs; return the checked report."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    report = FlowChaosReport(backend, executions)
-    q = Queue(url, lease=lease)
-    try:
-        q.migrate()
-        flow = declare(q)
-        started = {flow.start({"n": n}).id: n for n in range(executions)}
-        open_ids = list(started)
-        pool = Workers(url, folder, workers, lease, 2, app=APP)
-
-        def still_open() -> int:
-            # drop ended executions from the front until one is open: a status read per
-            # poll, not one per execution (on SQS under moto those reads took minutes and
-            # starved the kill loop)
-            while open_ids and q.execution(open_ids[0]).status() in _FINAL:
-                open_ids.pop(0)
-            return len(open_ids)
-
-        run = drive(pool, rng, still_open, kill_every=kill_every, timeout=timeout, poll=0.2)
-        report.kills, report.seconds = run.kills, run.seconds
-        report.violations.extend(run.crashes)
-        if run.left:  # an upper bound (only the front was checked): count exactly
-            report.stalled = sum(q.execution(i).status() not in _FINAL for i in open_ids)
-            report.violations.append(f"{report.stalled} executions stalled")
-        check_flows(q, started, folder, report)
-    finally:
-        q.close()
-    return report
 
 
 def _starts(folder: Path) -> dict[tuple[str, str], list[int]]:

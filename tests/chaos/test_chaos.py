@@ -23,8 +23,9 @@ SIZES = {
     "redis-cluster": JOBS,
     "sqs": max(100, JOBS // 20),
 }
-# seconds between kills (uniform in the range); moto drains slowly, so SQS is killed less
-KILL_EVERY = {"sqs": (4.0, 8.0)}
+# seconds between kills (uniform in the range); moto drains 100 jobs in ~30 s, so SQS is
+# killed every 2-4 s: with fewer kills (4-8 s: ~4 in a drain) all could land on idle workers
+KILL_EVERY = {"sqs": (2.0, 4.0)}
 FIXTURES = {
     "postgresql": "postgres_url",
     "redis": "redis_url",

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from queue_core import JobState, Outcome, Queue
-from queue_core.model import AttemptRecord, JobRecord
+from queue_core.records.jobs import AttemptRecord, JobRecord
 from tests.chaos.app import LIMIT, register
 from tests.chaos.driver import ChaosReport, _check_concurrency_slots, _check_job
 

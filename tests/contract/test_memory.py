@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from backends.memory import MemoryStorage
-from queue_core.clock import Clock
-from queue_core.errors import ConfigError
-from queue_core.registry import open_storage
-from queue_core.storage import Storage, SupportsJobScan, SupportsWakeup
+from queue_core.app.clock import Clock
+from queue_core.app.config import open_storage
+from queue_core.records.errors import ConfigError
+from queue_core.storage.abilities import SupportsJobScan, SupportsWakeup
+from queue_core.storage.protocol import Storage
 from queue_core.testing import (
     DAY,
     LEASE,
@@ -133,7 +134,7 @@ def test_claim_skips_jobs_waiting_for_a_full_slot_without_rescanning_them() -> N
     free = new_job()
     storage.enqueue([free], now=T0)
     assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0)] == [free.id]
-    assert sum(len(h) for h in storage._ready.values()) == 0
+    assert sum(len(h) for h in storage.store.ready.values()) == 0
     storage.finish([complete_end(first[0].ref)], now=T0 + 1)
     assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + 2)] == [waiting[1].id]
 

@@ -103,7 +103,10 @@ def test_dlq_list_pages_and_says_how_to_get_the_next_page(run, populated: Popula
     url = populated.app.url
     first = run("dlq", "list", "--task", "app.explode", "--limit", "2", "--url", url)
     assert first.exit_code == 0, first.stderr
-    assert "dlq list --offset 2 --limit 2 --task app.explode" in first.stdout
+    # the hint keeps the storage it was given (issue 23 item 14)
+    assert f"dlq list --offset 2 --limit 2 --task app.explode --url {url}" in first.stdout
+    by_app = run("dlq", "list", "--limit", "1", "--app", populated.app.spec)
+    assert f"dlq list --offset 1 --limit 1 --app {populated.app.spec}\n" in by_app.stdout
     rows = [line for line in first.stdout.splitlines() if "app.explode" in line
             and "dlq list" not in line]
     assert len(rows) == 2
@@ -162,9 +165,11 @@ def test_dlq_show_unknown_id_exits_1_naming_it(run, app: App):
 def test_dlq_retry_replays_with_a_fresh_budget(run, populated: Populated):
     q = populated.app.queue
     entry = q.dead_letters(task_name="app.explode")[0]
-    result = run("dlq", "retry", entry.id, "--queue", "replays", "--url", populated.app.url)
+    # any unique prefix of the entry's id names it (issue 23 item 5)
+    result = run("dlq", "retry", entry.id[:10], "--queue", "replays", "--url", populated.app.url)
     assert result.exit_code == 0, result.stderr
-    new_id = result.stdout.strip()
+    said, _, new_id = result.stdout.strip().rpartition(" ")
+    assert said == f"replayed {entry.id} as job"
     assert new_id != entry.job_id
     info = q.job(new_id).info()
     assert (info.state, info.queue, info.replay_of, info.attempts) == (
@@ -173,6 +178,30 @@ def test_dlq_retry_replays_with_a_fresh_budget(run, populated: Populated):
     again = run("dlq", "retry", entry.id, "--url", populated.app.url)
     assert again.exit_code == 1
     assert entry.id in again.stderr
+
+
+def test_id_arguments_take_any_unique_prefix(run, populated: Populated):
+    # time-ordered job ids share their head: the prefix that names one job is longer
+    url = populated.app.url
+    q = populated.app.queue
+    job_id = populated.succeeded_id
+    others = [j.id for j in q.storage().list_jobs(limit=100) if j.id != job_id]
+    unique = next(n for n in range(1, 33) if not any(o.startswith(job_id[:n]) for o in others))
+    shown = run("jobs", "show", job_id[:unique], "--json", "--url", url)
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["id"] == job_id
+    ambiguous = run("jobs", "show", job_id[: unique - 1], "--url", url)
+    assert ambiguous.exit_code == 2
+    assert f"id prefix {job_id[: unique - 1]!r} is ambiguous" in ambiguous.stderr
+    assert "give more characters" in ambiguous.stderr
+    cancel = run("jobs", "cancel", job_id[:unique], "--url", url)
+    assert cancel.exit_code == 1 and "had already finished (succeeded)" in cancel.stderr
+    entry = q.dead_letters(task_name="app.explode")[0]
+    dead = run("dlq", "show", entry.id[:12], "--json", "--url", url)
+    assert dead.exit_code == 0 and json.loads(dead.stdout)["id"] == entry.id
+    nothing = run("jobs", "show", "ffff", "--url", url)
+    assert nothing.exit_code == 1
+    assert "no job with id 'ffff' or an id starting with it" in nothing.stderr
 
 
 def test_dlq_purge_asks_first(run, populated: Populated, monkeypatch):
@@ -225,22 +254,43 @@ def test_stats_table_and_json(run, populated: Populated):
 def test_jobs_show_info_and_attempts(run, populated: Populated):
     url = populated.app.url
     data = json.loads(run("jobs", "show", populated.flaky_id, "--json", "--url", url).stdout)
-    assert set(data) == INFO_FIELDS | {"attempt_records"}
+    assert set(data) == INFO_FIELDS | {"attempt_records", "progress"}
     assert data["state"] == "dead" and data["attempts"] == 2
     assert [a["outcome"] for a in data["attempt_records"]] == ["failed", "failed"]
     ok = run("jobs", "show", populated.succeeded_id, "--url", url)
     assert ok.exit_code == 0
     assert "succeeded" in ok.stdout and "Attempts (1):" in ok.stdout
+    assert "Traceback" not in ok.stdout
+    # a failed job's traceback, as dlq show prints it (issue 23 item 4)
+    dead = run("jobs", "show", populated.flaky_id, "--url", url)
+    assert ("Traceback of the last failed attempt:\nTraceback (most recent call last):"
+            in dead.stdout)
+    assert dead.stdout.rstrip().endswith("ValueError: still broken")
     missing = run("jobs", "show", "nope", "--url", url)
     assert missing.exit_code == 1
     assert "'nope'" in missing.stderr
 
 
-def test_migrate_is_idempotent(run, app: App):
+def test_migrate_is_idempotent_and_says_what_it_did(run, app: App):
+    from backends.sql.schema import SCHEMA_VERSION
+
+    said = []
     for _ in range(2):
         result = run("migrate", "--url", app.url)
         assert result.exit_code == 0, result.stderr
-        assert "up to date" in result.stdout
+        said.append(result.stdout.strip())
+    # a new database: "created", then "up to date" (issue 23 item 13)
+    assert said == [f"Schema created, version {SCHEMA_VERSION} ({app.url}).",
+                    f"Schema is up to date, version {SCHEMA_VERSION} ({app.url})."]
+
+
+def test_migrate_says_when_a_storage_has_nothing_to_migrate(run):
+    result = run("migrate", "--url", "memory://")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == (
+        "Nothing to migrate: MemoryStorage (memory://) keeps no schema "
+        "(it does not implement SupportsMigrate)."
+    )
 
 
 # --------------------------------------------------------------------------- storage lookup

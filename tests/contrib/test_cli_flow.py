@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -84,7 +86,9 @@ def flow_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FlowAp
     monkeypatch.delenv("QUEUE_CORE_URL", raising=False)
     module = importlib.import_module(name)
     queue: Queue = module.queue
-    worker = Worker(queue, install_signal_handlers=False, reap_interval=0.2, shutdown_grace=2)
+    # the operator opts in to the script steps of the flow files in tmp_path
+    worker = Worker(queue, install_signal_handlers=False, reap_interval=0.2, shutdown_grace=2,
+                    flow_dirs=[tmp_path])
     thread = threading.Thread(target=worker.run, name="flow-cli-worker", daemon=True)
     thread.start()
     try:
@@ -141,8 +145,10 @@ def test_the_section_7_example_runs_with_wait_and_show_prints_its_timeline(
     extracted = {"day": "2026-11-30", "attempt": 1, "step": "extract"}
     assert result == {"extract": extracted, "load": {"loaded": extracted}}
 
-    shown = run("flow", "show", execution_id, "--app", flow_app.spec)
+    # any unique prefix of the id names the execution (issue 23 item 5): one execution
+    shown = run("flow", "show", execution_id[:10], "--app", flow_app.spec)
     assert shown.exit_code == 0, shown.stderr
+    assert _field(shown.stdout, "id") == execution_id
     assert _field(shown.stdout, "state") == "succeeded"
     assert "Timeline (2 attempts of 2 steps):" in shown.stdout
     rows = _timeline(shown.stdout)
@@ -157,6 +163,10 @@ def test_the_section_7_example_runs_with_wait_and_show_prints_its_timeline(
     assert rows[0][4] <= rows[1][3]  # load started after extract ended
     # --wait printed the same timeline as show
     assert _timeline(ran.stdout)[0][:3] == rows[0][:3]
+    # the execution's result and each step's (issue 23 item 7)
+    assert json.loads(_field(shown.stdout, "result")) == result
+    section = shown.stdout.split("\nResults:\n", 1)[1].splitlines()
+    assert section == [f"extract: {json.dumps(extracted)}", f"load: {json.dumps(result['load'])}"]
 
 
 def test_a_retried_step_shows_one_row_per_attempt(run: Any, flow_app: FlowApp) -> None:
@@ -166,7 +176,9 @@ def test_a_retried_step_shows_one_row_per_attempt(run: Any, flow_app: FlowApp) -
     assert ran.exit_code == 0, ran.stderr + ran.stdout
     data = json.loads(ran.stdout)
     assert data["state"] == "succeeded" and data["reason"] is None
-    assert set(data) == {f.name for f in fields(ExecutionInfo)} | {"steps"}
+    assert set(data) == {f.name for f in fields(ExecutionInfo)} | {"steps", "result"}
+    # the execution's result: {step id: result} (issue 23 item 7)
+    assert set(data["result"]) == {"extract", "load"}
     assert [s["step_id"] for s in data["steps"]] == ["extract", "load"]
     assert set(data["steps"][0]) == {f.name for f in fields(StepRun)}
     assert [(a["number"], a["outcome"], a["reason"]) for a in data["steps"][0]["attempts"]] == [
@@ -179,7 +191,7 @@ def test_a_retried_step_shows_one_row_per_attempt(run: Any, flow_app: FlowApp) -
         ("extract #2", "succeeded", "-"),
         ("load #1", "succeeded", "-"),
     ]
-    errors = shown.stdout.split("\nErrors:\n", 1)[1].splitlines()
+    errors = shown.stdout.split("\nErrors:\n", 1)[1].split("\n\n")[0].splitlines()
     assert len(errors) == 1 and errors[0].startswith("extract #1: ScriptFailed: script ")
     assert errors[0].endswith("extract.py exited with code 3: upstream not ready")
 
@@ -196,6 +208,9 @@ def test_a_failed_execution_exits_1_naming_state_reason_and_step(
     assert "ended failed (step_failed, step 'load')" in ran.stderr
     assert _field(ran.stdout, "state") == "failed"
     assert _field(ran.stdout, "reason") == "step_failed (step 'load')"
+    # the failing step's error, beside the reason (issue 23 item 7)
+    assert _field(ran.stdout, "error").startswith("load #1: ScriptFailed: script ")
+    assert ran.stdout.split("\nResults:\n", 1)[1].startswith("extract: ")
     rows = _timeline(ran.stdout)
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("extract #1", "succeeded", "-"),
@@ -384,7 +399,7 @@ def test_executions_lists_newest_first_with_filters_and_pages(
         [ids[2], "sync-orders", "succeeded", "-"],
     ]
     assert ("Executions 1-2; more exist. Next page: queue-core flow executions sync-orders "
-            "--offset 2 --limit 2") in table.stdout
+            f"--offset 2 --limit 2 --app {flow_app.spec}") in table.stdout
     last = run("flow", "executions", "sync-orders", "--limit", "2", "--offset", "2",
                "--app", flow_app.spec)
     assert ids[0] in last.stdout and "Executions 3-3; no more executions." in last.stdout
@@ -491,3 +506,57 @@ def test_timeline_rows_order_attempts_by_start_and_add_steps_not_running() -> No
         ("a", "queued", None),          # waiting out its retry backoff
         ("c", "pending", None),         # never ran
     ]
+
+
+# --------------------------------------------------------------------------- no app
+
+
+def test_a_yaml_only_flow_runs_on_a_worker_without_an_app(tmp_path: Path) -> None:
+    # issue 23 item 11: `queue-core worker --url URL` (or env QUEUE_CORE_URL) needs no APP
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "extract.py").write_text(EXTRACT)
+    (tmp_path / "pipelines" / "load.py").write_text(LOAD)
+    (tmp_path / "flow.yaml").write_text(SECTION_7)
+    url = f"sqlite:///{tmp_path / 'flows.db'}"
+    script = str(Path(sys.executable).with_name("queue-core"))
+    env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
+
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([script, *args], cwd=tmp_path, env={**env, **extra},
+                              capture_output=True, text=True, timeout=120)
+
+    for how in ("--url", "env"):
+        started = cli("flow", "run", "flow.yaml", "--input", '{"day": "d9"}', "--json",
+                      "--url", url)
+        assert started.returncode == 0, started.stderr
+        execution_id = json.loads(started.stdout)["id"]
+        worker = (cli("worker", "--url", url, "--burst") if how == "--url"
+                  else cli("worker", "--burst", QUEUE_CORE_URL=url))
+        assert worker.returncode == 0, worker.stderr
+        assert "0 tasks (it runs the script steps of flow files)" in worker.stderr
+        shown = cli("flow", "show", execution_id, "--json", "--url", url)
+        assert json.loads(shown.stdout)["state"] == "succeeded", (how, shown.stdout)
+    both = cli("worker", "some.app:queue", "--url", url, "--burst")
+    assert both.returncode == 2 and "give APP or --url, not both" in both.stderr
+
+
+def test_flow_run_refuses_a_task_step_the_app_does_not_declare(
+    run: Any, flow_app: FlowApp
+) -> None:
+    # issue 23 item 12: as `enqueue` refuses an unknown task, instead of exit 0 and a
+    # dead letter later
+    @flow_app.queue.task(name="shop.count")
+    def count(input: Any) -> int:
+        return 1
+
+    text = ("id: shop\ntasks:\n  - { id: count, type: task, task: shop.count }\n"
+            "  - { id: ship, type: task, task: shop.ship, depends_on: [count] }\n")
+    file = flow_app.write_flow("shop.yaml", text)
+    refused = run("flow", "run", file, "--app", flow_app.spec)
+    assert refused.exit_code == 2
+    assert "[unknown_task at tasks[1].task]" in refused.stderr
+    assert "step 'ship' runs task 'shop.ship'" in refused.stderr
+    assert "tasks declared: shop.count" in refused.stderr
+    assert flow_app.queue.executions() == []  # nothing stored
+    fixed = flow_app.write_flow("ok.yaml", text.replace("shop.ship", "shop.count"))
+    assert run("flow", "run", fixed, "--app", flow_app.spec).exit_code == 0

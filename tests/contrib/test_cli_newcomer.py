@@ -72,9 +72,15 @@ def test_read_only_commands_never_create_storage(run, empty_dir: Path, command) 
 
 def test_read_only_command_on_an_apps_missing_storage_and_on_memory(run, app: App) -> None:
     assert not app.db.exists()  # the app's Queue was built, its file not yet written
-    result = run("stats", "--app", app.spec)
-    assert result.exit_code == 1
-    assert f"the storage of --app {app.spec}" in result.stderr
+    for command in (["stats"], ["schedules"]):
+        result = run(*command, "--app", app.spec)
+        assert result.exit_code == 1
+        assert f"the storage of --app {app.spec}" in result.stderr
+        # the app was named: the hint is to create the schema, not to repeat --app
+        assert result.stderr.rstrip().endswith(
+            f"no schema yet: run `queue-core migrate --app {app.spec}` or start a worker "
+            f"(`queue-core worker {app.spec}`)"
+        )
     assert not app.db.exists()
     memory = run("dlq", "list", "--url", "memory://")
     assert memory.exit_code == 1
@@ -104,9 +110,9 @@ def test_app_mistakes_get_a_suggestion(run, app: App) -> None:
 
 
 def test_bad_duration_names_the_unit(run, app: App) -> None:
-    result = run("dlq", "purge", "--older-than", "1d", "--url", app.url)
+    result = run("dlq", "purge", "--older-than", "2w", "--url", app.url)
     assert result.exit_code == 2
-    assert "'d' is not a unit: write 1d as '24h'" in result.stderr
+    assert "'w' is not a unit: write 2w as '336h'" in result.stderr
 
 
 def test_read_only_commands_leave_an_empty_postgres_database_empty(run, postgres_server) -> None:
@@ -129,3 +135,29 @@ def test_read_only_commands_leave_an_empty_postgres_database_empty(run, postgres
         assert tables == (0,)
     finally:
         postgres_server.drop_database(name)
+
+
+@pytest.mark.parametrize("url", ["sqlite://queue.db", "sqlite://", ":memory:"])
+def test_a_sqlite_url_without_a_file_is_refused_naming_the_three_slashes(
+    run, empty_dir: Path, url: str
+) -> None:
+    for command in (["jobs", "list"], ["enqueue", "app.add", "[1]"]):
+        out = run(*command, "--url", url)
+        assert out.exit_code == 2, out.output
+        assert "sqlite:///queue.db" in out.stderr and "memory://" in out.stderr
+        if url == "sqlite://queue.db":
+            assert "two slashes" in out.stderr
+    assert list(empty_dir.iterdir()) == []
+
+
+def test_a_worker_of_an_app_on_two_slashes_refuses_to_start(empty_dir: Path) -> None:
+    (empty_dir / "twoslash.py").write_text(
+        'from queue_core import Queue\nqueue = Queue("sqlite://queue.db")\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
+    script = str(Path(sys.executable).with_name("queue-core"))
+    out = subprocess.run([script, "worker", "twoslash:queue", "--burst"], cwd=empty_dir,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "did you mean sqlite:///queue.db (three slashes)?" in out.stderr
+    assert "stopped after" not in out.stdout + out.stderr

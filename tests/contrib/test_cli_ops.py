@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import contrib.cli.bulk as bulk
-import contrib.cli.commands as commands
+import contrib.cli.common as commands
 from queue_core import JobInfo, JobState, Queue
-from queue_core.storage import SupportsJobScan
+from queue_core.storage.abilities import SupportsJobScan
 from tests.contrib.conftest import App, Populated
 
 INFO_FIELDS = [f.name for f in dataclasses.fields(JobInfo)]
@@ -55,8 +55,10 @@ def test_jobs_list_pages_newest_first_with_the_next_page_command(run, populated:
     lines = first.stdout.splitlines()
     assert lines[0].split()[:4] == ["id", "task_name", "queue", "state"]
     assert [line.split()[0] for line in lines[2:4]] == [row["id"] for row in everything[:2]]
-    assert "Jobs 1-2; more exist. Next page: queue-core jobs list --offset 2 --limit 2" in (
-        first.stdout)
+    assert ("Jobs 1-2; more exist. Next page: queue-core jobs list --offset 2 --limit 2 "
+            f"--url {url}") in first.stdout
+    before = run("--url", url, "jobs", "list", "--limit", "2")  # --url before the command
+    assert f"--offset 2 --limit 2 --url {url}\n" in before.stdout
     last = run("jobs", "list", "--limit", "2", "--offset", "4", "--url", url)
     assert [line.split()[0] for line in last.stdout.splitlines()[2:3]] == [everything[4]["id"]]
     assert "Jobs 5-5; no more jobs." in last.stdout
@@ -159,7 +161,9 @@ def test_jobs_cancel_unknown_and_finished_jobs_exit_1(run, populated: Populated)
     url = populated.app.url
     unknown = run("jobs", "cancel", "no-such-job", "--url", url)
     assert unknown.exit_code == 1
-    assert unknown.stderr.strip() == f"Error: no job with id 'no-such-job' ({url})"
+    assert unknown.stderr.strip() == (
+        f"Error: no job with id 'no-such-job' or an id starting with it ({url})"
+    )
     done = run("jobs", "cancel", populated.succeeded_id, "--url", url)
     assert done.exit_code == 1
     assert "had already finished (succeeded): nothing to cancel" in done.stderr

@@ -85,7 +85,9 @@ def test_console_script_jobs_list_cancel_and_dlq_retry_all(app: App):
     assert app.queue.job(waiting.id).status() is JobState.CANCELLED
     unknown = _run(app, "jobs", "cancel", "nope", "--url", app.url)
     assert unknown.returncode == 1
-    assert unknown.stderr.strip() == f"Error: no job with id 'nope' ({app.url})"
+    assert unknown.stderr.strip() == (
+        f"Error: no job with id 'nope' or an id starting with it ({app.url})"
+    )
 
     # A script (stdin not a terminal) must say --yes; it is refused, not left waiting.
     refused = _run(app, "dlq", "retry", "--all", "--url", app.url)

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from contrib.otel import instrument
 from queue_core import JobState, Queue
-from queue_core.events import job_headers
+from queue_core.app.events import job_headers
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def job_headers_of(queue: Queue, job_id: str) -> dict[str, str]:
 
 def test_importing_the_core_never_imports_opentelemetry() -> None:
     code = (
-        "import sys, queue_core, queue_core.worker, queue_core.events, contrib.otel, "
+        "import sys, queue_core, queue_core.worker, queue_core.app.events, contrib.otel, "
         "contrib.cli\n"
         "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'imported'\n"
     )

@@ -45,7 +45,7 @@ def test_spans_started_in_a_body_are_children_of_the_attempt_span(
     for h in handles.values():
         assert h.status() is JobState.SUCCEEDED
     spans = exporter.get_finished_spans()
-    attempt = {s.attributes["queue_core.task"]: s for s in spans if s.name.endswith(" attempt")}
+    attempt = {s.attributes["queue_core.app.task"]: s for s in spans if s.name.endswith(" attempt")}
     inner = {s.name: s for s in spans if s.name.startswith("inner")}
     assert set(attempt) == {"in_thread", "in_task", "in_child"}
     for task, name in (("in_thread", "inner thread"), ("in_task", "inner async")):
@@ -63,7 +63,7 @@ def test_spans_started_in_a_body_are_children_of_the_attempt_span(
 
 
 def test_without_tracing_the_body_is_called_unwrapped() -> None:
-    from queue_core.events import WorkerListener
+    from queue_core.app.events import WorkerListener
     from queue_core.worker.scopes import scoped, scoped_async
 
     def body() -> None:

@@ -31,17 +31,23 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 # Modules a plain job never needs (prefix match on the dotted name).
 _NEVER = (
     "queue_core.flows.api",
-    "queue_core.flows.calls",
-    "queue_core.flows.dag",
-    "queue_core.flows.decide",
-    "queue_core.flows.decide_fast",
-    "queue_core.flows.jobs",
-    "queue_core.flows.model",
+    "queue_core.app.steps.calls",
+    "queue_core.rules.flows.dag",
+    "queue_core.rules.flows.decide",
+    "queue_core.rules.flows.decide_fast",
+    "queue_core.app.steps.jobs",
+    "queue_core.rules.flows.spec",
     "queue_core.flows.scheduled",
-    "queue_core.flows.script",
-    "queue_core.flows.storage",
-    "backends.sql.flow_names",
-    "backends.sql.schema",
+    "queue_core.app.steps.script",
+    "queue_core.storage.flows",
+    "queue_core.app.steps.run",
+    "queue_core.app.steps.templates",
+    "queue_core.app.steps.http",
+    "jinja2",
+    "httpx",
+    "backends.sql.flows",  # SQLStorage's flows part is built on first use
+    "backends.sql.schedules",
+    "backends.sql.tables",
     "contrib.dashboard",
     "contrib.metrics",
     "contrib.otel",
@@ -54,7 +60,7 @@ _NEVER = (
     "zoneinfo",
     "difflib",
     "pickle",  # JSON is the default serializer
-    "queue_core.schedules",  # periodic tasks: only for a queue that declares one
+    "queue_core.rules.ticks",  # periodic tasks: only for a queue that declares one
     "queue_core.worker.scheduler",  # never in a burst worker
 )
 
@@ -89,7 +95,6 @@ def test_a_sqlite_worker_runs_a_plain_job_without_flow_or_extra_modules(tmp_path
     )
     modules: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
     assert log.read_text().split()[:2] == ["S", "7"], proc.stderr[-2000:]  # the job ran
-    assert "backends.sql.flows" in modules  # the flow operations are SQLStorage's base
     assert "queue_core.worker.flowsteps" in modules
     assert _loaded(modules, _NEVER) == []
 
@@ -98,7 +103,7 @@ def test_a_postgresql_worker_imports_neither_importlib_metadata_nor_sqlite3(
     postgres_url: str, tmp_path: Path
 ) -> None:
     """psycopg's two version look-ups are answered from the dist-info directories
-    (backends.sql.pgimport), and the SQL backend's error translation does not import sqlite3."""
+    (backends.sql.postgresql), and the SQL backend's error translation does not import sqlite3."""
     log = tmp_path / "executions.log"
     q = Queue(postgres_url)
     register(q).delay(8)
@@ -117,13 +122,32 @@ def test_a_postgresql_worker_imports_neither_importlib_metadata_nor_sqlite3(
     assert _loaded(modules, (*never, "importlib.metadata", "sqlite3")) == []
 
 
+def test_a_redis_worker_builds_no_flow_schedule_or_throughput_part(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """RedisStorage builds those parts on first use (storage.lazy.Lazy): a worker that
+    runs a plain job never imports their modules."""
+    log = tmp_path / "executions.log"
+    q = Queue(redis_url)
+    register(q).delay(9)
+    q.close()
+    env = {"QC_DRAIN_LOG": str(log), "QUEUE_CORE_URL": redis_url}
+    proc = _run(_WORKER, "worker", APP, "--burst", env=env)
+    modules: list[str] = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert log.read_text().split()[:2] == ["S", "9"], proc.stderr[-2000:]  # the job ran
+    assert "backends.redis.jobs" in modules
+    lazy = ("backends.redis.flows", "backends.redis.schedules", "backends.redis.throughput")
+    never = tuple(m for m in _NEVER if m != "opentelemetry")  # redis-py imports it itself
+    assert _loaded(modules, (*never, *lazy)) == []
+
+
 def test_a_flow_step_loads_the_flow_modules_on_demand(tmp_path: Path) -> None:
     """The other side of the laziness: a worker that meets a flow step loads them."""
     code = """
 import json, sys
 from queue_core import Queue
 q = Queue(sys.argv[1])
-before = "queue_core.flows.model" in sys.modules
+before = "queue_core.rules.flows.spec" in sys.modules
 seen = []
 flow = q.flow("f")
 @flow.step()
@@ -133,7 +157,7 @@ def a() -> int:
 ex = flow.start()
 q.run_worker(burst=True, install_signal_handlers=False)
 print(json.dumps([before, seen, ex.status().value,
-                  "backends.sql.flow_names" in sys.modules]))
+                  "backends.sql.flows" in sys.modules]))
 """
     proc = _run(code, f"sqlite:///{tmp_path / 'jobs.db'}")
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
@@ -147,21 +171,26 @@ print(json.dumps([before, seen, ex.status().value,
 def test_lazy_names_stay_importable_from_the_same_modules() -> None:
     code = """
 import json, sys
-import queue_core, queue_core.storage, queue_core.flows
+import queue_core, queue_core.storage.protocol, queue_core.flows
 out = {"eager": sorted(m for m in sys.modules if m.startswith("queue_core.flows."))}
 from queue_core import SupportsFlows as a
-from queue_core.storage import SupportsFlows as b
-from queue_core.flows.storage import SupportsFlows as c
+from queue_core.storage.abilities import SupportsFlows as b
+from queue_core.storage.abilities import SupportsFlows as c
 from queue_core.flows import FlowSpec, StepState
-from queue_core.flows.model import FlowSpec as F2, StepState as S2
-from queue_core.flows.jobs import SCRIPT_TASK
-from queue_core.flows.names import SCRIPT_TASK as T2
-out["lazy"] = [m in sys.modules for m in ("queue_core.schedules", "pickle")]
+from queue_core.rules.flows.spec import FlowSpec as F2
+from queue_core.records.flows import StepState as S2
+from queue_core.app.steps.jobs import SCRIPT_TASK
+from queue_core.app.steps.names import SCRIPT_TASK as T2
+out["lazy"] = [m in sys.modules for m in ("queue_core.rules.ticks", "pickle")]
 from queue_core import SupportsSchedules as d
-from queue_core.schedules import SupportsSchedules as e
+from queue_core.storage.abilities import SupportsSchedules as e
 out["same"] = [a is b is c, FlowSpec is F2, StepState is S2, SCRIPT_TASK == T2, d is e]
 errors = []
-for mod, name in ((queue_core, "Nope"), (queue_core.storage, "Nope"), (queue_core.flows, "Nope")):
+for mod, name in (
+    (queue_core, "Nope"),
+    (queue_core.storage.protocol, "Nope"),
+    (queue_core.flows, "Nope"),
+):
     try:
         getattr(mod, name)
     except AttributeError as exc:
@@ -176,26 +205,37 @@ print(json.dumps(out))
     assert out["same"] == [True, True, True, True, True]
     assert out["errors"] == [
         "module 'queue_core' has no attribute 'Nope'",
-        "module 'queue_core.storage' has no attribute 'Nope'",
+        "module 'queue_core.storage.protocol' has no attribute 'Nope'",
         "module 'queue_core.flows' has no attribute 'Nope'",
     ]
 
 
-def test_a_script_failure_is_told_with_or_without_the_script_module() -> None:
+def test_a_step_failure_is_told_with_or_without_the_flow_modules() -> None:
     code = """
 import json, sys
-from queue_core.worker.flowsteps import is_script_failure
-first = [is_script_failure(RuntimeError("x")), "queue_core.flows.script" in sys.modules]
-from queue_core.flows.script import ScriptFailed, ScriptTimedOut
-print(json.dumps(first + [is_script_failure(ScriptFailed("exit 3", exit_code=3)),
-                          is_script_failure(ScriptTimedOut("late", exit_code=None, sigkill=False)),
-                          is_script_failure(ValueError("x"))]))
+from queue_core.worker.flowsteps import step_failure_reason
+first = [step_failure_reason(RuntimeError("x")), "queue_core.app.steps.failures" in sys.modules]
+from queue_core.app.steps.script import ScriptFailed, ScriptTimedOut
+from queue_core.app.steps.http import HttpStatusError
+from queue_core.app.steps.templates import TemplateError
+from queue_core.app.steps.failures import StepNotAllowed
+print(json.dumps(first + [step_failure_reason(e) for e in (
+    ScriptFailed("exit 3", exit_code=3),
+    ScriptTimedOut("late", exit_code=None, sigkill=False),
+    HttpStatusError("503", status=503),
+    TemplateError("undefined"),
+    StepNotAllowed("outside"),
+    ValueError("x"),
+)]))
 """
     proc = _run(code)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        None,
         False,
-        False,
-        True,
-        True,
-        False,
+        "exit_code",
+        "timeout",
+        "http_status",
+        "template_error",
+        "not_allowed",
+        None,
     ], proc.stderr[-2000:]

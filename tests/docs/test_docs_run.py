@@ -71,6 +71,10 @@ def test_the_readme_demo_runs(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], cwd=tmp_path,
                             env=_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # the six jobs' short ids differ (time-ordered ids share their head: issue 23 item 5)
+    section = result.stdout.split("What happened to each job:")[1].split("Dead-letter")[0]
+    shown = re.findall(r"^  demo\.\w+\s+([0-9a-f]+)  state=", section, re.M)
+    assert len(shown) == 6 and len(set(shown)) == 6, section
 
 
 def test_skips_are_rare_and_say_why() -> None:

@@ -6,7 +6,7 @@ written straight into a SQLite database (corrupt payloads and options, wrong typ
 huge blobs). ``QC_FUZZ_EXAMPLES`` examples per target (2,000 by default; these tests are
 ``soak``: ``nox -s soak`` runs them).
 
-A "clear library error" is a :class:`~queue_core.errors.QueueCoreError` (``ConfigError``
+A "clear library error" is a :class:`~queue_core.records.errors.QueueCoreError` (``ConfigError``
 and friends; ``ConfigError`` is also a ``ValueError``) or the ``TypeError`` Python
 raises for a call that does not fit a signature, and its message is one line that
 names what was wrong. URLs never name a host other than loopback, and nothing here
@@ -19,6 +19,7 @@ import os
 import shutil
 import sqlite3
 import string
+from contextlib import closing
 from datetime import timedelta
 from typing import Any
 
@@ -30,9 +31,9 @@ from hypothesis import strategies as st
 
 from contrib.cli import cli
 from queue_core import JobState, Queue
-from queue_core.durations import parse_duration
-from queue_core.errors import ConfigError, QueueCoreError
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.durations import parse_duration
+from queue_core.records.errors import ConfigError, QueueCoreError
 
 # 2,000 examples of a target take minutes on a loaded 2-core machine: the 120 s default
 # per-test timeout would interrupt an example mid-way (hypothesis then reports it flaky).
@@ -258,7 +259,7 @@ def test_corrupt_job_rows(
         victim = q.task(name="fuzz.victim", max_retries=0)(_body)
         neighbour = q.task(name="fuzz.neighbour")(_body)
         bad, good = victim.delay(1), neighbour.delay(2)
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn, conn:
             conn.execute(f"UPDATE qc_jobs SET {column} = ? WHERE id = ?", (value, bad.id))
         q.run_worker(burst=True, install_signal_handlers=False, reap_interval=0.2)
         assert good.status() is JobState.SUCCEEDED

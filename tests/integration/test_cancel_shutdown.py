@@ -19,6 +19,7 @@ import pytest
 
 from queue_core import JobCancelled, JobState, Outcome, Queue
 from tests.integration.helpers.timeout_app import (
+    FLOWS,
     build,
     group_alive,
     started,
@@ -239,3 +240,69 @@ def test_sigterm_lets_a_short_attempt_finish_within_the_grace(
     (record,) = job.attempts()
     assert record.outcome is Outcome.SUCCEEDED
     assert record.mode == "thread"
+
+
+def _logged_worker(url: str, grace: float) -> subprocess.Popen[bytes]:
+    """``queue-core worker`` at INFO (its attempt-end lines go to the log file)."""
+    script = Path(sys.executable).with_name("queue-core")
+    argv = [
+        str(script),
+        "worker",
+        "tests.integration.helpers.timeout_app:app",
+        "--slots",
+        "1",
+        "--reap-interval",
+        "0.2",
+        "--shutdown-grace",
+        str(grace),
+        "--log-level",
+        "INFO",
+    ]
+    return _spawn(argv, url)
+
+
+def _sigterm_after_start(worker: subprocess.Popen[bytes], url: str, markers: str) -> None:
+    try:
+        wait_for(lambda: started(markers), 30, "attempt 1 started")
+        worker.send_signal(signal.SIGTERM)
+        _exited(worker, url)
+    finally:
+        _stop(worker)
+
+
+def test_a_deploy_never_dead_letters_a_job_without_retries(
+    url: str, queue: Queue, markers: str
+) -> None:
+    # SPEC §4 "Deploys lose nothing": 0 retries, still running when the 1 s grace ends
+    job = queue.enqueue("sleep_first_no_retry", args=(markers, 60.0))
+    _sigterm_after_start(_logged_worker(url, grace=1.0), url, markers)
+    assert job.status() is JobState.QUEUED
+    assert queue.dead_letters() == []
+    assert job.info().max_attempts == 2  # the released attempt spent none of the budget
+    log = _log(url).read_text()
+    [line] = [x for x in log.splitlines() if job.id in x]  # one line says it all
+    assert "lost (worker_shutdown)" in line and "released for retry" in line
+    assert "spends no attempt" in line and "dead-letter" not in line
+    with worker_thread(queue, slots=1):
+        assert job.result(timeout=15) == "done on attempt 2"
+    first, second = job.attempts()
+    assert (first.outcome, first.reason) == (Outcome.LOST, "worker_shutdown")
+    assert second.outcome is Outcome.SUCCEEDED
+
+
+def test_a_deploy_never_fails_a_flow_step_without_retries(
+    url: str, queue: Queue, markers: str
+) -> None:
+    execution = FLOWS[id(queue)].start({"markers": markers, "seconds": 60.0})
+    _sigterm_after_start(_logged_worker(url, grace=1.0), url, markers)
+    assert execution.status().value == "running"
+    with worker_thread(queue, slots=1):
+        assert execution.result(timeout=20) == {
+            "fetch": "done on attempt 2",
+            "report": "reported on attempt 1",
+        }
+    fetch = next(s for s in execution.steps() if s.step_id == "fetch")
+    assert [(a.outcome, a.reason) for a in fetch.attempts] == [
+        (Outcome.LOST, "worker_shutdown"),
+        (Outcome.SUCCEEDED, None),
+    ]

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from queue_core.model import NewJob
-from queue_core.registry import open_storage
-from queue_core.storage import Storage, SupportsWakeup
+from queue_core.app.config import open_storage
+from queue_core.records.jobs import NewJob
+from queue_core.storage.abilities import SupportsWakeup
+from queue_core.storage.protocol import Storage
 
 SKEW_S = 120
 SERVER_CLOCK = ["postgresql", "redis", "redis-cluster"]

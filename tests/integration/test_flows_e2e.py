@@ -5,10 +5,9 @@ Workers are the console script (``queue-core worker …``) running
 file, so "never 3 at once", "ran exactly once" and "oldest first" are read from what
 actually ran, not from what storage says.
 
-``FLOW_BACKENDS`` lists the backends that implement ``SupportsFlows`` on this branch;
-the ``url`` fixture already builds a storage for every backend of
-``tests/integration/test_multiworker.py`` (add ``"sqlite"``, ``"postgresql"``,
-``"sqs"`` to the list when they gain flows).
+``FLOW_BACKENDS`` lists the backends that implement ``SupportsFlows``; the default run
+takes ``sqlite``, the server backends' runs (minutes) are in the soak run (``nox -s
+soak``), while the contract suite covers each backend's storage in the default run.
 """
 
 from __future__ import annotations
@@ -26,12 +25,15 @@ import pytest
 from queue_core import ExecutionFailed, Outcome, Queue
 from queue_core.flows import ExecutionReason, ExecutionState, StepState
 from queue_core.flows.api import ExecutionHandle
-from tests.integration.helpers.flows_app import Flows, Run, declare, read_runs
 
 # The facade tests of the memory backend (in-process burst worker: YAML script steps,
 # cancel, ...) run here too on every flow backend, through this module's ``queue``.
-from tests.unit.flows.test_flows_api import (
+from tests.flowfiles.test_yaml_flows import (
     test_a_script_exiting_non_zero_fails_with_exit_code,
+    test_yaml_script_steps_run_with_results_on_stdin,
+)
+from tests.integration.helpers.flows_app import Flows, Run, declare, read_runs
+from tests.unit.flows.test_flows_api import (
     test_a_step_without_retries_fails_the_execution,
     test_an_async_step_is_cancelled_at_the_flow_deadline,
     test_cancel_a_running_execution,
@@ -40,7 +42,6 @@ from tests.unit.flows.test_flows_api import (
     test_flow_retry_lets_a_flaky_step_succeed_on_attempt_three,
     test_max_parallel_holds_with_a_real_worker,
     test_the_worker_stops_a_step_at_the_flow_deadline,
-    test_yaml_script_steps_run_with_results_on_stdin,
 )
 
 __all__ = [
@@ -58,9 +59,10 @@ __all__ = [
 
 FLOW_BACKENDS = [
     "sqlite",
-    "postgresql",
-    "redis",
-    # the same tests again on a cluster and on SQS+moto take minutes: `nox -s soak` runs them
+    # the same tests again on the server backends take minutes: `nox -s soak` runs them (the
+    # contract suite covers each backend's storage in the default run)
+    pytest.param("postgresql", marks=pytest.mark.soak),
+    pytest.param("redis", marks=pytest.mark.soak),
     pytest.param("redis_cluster", marks=pytest.mark.soak),
     pytest.param("sqs", marks=pytest.mark.soak),
 ]

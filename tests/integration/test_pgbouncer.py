@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from backends.sql.postgresql import PGBOUNCER_POLL_S
+from backends.sql.wakeup import PGBOUNCER_POLL_S
 from queue_core import ConfigError, JobState, Queue, StorageError
 from queue_core.testing import new_job
 from tests.integration.helpers.drain_app import (

@@ -21,9 +21,9 @@ import pytest
 import redis
 
 from queue_core import JobState, Queue
-from queue_core.errors import StorageUnavailable
-from queue_core.model import NewJob
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import NewJob
 from tests.servers.redis import RedisServer, start_redis_server, stop_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -135,7 +135,7 @@ def test_silent_attempt_heartbeat_timed_out_then_beating_attempt_succeeds(
     assert second.mode == mode
     assert first.finished_at is not None and first.started_at is not None
     silent = (first.finished_at - first.started_at).total_seconds()
-    assert 2.5 - 0.3 <= silent <= 2.5 + SLACK, silent  # acted on up to 0.25 s early
+    assert 2.5 <= silent <= 2.5 + SLACK, silent  # at the bound, never before it
     assert second.started_at is not None and second.finished_at is not None
     assert (second.finished_at - second.started_at).total_seconds() >= 2.0
     if task_name == "beat_process":
@@ -197,8 +197,8 @@ def test_thread_timeout_is_recorded_at_the_deadline_and_the_slot_reported_stuck(
     assert first.reason == "timeout"
     assert first.mode == "thread"
     assert first.started_at is not None and first.finished_at is not None
-    # the worker acts up to a tenth of the timeout early, so its record lands first
-    assert 0.85 <= (first.finished_at - first.started_at).total_seconds() <= 1 + SLACK
+    # at the deadline, never before it (the reaper leaves the worker a margin after it)
+    assert 1.0 <= (first.finished_at - first.started_at).total_seconds() <= 1 + SLACK
     assert second.outcome is Outcome.SUCCEEDED
     assert second.mode == "thread"
     assert second.started_at is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from queue_core import JobState, Queue
-from queue_core.model import ms_from_dt
+from queue_core.records.jobs import ms_from_dt
 from tests.integration._backends import backend_url
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "sqs"]

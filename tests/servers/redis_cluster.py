@@ -96,12 +96,42 @@ def _start_node(i: int, workdir: str, taken: set[int]) -> RedisServer:
     raise AssertionError("unreachable")
 
 
+def _join(nodes: list[RedisServer]) -> None:
+    """Make one cluster of ``nodes``: ``redis-cli --cluster create`` for 3 or more (what it
+    accepts), every slot given to the one node with ``CLUSTER ADDSLOTSRANGE`` for 1."""
+    if len(nodes) == 1:
+        node = nodes[0]
+        cmd = [REDIS_CLI, "-h", node.host, "-p", str(node.port), "cluster", "addslotsrange"]
+        done = subprocess.run([*cmd, "0", "16383"], capture_output=True, text=True, timeout=10)
+        if done.returncode != 0 or "OK" not in done.stdout:
+            raise RuntimeError(f"CLUSTER ADDSLOTSRANGE failed: {done.stdout}{done.stderr}")
+        return
+    create = subprocess.run(
+        [
+            REDIS_CLI,
+            "--cluster",
+            "create",
+            *(f"{n.host}:{n.port}" for n in nodes),
+            "--cluster-replicas",
+            "0",
+            "--cluster-yes",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if create.returncode != 0:
+        raise RuntimeError(f"redis-cli --cluster create failed: {create.stdout}{create.stderr}")
+
+
 def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
-    """Start ``masters`` cluster-enabled servers, create the cluster, wait for ``ok``.
+    """Start ``masters`` cluster-enabled servers, create the cluster, wait for ``ok``
+    (``redis-cli --cluster create`` wants 3 masters or more; a 1-master cluster is one
+    node given every slot with ``CLUSTER ADDSLOTSRANGE``).
 
     Raises:
-        RuntimeError: a node did not start, ``redis-cli --cluster create`` failed, or
-            the cluster did not report ``cluster_state:ok`` within 30 s.
+        RuntimeError: a node did not start, the cluster could not be made, or it did not
+            report ``cluster_state:ok`` within 30 s.
     """
     workdir = tempfile.mkdtemp(prefix="qc-redis-cluster-")
     nodes: list[RedisServer] = []
@@ -109,22 +139,7 @@ def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
     try:
         for i in range(masters):
             nodes.append(_start_node(i, workdir, taken))
-        create = subprocess.run(
-            [
-                REDIS_CLI,
-                "--cluster",
-                "create",
-                *(f"{n.host}:{n.port}" for n in nodes),
-                "--cluster-replicas",
-                "0",
-                "--cluster-yes",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if create.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed: {create.stdout}{create.stderr}")
+        _join(nodes)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if all("cluster_state:ok" in _cluster_info(n.port) for n in nodes):

@@ -163,10 +163,10 @@ def test_bad_queue_options() -> None:
 @pytest.mark.parametrize(
     ("value", "hint"),
     [
-        ("1d", "'d' is not a unit: write 1d as '24h'"),
+        ("2days", "'days' is not a unit: write 2days as '48h'"),
         ("2w", "'w' is not a unit: write 2w as '336h'"),
         ("5 min", "'min' is not a unit: write 5min as '5m'"),
-        ("1h30x", "'x' is not a unit; units are ns, us, ms, s, m, h"),
+        ("1h30x", "'x' is not a unit; units are ns, us, ms, s, m, h, d"),
     ],
 )
 def test_duration_with_an_unknown_unit_names_it(value: str, hint: str) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from contrib.cli import cli
 from queue_core import ConfigError, Queue, RetryPolicy
-from queue_core.config import KEYS, load_config
+from queue_core.app.config import KEYS, load_config
 
 
 @pytest.fixture

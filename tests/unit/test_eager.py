@@ -247,3 +247,40 @@ def test_the_pytest_fixture_makes_every_queue_eager(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+DEFAULT_URL_TEST = """
+from queue_core import JobState, Queue, TaskError
+
+queue = Queue()  # no URL, no QUEUE_CORE_URL: the embedded default
+
+
+@queue.task(max_retries=2)
+def refund(order_id: int) -> None:
+    raise TaskError.fatal(f"order {order_id} was never charged")
+
+
+def test_one_dead_letter(queue_core_eager):
+    assert refund.delay(7).status() is JobState.DEAD
+    assert [d.reason for d in queue.dead_letters()] == ["fatal"]
+    assert queue.url == "memory://"
+
+
+def test_queues_built_in_the_test_are_in_memory_too(queue_core_eager):
+    assert Queue().url == "memory://"
+"""
+
+
+def test_the_fixture_runs_on_memory_when_no_url_is_set(tmp_path: Path) -> None:
+    # issue 23 item 9: on ./queue_core.db the second run saw the first run's dead letter
+    (tmp_path / "test_default.py").write_text(textwrap.dedent(DEFAULT_URL_TEST))
+    for run in (1, 2):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "queue_core.testing.pytest_plugin", "-q",
+             "-p", "no:cacheprovider", "test_default.py"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert done.returncode == 0, (run, done.stdout + done.stderr)
+        assert "2 passed" in done.stdout
+    assert not list(tmp_path.glob("queue_core.db*"))  # nothing written to the working dir

@@ -1,5 +1,5 @@
 """Plain calls (``delay``/``map`` with the task's own options) build their NewJob through
-:class:`queue_core.jobbuild.JobFactory`: the same job ``NewJob(...)`` / ``Task._make``
+:class:`queue_core.records.job_factory.JobFactory`: the same job ``NewJob(...)`` / ``Task._make``
 gives, field for field."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import queue_core
-from queue_core import jobbuild
-from queue_core.jobbuild import JobFactory, new_job_id, new_job_ids, plain_job_factory
-from queue_core.model import NewJob
-from queue_core.task import Concurrency
+from queue_core.app import job_ids as jobbuild
+from queue_core.app.job_ids import new_job_id, new_job_ids
+from queue_core.app.task import Concurrency
+from queue_core.records.job_factory import JobFactory, plain_job_factory
+from queue_core.records.jobs import NewJob
 
 
 def _queue() -> queue_core.Queue:
@@ -53,11 +54,11 @@ def _tasks(queue: queue_core.Queue) -> dict[str, Any]:
 @pytest.mark.parametrize("which", ["no_jitter", "options", "rated", "skip"])
 def test_a_plain_job_is_the_job_make_builds(which: str) -> None:
     task = _tasks(_queue())[which]
-    assert task._factory is not None
+    assert task._calls.factory is not None
     for args in [(1,), ("x", {"k": [1, 2]}), (None, 2.5)]:
         fast = task._plain(args, {}, "job-1")
         slow = task._make(
-            args, {}, task._template, task._fixed_lost_delay, task.policy, job_id="job-1"
+            args, {}, task._template, task._calls.fixed_lost, task.policy, job_id="job-1"
         )
         assert type(fast) is NewJob
         assert fast == slow
@@ -68,7 +69,7 @@ def test_a_plain_job_is_the_job_make_builds(which: str) -> None:
 
 def test_a_jittered_lost_delay_is_drawn_per_job_within_the_jitter() -> None:
     task = _tasks(_queue())["defaults"]
-    assert task._fixed_lost_delay is None  # default jitter 0.1
+    assert task._calls.fixed_lost is None  # default jitter 0.1
     jobs = [task._plain((i,), {}, f"j{i}") for i in range(200)]
     base_ms = task.policy.base_delay(1) * 1000
     lost = {j.lost_delay_ms for j in jobs}
@@ -89,7 +90,7 @@ def test_per_call_keys_take_the_general_path() -> None:
     @queue.task(name="t.ckey", concurrency=Concurrency(limit=1, key=lambda n: f"c{n}"))
     def keyed(n: int) -> None: ...
 
-    assert unique._factory is None and keyed._factory is None
+    assert unique._calls.factory is None and keyed._calls.factory is None
     assert unique._plain((4,), {}, "a").unique_key == "t.unique:u4"
     assert keyed._plain((4,), {}, "b").concurrency_key is not None
     handles = keyed.map([(1,), (2,)])
@@ -165,7 +166,7 @@ def test_factory_rejects_unknown_and_missing_fields() -> None:
 
 @given(st.one_of(st.integers(), st.booleans(), st.integers().map(lambda i: _IntSub(i))))
 def test_a_single_int_argument_encodes_as_the_json_encoder_does(value: int) -> None:
-    from queue_core.serializer import _ENCODE, JsonSerializer
+    from queue_core.app.serializer import _ENCODE, JsonSerializer
 
     expected = _ENCODE({"args": [value], "kwargs": {}}).encode()
     assert JsonSerializer().dumps_payload((value,), {}) == expected

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 import queue_core
-from queue_core.errors import SerializationError
-from queue_core.mapbatch import template_sink
-from queue_core.model import JobRecord
-from queue_core.task import Concurrency
+from queue_core.app.task import Concurrency
+from queue_core.records.errors import SerializationError
+from queue_core.records.jobs import JobRecord
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_map_through_the_template_stores_what_the_ordinary_path_stores(
     @queue.task(name="t.body", **options)
     def body(a: Any, b: Any = None) -> None: ...
 
-    assert template_sink(body) is queue.storage()
+    assert body._calls.sink() is queue.storage()
     handles = body.map([(1,), ("x", {"k": [1, 2]}), [None, 2.5], 7])
     calls = [(1,), ("x", {"k": [1, 2]}), (None, 2.5), (7,)]
     ordinary = [queue._submit_one(body._plain(a, {}, f"ref{i}")) for i, a in enumerate(calls)]
@@ -82,16 +81,16 @@ def test_header_providers_eager_and_keyed_tasks_keep_the_ordinary_path(
     @queue.task(name="t.unique", unique_key=lambda n: f"u{n}")
     def unique(n: int) -> None: ...
 
-    assert template_sink(plain) is not None
-    assert template_sink(unique) is None  # a key per call: Task._make
+    assert plain._calls.sink() is not None
+    assert unique._calls.sink() is None  # a key per call: Task._make
     queue.eager = True
-    assert template_sink(plain) is None
+    assert plain._calls.sink() is None
     queue.eager = False
     queue.add_header_provider(lambda: {"trace": "t1"})
-    assert template_sink(plain) is None
+    assert plain._calls.sink() is None
     h = plain.map([(5,)])[0]
     assert _record(queue, h.id).options is not None  # the provider's header was stored
-    assert template_sink(queue_core.Queue("memory://").task(name="t.m")(lambda a: a)) is None
+    assert queue_core.Queue("memory://").task(name="t.m")(lambda a: a)._calls.sink() is None
 
 
 def test_delay_through_the_template_stores_what_the_ordinary_path_stores(
@@ -101,7 +100,7 @@ def test_delay_through_the_template_stores_what_the_ordinary_path_stores(
     def d(a: Any, b: Any = None, *, c: int = 0) -> None: ...
 
     calls: list[Any] = []
-    sink = template_sink(d)
+    sink = d._calls.sink()
     assert sink is not None
     real = sink.enqueue_template
     monkeypatch.setattr(sink, "enqueue_template", lambda *a, **k: calls.append(a) or real(*a, **k))

@@ -17,7 +17,7 @@ from queue_core import (
     RetryPolicy,
     TaskError,
 )
-from queue_core.task import Task
+from queue_core.app.task import Task
 
 
 @pytest.fixture

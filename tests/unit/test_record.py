@@ -1,4 +1,4 @@
-"""queue_core.record.Record: frozen dataclasses sharing __eq__/__hash__/__repr__ behave as
+"""queue_core.records.base.Record: frozen dataclasses sharing __eq__/__hash__/__repr__ behave as
 the methods @dataclass would have generated, without generating them per class."""
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from queue_core import events, model, throughput, workers
-from queue_core.record import Record
+from queue_core.app import events
+from queue_core.records import jobs as model
+from queue_core.records import workers
+from queue_core.records.base import Record
+from queue_core.rules import throughput
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
@@ -103,6 +106,19 @@ def test_model_records_keep_value_semantics() -> None:
     assert ref != model.LeaseRef("j", 2, "t")
     assert repr(ref) == "LeaseRef(job_id='j', attempt=1, lease_token='t')"
     records = [c for c in vars(model).values() if dataclasses.is_dataclass(c)]
-    assert len(records) == 14 and all(issubclass(c, Record) for c in records)  # type: ignore[arg-type]
+    assert len(records) == 15 and all(issubclass(c, Record) for c in records)  # type: ignore[arg-type]  # 14 + the imported ProgressUpdate
     info = model.AttemptRecord.__mro__
     assert info.index(Record) < info.index(Mapping)  # not Mapping's dict comparison
+
+
+def test_a_time_past_what_datetime_holds_reads_as_its_last_or_first_day() -> None:
+    """A corrupt stored time (DynamoDB ``enq`` = 253407365431296 in the fuzz session)
+    must not make a job's record unreadable: ``dt_from_ms`` raised ValueError."""
+    from datetime import datetime, timezone
+
+    from queue_core.records.jobs import dt_from_ms
+
+    assert dt_from_ms(253_407_365_431_296) == datetime.max.replace(tzinfo=timezone.utc)
+    assert dt_from_ms(-(10**17)) == datetime.min.replace(tzinfo=timezone.utc)
+    assert dt_from_ms(1_000) == datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
+    assert dt_from_ms(None) is None

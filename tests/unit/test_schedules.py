@@ -1,4 +1,4 @@
-"""The pure schedule core (queue_core.schedules): parsing, tick arithmetic, and which
+"""The pure schedule core (queue_core.rules.ticks): parsing, tick arithmetic, and which
 tick a scheduler enqueues — tables, all as functions of an explicit ``now``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from queue_core import ConfigError, Queue
-from queue_core.schedules import Schedule, parse_schedule, tick_to_enqueue
+from queue_core.rules.ticks import Schedule, parse_schedule, tick_to_enqueue
 
 SEC = 1000
 MIN = 60 * SEC
@@ -269,9 +269,9 @@ def test_the_schedule_core_imports_no_clock_randomness_or_io() -> None:
     import ast
     from pathlib import Path
 
-    import queue_core.schedules
+    import queue_core.rules.ticks
 
-    source = Path(queue_core.schedules.__file__).read_text(encoding="utf-8")
+    source = Path(queue_core.rules.ticks.__file__).read_text(encoding="utf-8")
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -280,3 +280,17 @@ def test_the_schedule_core_imports_no_clock_randomness_or_io() -> None:
             names.add(node.module.split(".")[0])
     assert not names & {"time", "random", "anyio", "asyncio", "socket", "threading", "os"}
     assert ".now(" not in source and ".today(" not in source and "utcnow" not in source
+
+
+def test_every_takes_days_like_retention_does() -> None:
+    # issue 23 item 14: every="1d" was refused while retention="7d" was accepted
+    queue = Queue("memory://")
+
+    @queue.periodic(every="1d")
+    def nightly() -> None: ...
+
+    schedule = parse_schedule(every="1d")
+    now = ms("2026-03-04T17:30:00+00:00")
+    assert utc(schedule.latest_tick(now)) == "2026-03-04T00:00:00+00:00"
+    assert utc(schedule.next_tick(now)) == "2026-03-05T00:00:00+00:00"
+    assert parse_schedule(every="1d12h").every_ms == 36 * 3_600_000

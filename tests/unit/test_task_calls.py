@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import queue_core
-import queue_core.task
+import queue_core.app.task
 from queue_core import ConfigError, JobCancelled, JobContext, Queue
-from queue_core.handle import JobHandle
+from queue_core.app.handle import JobHandle
 from queue_core.testing.clock import ManualClock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,8 +131,17 @@ def test_delay_binds_arguments_against_the_signature(queue: Queue) -> None:
     with pytest.raises(TypeError) as err:
         add.delay(x=1, y=2)  # type: ignore[call-arg]
     message = str(err.value)
-    assert message.startswith("add.delay(): missing a required argument: 'a'")
+    # every problem, not only the first (issue 23 item 14)
+    assert message.startswith("add.delay(): got unexpected keyword arguments 'x' and 'y'; "
+                              "missing required arguments: 'a' and 'b' — ")
     assert add.name in message and "(a: int, b: int)" in message
+    with pytest.raises(TypeError) as both:
+        add.delay(1, c=2)  # type: ignore[call-arg]
+    assert str(both.value).startswith(
+        "add.delay(): got an unexpected keyword argument 'c'; missing a required argument: 'b'"
+    )
+    with pytest.raises(TypeError, match="got multiple values for 'a'"):
+        add.delay(1, a=2)  # type: ignore[misc]
     with pytest.raises(TypeError, match="too many positional arguments"):
         add.delay(1, 2, 3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="missing a required argument: 'b'"):
@@ -213,9 +222,11 @@ def test_every_spec_option_is_declared_once() -> None:
         "dont_retry_on", "non_retryable", "timeout", "heartbeat", "schedule_to_start",
         "concurrency", "isolation", "kill_grace", "dead_letter_replay", "priority",
         "unique_key", "unique_for", "rate_limit",  # SPEC §11
+        "debounce", "debounce_max", "debounce_key",  # SPEC §13
     }
-    assert set(queue_core.task.TaskOptions.__annotations__) == spec_options
-    assert set(queue_core.task.CallOptions.__annotations__) == spec_options | {"delay", "run_at"}
+    assert set(queue_core.app.task.TaskOptions.__annotations__) == spec_options
+    call_options = set(queue_core.app.task.CallOptions.__annotations__)
+    assert call_options == spec_options | {"delay", "run_at"}
 
 
 # --------------------------------------------------------------------------- JobHandle
@@ -223,8 +234,8 @@ def test_every_spec_option_is_declared_once() -> None:
 
 def test_job_handle_lives_in_its_own_module_and_is_importable_as_before() -> None:
     assert queue_core.JobHandle is JobHandle
-    assert queue_core.task.JobHandle is JobHandle
-    assert JobHandle.__module__ == "queue_core.handle"
+    assert queue_core.app.task.JobHandle is JobHandle
+    assert JobHandle.__module__ == "queue_core.app.handle"
 
 
 def test_result_timeout_is_measured_on_the_queues_clock_without_sleeping() -> None:
@@ -279,4 +290,4 @@ def test_result_keeps_polling_on_the_clock_until_the_job_ends() -> None:
 
 def test_task_definition_errors_are_config_errors(queue: Queue) -> None:
     with pytest.raises(ConfigError):
-        queue.task(timeout="1d")
+        queue.task(timeout="1y")

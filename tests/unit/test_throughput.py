@@ -1,12 +1,12 @@
-"""queue_core.throughput: the bucket rule and the one fold every backend's answer goes
+"""queue_core.rules.throughput: the bucket rule and the one fold every backend's answer goes
 through (pure: no storage, no clock)."""
 
 from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import ConfigError
-from queue_core.throughput import (
+from queue_core.records.errors import ConfigError
+from queue_core.rules.throughput import (
     THROUGHPUT_RESOLUTION_MS,
     ThroughputCount,
     bucket_start,

@@ -1,11 +1,12 @@
-"""The pure parts of queue_core.workers: the live rule, the record's JSON, bad input."""
+"""The pure parts of queue_core.records.workers: the live rule, the record's JSON, bad input."""
 
 from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import ConfigError
-from queue_core.workers import WorkerInfo, is_live, live_workers, refresh_interval
+from queue_core.records.errors import ConfigError
+from queue_core.records.workers import WorkerInfo
+from queue_core.rules.workers import is_live, live_workers, refresh_interval
 
 
 def info(host: str, pid: int, last_seen: int, ttl_ms: int = 1000) -> WorkerInfo:

@@ -6,7 +6,8 @@
 -- Every script takes ARGV[1] = key prefix, ARGV[2] = now in epoch ms ('' = use the
 -- server's TIME), ARGV[3] = retention in ms; its own arguments start at ARGV[4].
 -- Keys are derived from the prefix inside the script (see docs/backends/redis.md), so
--- every key of one storage shares the prefix; use a hash tag prefix ("{qc}") on a cluster.
+-- every key a script touches shares the prefix: on a Redis Cluster the prefix is a home's
+-- hash tag ({qc:<queue>} or {qc}, backends/redis/homes.py), so a script runs in one slot.
 -- #include _now
 local RUN = P .. ':run'
 local STS = P .. ':sts'
@@ -19,6 +20,9 @@ local function jk(id) return P .. ':j:' .. id end
 local function ak(id) return P .. ':a:' .. id end
 local function rk(q, pr) return P .. ':r:' .. q .. ':' .. pr end
 local function pk(q) return P .. ':p:' .. q end
+-- reaped jobs of a queue waiting out their backoff (score = ready time, member = the
+-- job's ready-set member): claim.lua moves them into their ready set at their kept place
+local function bk(q) return P .. ':bo:' .. q end
 local function wk(q) return P .. ':w:' .. q end
 
 -- per-queue job counts by state; the queue leaves the index when all are zero.
@@ -42,7 +46,7 @@ local function count(q, state, d)
   end
 end
 
--- throughput counters (queue_core.throughput, read by backends/redis/throughput.py):
+-- throughput counters (queue_core.rules.throughput, read by backends/redis/throughput.py):
 -- one hash per minute, P:tp:<epoch minute>, field '<kind>|<queue>' (kind = 'enqueued'
 -- or a final state), kept TP_TTL ms after its last write (the one-hour window + 2 min).
 -- Between defer_counts() and flush_counts() they are summed like count().

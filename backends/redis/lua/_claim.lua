@@ -4,3 +4,4 @@
 -- #include _base
 -- #include _batch
 -- #include _running
+-- #include _corrupt

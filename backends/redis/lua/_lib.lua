@@ -2,10 +2,13 @@
 -- Every script takes ARGV[1] = key prefix, ARGV[2] = now in epoch ms ('' = use the
 -- server's TIME), ARGV[3] = retention in ms; its own arguments start at ARGV[4].
 -- Keys are derived from the prefix inside the script (see docs/backends/redis.md), so
--- every key of one storage shares the prefix; use a hash tag prefix ("{qc}") on a cluster.
+-- every key a script touches shares the prefix: on a Redis Cluster the prefix is a home's
+-- hash tag ({qc:<queue>} or {qc}, backends/redis/homes.py), so a script runs in one slot.
 -- #include _base
 
 -- #include _batch
+
+-- #include _corrupt
 
 local function incr(key, d)
   local v = redis.call('INCRBY', key, d)
@@ -24,6 +27,7 @@ local function nz(v) if v == false or v == '' then return nil end return v end
 local function index_ready(id, q, pr, ra, ss, m)
   redis.call('ZADD', rk(q, pr), ra, m)
   redis.call('ZADD', pk(q), pr, pr)
+  -- P:sts by queue_core.rules.leases.queued_expiry (mirrored: ready time + bound)
   if ss then redis.call('ZADD', STS, ra + tonumber(ss), id) end
 end
 
@@ -64,6 +68,7 @@ local function unready(id, q, pr, mem, ck)
       redis.call('ZREM', P .. ':cw:' .. ck, mem)
       if was_ready then unpark_one(ck) end
     end
+    if not was_ready then redis.call('ZREM', bk(q), mem) end  -- a reaped job in its backoff
   end
   redis.call('ZREM', STS, id)
 end
@@ -76,7 +81,7 @@ end
 
 -- the job reaches a final state and is indexed for prune (P:fin), which deletes it once
 -- finished_at <= now - retention; retention 0 keeps no finished job but still leaves it to
--- the next prune, like every backend (queue_core.policy.outcomes.parse_retention).
+-- the next prune, like every backend (queue_core.rules.outcomes.parse_retention).
 -- lease = true also drops the lease fields of a running job (same HDEL); res, when not
 -- nil, is stored as the result (same HSET)
 local function terminal(id, q, state, reason, ck, lease, res)
@@ -110,9 +115,9 @@ end
 
 -- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS: the spec as
 -- enqueued ('ld' is the attempt-1 lost delay; a retry's update lives in 'lc'), which
--- retry_dead.lua replays (mirrors queue_core.policy.outcomes.replay_job)
+-- retry_dead.lua replays (mirrors queue_core.rules.outcomes.replay_job)
 local DEAD_FIELDS = {'tn', 'q', 'pl', 'pr', 'ma', 'ld', 'to', 'hb', 'ss', 'ck', 'cl', 'csk', 'op', 'ro',
-                     'rk', 'rl', 'rw'}
+                     'rk', 'rl', 'rw', 'cb', 'cg'}
 local function dead_letter(id, reason, em, ec)
   local f = redis.call('HMGET', jk(id), unpack(DEAD_FIELDS))
   local did = string.format('%016x', redis.call('INCR', P .. ':dseq'))
@@ -128,7 +133,7 @@ local function dead_letter(id, reason, em, ec)
   if ec then args[#args + 1] = 'ec'; args[#args + 1] = ec end
   redis.call('HSET', dk, unpack(args))
   redis.call('ZADD', DZ, NOW, did)
-  redis.call('ZADD', P .. ':dt:' .. f[1], NOW, did)
+  redis.call('ZADD', P .. ':dt:' .. (f[1] or ''), NOW, did)
   redis.call('HSET', jk(id), 'did', did)
   terminal(id, f[2], 'dead', reason, nz(f[10]))
   return did
@@ -136,9 +141,26 @@ end
 
 -- an attempt record: JSON [number, worker, started, finished, outcome, reason,
 -- error_class, error_type, message, traceback, mode]; info is the JSON of the last 7
+-- (att and sa are numbers as stored; a corrupt one is recorded as 0 / null, so the list
+-- stays JSON: queue_core.records.corrupt)
 local function record_attempt(id, att, wid, sa, info)
-  redis.call('RPUSH', ak(id), '[' .. att .. ',' .. cjson.encode(wid) .. ',' .. sa .. ',' ..
-    NOW .. ',' .. string.sub(info, 2))
+  redis.call('RPUSH', ak(id), '[' .. (tonumber(att) or 0) .. ',' .. cjson.encode(wid) .. ',' ..
+    (tonumber(sa) or 'null') .. ',' .. NOW .. ',' .. string.sub(info, 2))
+end
+
+-- dead-letter job id, whose record is corrupt (the fields of `bad`), with reason
+-- corrupt_record (queue_core.records.corrupt.corrupt_end), recording attempt att (outcome
+-- `outcome`, worker wid, started sa) with the error that names the fields; q: its queue as
+-- the caller knows it, written when the hash lost it, so the entry and counts have one
+local function dead_corrupt(id, q, bad, att, wid, sa, outcome)
+  local k = jk(id)
+  local em = 'stored record is corrupt: ' .. table.concat(bad, ', ')
+  record_attempt(id, att, wid, sa, '["' .. outcome .. '","corrupt_record","CorruptRecord",' ..
+    '"CorruptRecord",' .. cjson.encode(em) .. ',null,null]')
+  redis.call('HSETNX', k, 'q', q)
+  redis.call('HSETNX', k, 'tn', '')
+  redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
+  return dead_letter(id, 'corrupt_record', em, 'CorruptRecord')
 end
 
 -- a running job stops running: lease index, running counts, concurrency slot
@@ -154,23 +176,32 @@ local function to_queued(id, q, pr, ra, ss, keep_m)
   local k = jk(id)
   local m = keep_m or (string.format('%016x', redis.call('INCR', P .. ':seq')) .. id)
   redis.call('HSET', k, 'st', 'queued', 'mem', m, 'ra', ra)
-  redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'rs')
+  redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'rs', 'po')
   count(q, 'queued', 1)
   index_ready(id, q, pr, ra, ss, m)
+  -- a round_robin job: its new member into its key's index (claim.lua's _rr.lua)
+  local rr = redis.call('HMGET', k, 'cb', 'ck', 'cg', 'tn')
+  if rr[1] == 'round_robin' and rr[2] then
+    local base = ':' .. q .. ':' .. (rr[3] or rr[4])
+    redis.call('ZADD', P .. ':rrj' .. base .. ':' .. rr[2], ra, m)
+    redis.call('ZADD', P .. ':rrt' .. base, 'NX', 0, rr[2])
+  end
   if ra <= NOW then wake(q) end
 end
 
 -- #include _running
 
 -- flows: a step job (hash field x = its execution) changed state by an event. The change
--- becomes a pending event of the execution ("idx|new job state|job reason"), the
--- execution's version moves (so an advance that read it before retries) and the
--- execution joins P:xadv, the executions that need an advance. The decision itself is
--- taken in Python (queue_core.flows.decide, design docs/design/flows-storage.md §10):
--- the caller advances right after, and reap() advances whatever a killed caller left.
-local function flow_event(id, x)
+-- becomes a pending event of the execution ("idx|new job state|job reason|attempt": a
+-- queued job's end, with no attempt running, carries the number of the attempt it would
+-- have started, so queue_core.rules.flows.plan.fold takes it after the end of the attempt
+-- before), the execution's version moves (so an advance that read it before retries) and
+-- the execution joins P:xadv, the executions that need an advance. The decision itself is
+-- taken in Python (backends/redis/flows.py, design docs/design/flows-storage.md §10): the
+-- caller advances right after, and reap() advances whatever a killed caller left.
+local function flow_event(id, x, attempt)
   local f = redis.call('HMGET', jk(id), 'xi', 'st', 'rs')
-  redis.call('RPUSH', P .. ':xe:' .. x, f[1] .. '|' .. f[2] .. '|' .. (f[3] or ''))
+  redis.call('RPUSH', P .. ':xe:' .. x, f[1] .. '|' .. f[2] .. '|' .. (f[3] or '') .. '|' .. attempt)
   redis.call('HINCRBY', P .. ':x:' .. x, 'v', 1)
   redis.call('SADD', P .. ':xadv', x)
   return x

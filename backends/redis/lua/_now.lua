@@ -9,3 +9,4 @@ else
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local RET = tonumber(ARGV[3])
+-- #cluster _tseq

@@ -5,13 +5,13 @@
 --          caller advances it) or false}, or nil for an unknown id
 local id = ARGV[4]
 local k = jk(id)
-local f = redis.call('HMGET', k, 'st', 'q', 'pr', 'mem', 'ck', 'x')
+local f = redis.call('HMGET', k, 'st', 'q', 'pr', 'mem', 'ck', 'x', 'att')
 if not f[1] then return false end
 if f[1] == 'queued' then
   unready(id, f[2], f[3], f[4], f[5])
   count(f[2], 'queued', -1)
   terminal(id, f[2], 'cancelled', 'cancelled', f[5])
-  if f[6] then return {'cancelled', flow_event(id, f[6])} end
+  if f[6] then return {'cancelled', flow_event(id, f[6], tonumber(f[7]) + 1)} end
   return {'cancelled', false}
 elseif f[1] == 'running' then
   redis.call('HSET', k, 'cr', '1')

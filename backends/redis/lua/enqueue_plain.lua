@@ -2,7 +2,7 @@
 -- arguments per job instead of 22 (no unique key, rate key, concurrency key, replay,
 -- heartbeat, schedule-to-start or per-call options: each job is queued).
 -- The stored job is the one enqueue.lua stores for the same job (same fields, sequence
--- number, indexes, counts and wake-up token); backends/redis/limits.py picks this script only for a batch
+-- number, indexes, counts and wake-up token); backends/redis/enqueue.py picks this script only for a batch
 -- whose jobs are all plain.
 -- KEYS: none (derived from the prefix, see _lib.lua)
 -- Shares its duplicate check and once-per-batch writes with enqueue.lua

@@ -1,17 +1,20 @@
 -- finish: record attempt ends and apply the core's decisions (fenced per end).
 -- The state and job reason of each decision are computed in Python by
--- queue_core.policy.outcomes.end_state; this script only applies them.
+-- queue_core.rules.outcomes.end_state; this script only applies them.
 -- KEYS: none (derived from the prefix)
--- ARGV: prefix, now, retention, then 12 per end: job_id, attempt, lease_token,
+-- ARGV: prefix, now, retention, then 14 per end: job_id, attempt, lease_token,
 --       end state ('succeeded', 'queued' = retry, 'dead', 'cancelled', 'timed_out'),
 --       delay_ms, lost_delay_ms ('' = keep), job reason ('' = none),
 --       has_result ('1'/'0'), result, attempt info (JSON array: outcome, reason,
 --       error_class, error_type, message, traceback, mode), error message, error
---       class ('' = no error)
+--       class ('' = no error), refund ('1': the attempt spent none of the retry budget,
+--       Decision.spends_attempt false: max_attempts 'ma' grows by one; '0' otherwise),
+--       progress ('' = none; else the end's report as progress.lua stores it: 'pg',
+--       with 'pa' = now, only when the end takes)
 -- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end; for a step
 --          job that took, its execution id instead of 1 (the caller advances it)
 defer_counts()
-local S = 12
+local S = 14
 local out = {}
 for b = 3, #ARGV - 1, S do
   local id = ARGV[b + 1]
@@ -23,6 +26,8 @@ for b = 3, #ARGV - 1, S do
     local q, ck, act = f[4], f[5], ARGV[b + 4]
     record_attempt(id, f[2], f[6], f[7], ARGV[b + 10])
     leave_running(id, q, ck)
+    if ARGV[b + 13] == '1' then redis.call('HINCRBY', k, 'ma', 1) end
+    if ARGV[b + 14] ~= '' then redis.call('HSET', k, 'pg', ARGV[b + 14], 'pa', NOW) end
     if act == 'succeeded' then
       terminal(id, q, act, nil, ck, true, ARGV[b + 8] == '1' and ARGV[b + 9] or nil)
     elseif act == 'queued' then
@@ -41,7 +46,7 @@ for b = 3, #ARGV - 1, S do
       if act == 'succeeded' and ARGV[b + 8] == '1' then
         redis.call('HSET', P .. ':xo:' .. x, redis.call('HGET', k, 'xi'), ARGV[b + 9])
       end
-      out[#out + 1] = flow_event(id, x)
+      out[#out + 1] = flow_event(id, x, f[2])
     else
       out[#out + 1] = 1
     end

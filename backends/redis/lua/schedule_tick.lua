@@ -3,7 +3,7 @@
 -- Prepended to enqueue.lua (after _lib.lua) at load time: the check, the new last tick
 -- and the enqueue are one script, so racing schedulers store exactly one job per tick.
 -- ARGV: prefix, now, retention, schedule name, tick ms, then enqueue.lua's arguments of
--- one job (backends.redis.limits.enqueue_args). Returns: {'tick'} when the tick was
+-- one job (backends.redis.records.enqueue_args). Returns: {'tick'} when the tick was
 -- taken before; otherwise as enqueue.lua.
 local SCHED_NAME, SCHED_TICK = ARGV[4], tonumber(ARGV[5])
 table.remove(ARGV, 4)

@@ -1,7 +1,7 @@
 """The contract suite, one mixin class per topic; :class:`StorageContract` combines them.
 
 Each mixin's test methods take a ``storage`` fixture that the backend author provides
-(see :mod:`queue_core.testing`). Tests use only the :class:`~queue_core.storage.Storage`
+(see :mod:`queue_core.testing`). Tests use only the :class:`~queue_core.storage.protocol.Storage`
 protocol, pass explicit ``now`` times and never sleep.
 """
 
@@ -9,9 +9,18 @@ from queue_core.testing.suite._base import ContractBase, StorageWithRetention
 from queue_core.testing.suite.cancel import CancelContract
 from queue_core.testing.suite.claim import ClaimContract
 from queue_core.testing.suite.concurrency import ConcurrencyContract
+from queue_core.testing.suite.control import DebounceContract, PauseContract, ProgressContract
 from queue_core.testing.suite.dead import DeadLetterContract
+from queue_core.testing.suite.durable import (
+    DurableContract,
+    WorkflowEventContract,
+    WorkflowSuspendContract,
+)
+from queue_core.testing.suite.durable_children import WorkflowChildrenContract
 from queue_core.testing.suite.enqueue import EnqueueContract
+from queue_core.testing.suite.fairness import RoundRobinContract, SupersedeContract
 from queue_core.testing.suite.finish import FinishContract
+from queue_core.testing.suite.flowcontrol import FlowSupersedeContract
 from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
 from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
@@ -20,6 +29,7 @@ from queue_core.testing.suite.payload import PayloadContract
 from queue_core.testing.suite.prune import PruneContract
 from queue_core.testing.suite.races import RaceContract
 from queue_core.testing.suite.reap import ReapContract
+from queue_core.testing.suite.resume import ResumeContract
 from queue_core.testing.suite.schedule import ScheduleToStartContract
 from queue_core.testing.suite.schedules import ScheduleContract
 from queue_core.testing.suite.stats import StatsContract
@@ -33,26 +43,37 @@ __all__ = [
     "ConcurrencyContract",
     "ContractBase",
     "DeadLetterContract",
+    "DurableContract",
+    "DebounceContract",
     "EnqueueContract",
     "FinishContract",
     "FlowContract",
+    "FlowSupersedeContract",
     "LeaseContract",
     "OptionalAbilitiesContract",
+    "PauseContract",
+    "ProgressContract",
     "PayloadContract",
     "PruneContract",
     "RaceContract",
     "RateLimitContract",
     "ReapContract",
+    "ResumeContract",
+    "RoundRobinContract",
     "ScheduleContract",
     "ScheduleToStartContract",
     "StatsContract",
     "StorageContract",
     "StorageWithRetention",
+    "SupersedeContract",
     "ThroughputContract",
     "WorkerContract",
     "UniqueContract",
     "TemplateEnqueueContract",
     "WaitClaimContract",
+    "WorkflowChildrenContract",
+    "WorkflowEventContract",
+    "WorkflowSuspendContract",
 ]
 
 
@@ -72,14 +93,22 @@ class StorageContract(
     PayloadContract,
     OptionalAbilitiesContract,
     FlowContract,
+    DurableContract,
     WorkerContract,
     ScheduleContract,
     UniqueContract,
     RateLimitContract,
     ThroughputContract,
+    RoundRobinContract,
+    SupersedeContract,
+    DebounceContract,
+    PauseContract,
+    ProgressContract,
+    FlowSupersedeContract,
 ):
     """Every contract test (the flow tests, :class:`FlowContract`, skip naming
-    ``SupportsFlows`` on a storage without that ability). Subclass it as
+    ``SupportsFlows`` on a storage without that ability; the workflow tests,
+    :class:`DurableContract`, skip naming ``SupportsWorkflows``). Subclass it as
     ``TestMyStorage`` and provide ``storage``
     (and ``storage_with_retention``, see :data:`StorageWithRetention`, when the backend
     takes a ``?retention=`` option: the retention tests skip without it).

@@ -7,13 +7,16 @@ from typing import Any
 
 import pytest
 
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionView, Transition
-from queue_core.flows.model import ConcurrencySpec, FlowSpec, StepSpec, StepState
-from queue_core.flows.storage import NewExecution, SupportsFlows, step_job_id
-from queue_core.model import ClaimedJob
-from queue_core.storage import Storage
+from queue_core.records.flows import StepState
+from queue_core.records.jobs import ClaimedJob
+from queue_core.rules.flows import decide
+from queue_core.rules.flows.decide import ExecutionView, Transition
+from queue_core.rules.flows.spec import ConcurrencySpec, FlowSpec, StepSpec
+from queue_core.storage.abilities import SupportsFlows
+from queue_core.storage.flows import NewExecution, step_job_id
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import LEASE, new_id, new_job
+from queue_core.testing.suite._base import lacks
 
 __all__ = [
     "claim_steps",
@@ -29,7 +32,7 @@ __all__ = [
 def flows_of(storage: Storage) -> SupportsFlows:
     """The storage as :class:`SupportsFlows`; the test skips, naming it, when it lacks it."""
     if not isinstance(storage, SupportsFlows):
-        pytest.skip("storage lacks SupportsFlows")
+        pytest.skip(lacks(SupportsFlows))
     return storage
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import NotFound
-from queue_core.model import JobState, Outcome, ReapedJob, Reason, RenewResult
-from queue_core.storage import Storage
+from queue_core.records.errors import NotFound
+from queue_core.records.jobs import (
+    JobState,
+    Outcome,
+    ReapedJob,
+    Reason,
+    RenewResult,
+)
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     SEC,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queue_core.model import JobState, dt_from_ms
-from queue_core.storage import Storage
+from queue_core.records.jobs import JobState, dt_from_ms
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     MIN,
@@ -14,7 +14,15 @@ from queue_core.testing.fixtures import (
     new_job,
     retry_end,
 )
-from queue_core.testing.suite._base import ContractBase, job_of, running_record
+from queue_core.testing.suite._base import (
+    ContractBase,
+    job_of,
+    numbered,
+    order_says,
+    running_record,
+)
+
+ORDER = "claim hands out ready jobs by higher priority, then earlier ready time, then enqueue order"
 
 
 class ClaimContract(ContractBase):
@@ -73,31 +81,46 @@ class ClaimContract(ContractBase):
         low = enqueue_one(storage, priority=0)
         high = enqueue_one(storage, priority=5)
         mid = enqueue_one(storage, priority=1)
-        got = storage.claim("w", ["default"], 3, LEASE, now=T0)
-        assert [c.id for c in got] == [high, mid, low]
+        got = [c.id for c in storage.claim("w", ["default"], 3, LEASE, now=T0)]
+        assert got == [high, mid, low], order_says(
+            f"{ORDER} (priorities 5, 1, 0)", got, {"high": high, "mid": mid, "low": low}
+        )
 
     def test_negative_priority_after_zero(self, storage: Storage) -> None:
         neg = enqueue_one(storage, priority=-3)
         zero = enqueue_one(storage)
-        got = storage.claim("w", ["default"], 2, LEASE, now=T0)
-        assert [c.id for c in got] == [zero, neg]
+        got = [c.id for c in storage.claim("w", ["default"], 2, LEASE, now=T0)]
+        assert got == [zero, neg], order_says(
+            f"{ORDER}: priority 0 before -3", got, {"zero": zero, "negative": neg}
+        )
 
     def test_same_priority_earlier_ready_time_first(self, storage: Storage) -> None:
         later = enqueue_one(storage, run_at=T0 - 1 * SEC)
         earlier = enqueue_one(storage, run_at=T0 - 9 * SEC)
-        got = storage.claim("w", ["default"], 2, LEASE, now=T0)
-        assert [c.id for c in got] == [earlier, later]
+        got = [c.id for c in storage.claim("w", ["default"], 2, LEASE, now=T0)]
+        assert got == [earlier, later], order_says(
+            f"{ORDER}: same priority, ready 9 s ago before ready 1 s ago",
+            got,
+            {"earlier": earlier, "later": later},
+        )
 
     def test_same_priority_and_ready_time_in_enqueue_order(self, storage: Storage) -> None:
         ids = [enqueue_one(storage, run_at=T0) for _ in range(5)]
-        got = storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC)
-        assert [c.id for c in got] == ids
+        got = [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC)]
+        assert got == ids, order_says(
+            f"{ORDER}: same priority and ready time, so first enqueued first",
+            got,
+            numbered(ids),
+        )
 
     def test_batch_enqueue_order_is_fifo(self, storage: Storage) -> None:
         jobs = [new_job(run_at=T0) for _ in range(4)]
         storage.enqueue(jobs, now=T0)
-        got = storage.claim("w", ["default"], 4, LEASE, now=T0)
-        assert [c.id for c in got] == [j.id for j in jobs]
+        got = [c.id for c in storage.claim("w", ["default"], 4, LEASE, now=T0)]
+        expected = [j.id for j in jobs]
+        assert got == expected, order_says(
+            f"{ORDER}: one batch, so in the batch's order", got, numbered(expected)
+        )
 
     def test_order_holds_across_several_queues(self, storage: Storage) -> None:
         a_low = enqueue_one(storage, queue="a", run_at=T0 - 50 * SEC)
@@ -105,8 +128,17 @@ class ClaimContract(ContractBase):
         c_low_earlier = enqueue_one(storage, queue="c", run_at=T0 - 90 * SEC)
         a_high = enqueue_one(storage, queue="a", priority=9, run_at=T0 - 1 * SEC)
         b_low_same = enqueue_one(storage, queue="b", run_at=T0 - 50 * SEC)
-        got = storage.claim("w", ["a", "b", "c"], 10, LEASE, now=T0)
-        assert [c.id for c in got] == [b_high, a_high, c_low_earlier, a_low, b_low_same]
+        got = [c.id for c in storage.claim("w", ["a", "b", "c"], 10, LEASE, now=T0)]
+        expected = {
+            "b_high": b_high,
+            "a_high": a_high,
+            "c_low_earlier": c_low_earlier,
+            "a_low": a_low,
+            "b_low_same": b_low_same,
+        }
+        assert got == list(expected.values()), order_says(
+            f"{ORDER}, across all the named queues at once", got, expected
+        )
 
     def test_claim_takes_only_the_named_queues(self, storage: Storage) -> None:
         enqueue_one(storage, queue="a")
@@ -142,16 +174,23 @@ class ClaimContract(ContractBase):
     ) -> None:
         enqueue_one(storage, priority=10, delay_ms=MIN)
         low = enqueue_one(storage, priority=0)
-        got = storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC)
-        assert [c.id for c in got] == [low]
+        got = [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC)]
+        assert got == [low], order_says(
+            "a delayed job is not ready, whatever its priority: only the ready one is claimed",
+            got,
+            {"low": low},
+        )
 
     def test_claim_respects_limit(self, storage: Storage) -> None:
         ids = [enqueue_one(storage) for _ in range(5)]
         first = storage.claim("w", ["default"], 2, LEASE, now=T0)
         second = storage.claim("w", ["default"], 2, LEASE, now=T0)
         third = storage.claim("w", ["default"], 2, LEASE, now=T0)
-        assert [c.id for c in first + second + third] == ids
-        assert [len(first), len(second), len(third)] == [2, 2, 1]
+        got = [c.id for c in first + second + third]
+        assert got == ids, order_says(
+            f"{ORDER}; each claim takes the next ones", got, numbered(ids)
+        )
+        assert [len(first), len(second), len(third)] == [2, 2, 1], "claim returns <= limit"
 
     def test_each_attempt_gets_a_fresh_lease_token(self, storage: Storage) -> None:
         enqueue_one(storage, max_attempts=3)

@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queue_core.model import AttemptEnd, JobState, LeaseRef, Reason
-from queue_core.options import concurrency_slot_key
-from queue_core.storage import Storage
+from queue_core.app.options import concurrency_slot_key
+from queue_core.records.jobs import (
+    AttemptEnd,
+    JobState,
+    LeaseRef,
+    Reason,
+)
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     SEC,
@@ -20,7 +25,7 @@ from queue_core.testing.fixtures import (
     new_job,
     retry_end,
 )
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, order_says
 
 
 def limited(key: str = "k", limit: int = 1, **fields: Any) -> dict[str, Any]:
@@ -62,7 +67,12 @@ class ConcurrencyContract(ContractBase):
         got = claim_one(storage, now=T0)
         assert got.id == first
         storage.finish([complete_end(got.ref)], now=T0 + SEC)
-        assert claim_one(storage, now=T0 + 2 * SEC).id == second
+        after = [claim_one(storage, now=T0 + 2 * SEC).id]
+        assert after == [second], order_says(
+            "a freed concurrency slot goes to the job of the key that waited longest",
+            after,
+            {"second": second, "third": third},
+        )
         assert job_of(storage, third).state is JobState.QUEUED
 
     def test_every_kind_of_end_releases_the_slot(self, storage: Storage) -> None:
@@ -167,7 +177,7 @@ class ConcurrencyContract(ContractBase):
         assert storage.enqueue([second], now=T0 + SEC) == [JobState.SKIPPED]
         rec = job_of(storage, second.id)
         assert (rec.state, rec.reason) == (JobState.SKIPPED, Reason.CONCURRENCY_LIMIT.value)
-        assert rec.attempts == 0
+        assert (rec.attempts, rec.finished_at) == (0, T0 + SEC), "skipped: finished at enqueue"
         assert claim_one(storage, now=T0 + 2 * SEC).id == first.id
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
 

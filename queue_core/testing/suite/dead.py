@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import NotFound
-from queue_core.model import DeadJob, JobState, Outcome, ReapedJob, Reason
-from queue_core.storage import Storage
+from queue_core.records.errors import ConfigError, NotFound
+from queue_core.records.jobs import (
+    DeadJob,
+    JobState,
+    Outcome,
+    ReapedJob,
+    Reason,
+)
+from queue_core.rules.paging import MAX_PAGE_VALUE
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     DEFAULT_PAYLOAD,
     HOUR,
@@ -20,7 +27,9 @@ from queue_core.testing.fixtures import (
     error_info,
     retry_end,
 )
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, numbered, order_says
+
+NEWEST = "list_dead pages dead-letter entries newest first (by dead_at)"
 
 
 def kill(storage: Storage, *, at: int, task_name: str = "tests.task", **fields: object) -> str:
@@ -44,21 +53,48 @@ class DeadLetterContract(ContractBase):
 
     def test_list_dead_is_newest_first(self, storage: Storage) -> None:
         ids = [kill(storage, at=T0 + i * SEC) for i in range(4)]
-        assert [e.id for e in storage.list_dead()] == list(reversed(ids))
+        got = [e.id for e in storage.list_dead()]
+        expected = dict(reversed(numbered(ids, "dead").items()))
+        assert got == list(reversed(ids)), order_says(NEWEST, got, expected)
 
     def test_list_dead_pages_with_offset_and_limit(self, storage: Storage) -> None:
         ids = [kill(storage, at=T0 + i * SEC) for i in range(5)]
         newest_first = list(reversed(ids))
-        assert [e.id for e in storage.list_dead(2, 0)] == newest_first[0:2]
-        assert [e.id for e in storage.list_dead(2, 2)] == newest_first[2:4]
-        assert [e.id for e in storage.list_dead(2, 4)] == newest_first[4:5]
+        named = dict(reversed(numbered(ids, "dead").items()))
+        for offset in (0, 2, 4):
+            got = [e.id for e in storage.list_dead(2, offset)]
+            page = dict(list(named.items())[offset : offset + 2])
+            assert got == newest_first[offset : offset + 2], order_says(
+                f"{NEWEST}; list_dead(limit=2, offset={offset}) is that page", got, page
+            )
         assert storage.list_dead(2, 6) == []
+
+    @pytest.mark.parametrize(
+        ("limit", "offset", "field"),
+        [(1, 2**63, "offset"), (1, 10**40, "offset"), (2**64, 0, "limit"), (-1, 0, "limit"),
+         (1, -5, "offset"), (1, MAX_PAGE_VALUE + 1, "offset")],
+    )  # fmt: skip
+    def test_list_dead_refuses_a_page_out_of_range(
+        self, storage: Storage, limit: int, offset: int, field: str
+    ) -> None:
+        """:func:`queue_core.rules.paging.check_page` before any read: a ``ConfigError``
+        naming the field, never a driver's overflow."""
+        dead_id = kill(storage, at=T0)
+        with pytest.raises(ConfigError) as info:
+            storage.list_dead(limit, offset)
+        assert (info.value.code, info.value.field) == ("invalid_option", field)
+        assert str(MAX_PAGE_VALUE) in str(info.value)
+        assert [e.id for e in storage.list_dead(1, 0)] == [dead_id]
+        assert storage.list_dead(MAX_PAGE_VALUE, MAX_PAGE_VALUE) == []
 
     def test_list_dead_filters_by_task_name(self, storage: Storage) -> None:
         a1 = kill(storage, at=T0, task_name="a")
         kill(storage, at=T0 + SEC, task_name="b")
         a2 = kill(storage, at=T0 + 2 * SEC, task_name="a")
-        assert [e.id for e in storage.list_dead(task_name="a")] == [a2, a1]
+        got = [e.id for e in storage.list_dead(task_name="a")]
+        assert got == [a2, a1], order_says(
+            f"{NEWEST}, only those of the task asked for", got, {"a2": a2, "a1": a1}
+        )
         assert [e.id for e in storage.list_dead(1, 1, "a")] == [a1]
         assert storage.list_dead(task_name="nope") == []
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from queue_core.errors import StorageError
-from queue_core.model import JobState
-from queue_core.storage import Storage
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import JobState
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import DEFAULT_PAYLOAD, SEC, T0, claim_one, new_job
 from queue_core.testing.suite._base import ContractBase, job_of
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.model import (
+from queue_core.records.jobs import (
     AttemptRecord,
     JobState,
     LeaseRef,
@@ -13,7 +13,7 @@ from queue_core.model import (
     Reason,
     dt_from_ms,
 )
-from queue_core.storage import Storage
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     DEFAULT_PAYLOAD,
     LEASE,
@@ -27,6 +27,7 @@ from queue_core.testing.fixtures import (
     enqueue_one,
     error_info,
     new_job,
+    released_end,
     retry_end,
     timed_out_end,
 )
@@ -34,7 +35,7 @@ from queue_core.testing.suite._base import ContractBase, job_of
 
 
 class FinishContract(ContractBase):
-    """``finish`` with each :class:`~queue_core.model.Action`."""
+    """``finish`` with each :class:`~queue_core.records.jobs.Action`."""
 
     def test_complete_stores_result_and_ends_succeeded(self, storage: Storage) -> None:
         job_id = enqueue_one(storage)
@@ -167,10 +168,48 @@ class FinishContract(ContractBase):
         storage.reap(now=T0 + 12 * SEC)
         assert job_of(storage, job_id).run_at == T0 + 19 * SEC
 
+    def test_an_attempt_that_spends_none_raises_the_budget(self, storage: Storage) -> None:
+        # a shutdown release (Decision.spends_attempt false) on the last attempt
+        job_id = enqueue_one(storage, max_attempts=1)
+        got = claim_one(storage, now=T0, worker_id="w1")
+        assert storage.finish([released_end(got.ref)], now=T0 + SEC) == [True]
+        rec = job_of(storage, job_id)
+        assert (rec.state, rec.attempts, rec.max_attempts) == (JobState.QUEUED, 1, 2)
+        assert rec.run_at == T0 + SEC and rec.finished_at is None
+        assert storage.list_dead() == []
+        [first] = storage.list_attempts(job_id)
+        assert (first.outcome, first.reason) == (Outcome.LOST, Reason.WORKER_SHUTDOWN.value)
+        again = claim_one(storage, now=T0 + SEC, worker_id="w2")
+        assert (again.id, again.attempt, again.max_attempts) == (job_id, 2, 2)
+        assert storage.finish([complete_end(again.ref)], now=T0 + 2 * SEC) == [True]
+        assert job_of(storage, job_id).state is JobState.SUCCEEDED
+
+    def test_reap_sees_the_attempt_a_release_gave_back(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=2)
+        got = claim_one(storage, now=T0)
+        storage.finish([released_end(got.ref)], now=T0 + SEC)  # budget 3, 1 used
+        claim_one(storage, now=T0 + SEC)
+        # attempt 2 is lost: 2 < 3 attempts, queued again (without the release: dead)
+        [reaped] = storage.reap(now=T0 + SEC + LEASE)
+        assert (reaped.attempt, reaped.state) == (2, JobState.QUEUED)
+        third = claim_one(storage, now=T0 + 2 * SEC + LEASE)
+        assert (third.attempt, third.max_attempts) == (3, 3)
+        [last] = storage.reap(now=T0 + 2 * SEC + 2 * LEASE)
+        assert (last.attempt, last.state) == (3, JobState.DEAD)
+        assert job_of(storage, job_id).reason == Reason.RETRIES_EXHAUSTED.value
+
+    def test_a_decision_that_spends_an_attempt_keeps_the_budget(self, storage: Storage) -> None:
+        job_id = enqueue_one(storage, max_attempts=3)
+        got = claim_one(storage, now=T0)
+        storage.finish([retry_end(got.ref, 0)], now=T0 + SEC)
+        assert job_of(storage, job_id).max_attempts == 3
+
     def test_dead_decision_writes_a_dead_letter_entry(self, storage: Storage) -> None:
         job_id = enqueue_one(storage, task_name="t.fatal", queue="q1", max_attempts=5)
         got = claim_one(storage, now=T0 + SEC, queues=["q1"], worker_id="w-d")
-        err = error_info("TaskError", "no way", module="queue_core.errors", traceback="tb-d")
+        err = error_info(
+            "TaskError", "no way", module="queue_core.records.errors", traceback="tb-d"
+        )
         end = dead_end(got.ref, dead_reason=Reason.FATAL.value, error=err)
         assert storage.finish([end], now=T0 + 2 * SEC) == [True]
         rec = job_of(storage, job_id)
@@ -192,7 +231,7 @@ class FinishContract(ContractBase):
                 outcome=Outcome.FAILED,
                 reason=Reason.ERROR.value,
                 error_class="TaskError",
-                error_type="queue_core.errors.TaskError",
+                error_type="queue_core.records.errors.TaskError",
                 message="no way",
                 traceback="tb-d",
                 worker_id="w-d",

@@ -3,26 +3,24 @@
 Every test skips naming ``SupportsFlows`` on a storage without the ability. Steps are
 ordinary jobs of the ``default`` queue here; times are explicit, nothing sleeps. After
 the events that matter, the stored execution is compared with
-:func:`queue_core.flows.decide.apply` of the pure decision (:func:`follows`), so every
-backend is held to :mod:`queue_core.flows.decide`.
+:func:`queue_core.rules.flows.decide.apply` of the pure decision (:func:`follows`), so every
+backend is held to :mod:`queue_core.rules.flows.decide`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import ConfigError, NotFound
-from queue_core.flows import decide
-from queue_core.flows.model import (
-    ConcurrencySpec,
-    ExecutionReason,
-    ExecutionState,
-    FlowSpec,
-    StepState,
-)
-from queue_core.flows.storage import step_job_id
-from queue_core.model import JobState, Outcome, Reason
-from queue_core.storage import Storage
+from queue_core.records.errors import ConfigError, NotFound
+from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.records.jobs import JobState, Outcome, Reason
+from queue_core.rules.flows import decide
+from queue_core.rules.flows.spec import ConcurrencySpec, FlowSpec
+from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
+from queue_core.rules.paging import MAX_PAGE_VALUE
+from queue_core.storage.abilities import SupportsWorkflows
+from queue_core.storage.flows import step_job_id
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     MIN,
@@ -31,11 +29,12 @@ from queue_core.testing.fixtures import (
     cancel_end,
     complete_end,
     dead_end,
+    released_end,
     retry_end,
     run_concurrently,
     timed_out_end,
 )
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, race_says
 from queue_core.testing.suite._flows_base import (
     claim_steps,
     flows_of,
@@ -149,11 +148,15 @@ class FlowStartContract(ContractBase):
         assert len(claimed) == n
         refs = [c.ref for c in claimed.values()]
         results = run_concurrently(n, lambda i: storage.finish([complete_end(refs[i])], now=T0 + 2))
-        assert results == [[True]] * n
+        assert results == [[True]] * n, f"every sibling's finish takes; got {results!r}"
         assert states(flows, new.id)["join"] is _S.QUEUED
         join = claim_steps(storage, T0 + 3)
-        assert list(join) == ["join"]
-        assert claim_steps(storage, T0 + 3) == {}
+        assert list(join) == ["join"], (
+            f"{n} siblings finished at once: the join is released once they all succeeded; "
+            f"claimable: {list(join)}"
+        )
+        again = claim_steps(storage, T0 + 3)
+        assert again == {}, race_says(f"finish of the {n} dependencies of one join", n, again)
 
     def test_wide_fan_out_and_fan_in_release_each_step_once(self, storage: Storage) -> None:
         flows = flows_of(storage)
@@ -184,7 +187,10 @@ class FlowStartContract(ContractBase):
             n, lambda i: storage.claim(f"w{i}", ["default"], 3, LEASE, now=T0 + 1)
         )
         claimed = [c for r in results if isinstance(r, list) for c in r]
-        assert len(claimed) == 2
+        assert len(claimed) == 2, (
+            f"max_parallel=2: {n} concurrent claims may run only the 2 released steps; "
+            f"got {[c.step_id for c in claimed]}"
+        )
         storage.finish([complete_end(claimed[0].ref)], now=T0 + 2)
         after = states(flows, new.id)
         assert list(after.values()).count(_S.QUEUED) == 1
@@ -263,10 +269,12 @@ class FlowEndContract(ContractBase):
         a = got["a"]
         storage.renew([a.ref], 10 * MIN, now=T0 + 2)
         assert storage.reap(now=T0 + MIN - 1) == []
+        # a margin after the deadline is left to the worker running the step (never early)
+        assert storage.reap(now=T0 + MIN + MARGIN - 1) == []
         assert flows.get_execution(new.id).state is _E.RUNNING  # type: ignore[union-attr]
         before = view_of(flows, new.id)
-        reaped = storage.reap(now=T0 + MIN)
-        follows(before, decide.advance(before, T0 + MIN), view_of(flows, new.id))
+        reaped = storage.reap(now=T0 + MIN + MARGIN)
+        follows(before, decide.advance(before, T0 + MIN + MARGIN), view_of(flows, new.id))
         assert [(r.job_id, r.outcome, r.reason, r.state) for r in reaped] == [
             (a.id, Outcome.TIMED_OUT, Reason.FLOW_TIMEOUT.value, JobState.TIMED_OUT)
         ]
@@ -275,7 +283,7 @@ class FlowEndContract(ContractBase):
         assert (record.state, record.reason, record.finished_at) == (
             _E.TIMED_OUT,
             ExecutionReason.FLOW_TIMEOUT,
-            T0 + MIN,
+            T0 + MIN + MARGIN,
         )
         assert states(flows, new.id) == {"a": _S.TIMED_OUT, "b": _S.NOT_RUN, "c": _S.NOT_RUN}
         job = job_of(storage, a.id)
@@ -288,8 +296,8 @@ class FlowEndContract(ContractBase):
         assert (attempt.outcome, attempt.reason) == (Outcome.TIMED_OUT, "flow_timeout")
         assert job_of(storage, step_job_id(new.id, 1)).state is JobState.CANCELLED
         # fencing: the worker's late renew and finish are refused
-        assert storage.renew([a.ref], LEASE, now=T0 + MIN + 1).lost == [a.ref]
-        assert storage.finish([complete_end(a.ref)], now=T0 + MIN + 2) == [False]
+        assert storage.renew([a.ref], LEASE, now=T0 + MIN + MARGIN + 1).lost == [a.ref]
+        assert storage.finish([complete_end(a.ref)], now=T0 + MIN + MARGIN + 2) == [False]
         assert storage.reap(now=T0 + 20 * MIN) == []
         assert claim_steps(storage, T0 + 20 * MIN) == {}
         assert job_of(storage, a.id).attempts == 1
@@ -363,6 +371,24 @@ class FlowEndContract(ContractBase):
         assert record is not None
         assert (record.state, record.failed_step) == (_E.FAILED, "a")
 
+    def test_a_released_step_runs_again_and_its_execution_goes_on(self, storage: Storage) -> None:
+        # a step released at worker shutdown on its last attempt: queued at once with one
+        # more attempt, the execution still running; its dependents start after it
+        flows = flows_of(storage)
+        new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=1)
+        flows.start_execution(new, now=T0)
+        a = claim_steps(storage, T0 + 1)["a"]
+        before = view_of(flows, new.id)
+        assert storage.finish([released_end(a.ref)], now=T0 + 2) == [True]
+        follows(before, decide.step_ended(before, "a", _S.QUEUED, T0 + 2), view_of(flows, new.id))
+        assert states(flows, new.id) == {"a": _S.QUEUED, "b": _S.PENDING}
+        again = claim_steps(storage, T0 + 3)["a"]
+        assert (again.attempt, again.max_attempts) == (2, 2)
+        storage.finish([complete_end(again.ref)], now=T0 + 4)
+        assert states(flows, new.id)["b"] is _S.QUEUED
+        record = flows.get_execution(new.id)
+        assert record is not None and record.state is _E.RUNNING
+
     def test_cancelling_a_step_job_fails_its_execution(self, storage: Storage) -> None:
         flows = flows_of(storage)
         new = make_execution(make_spec({"a": [], "b": ["a"]}))
@@ -377,6 +403,8 @@ class FlowEndContract(ContractBase):
         )
 
     def test_a_step_dead_letter_cannot_be_replayed_alone(self, storage: Storage) -> None:
+        """Without ``SupportsWorkflows`` it is refused; with it the execution resumes
+        (``ResumeContract.test_retry_dead_of_a_step_resumes_its_execution``)."""
         flows = flows_of(storage)
         new = make_execution(make_spec({"a": []}))
         flows.start_execution(new, now=T0)
@@ -384,6 +412,11 @@ class FlowEndContract(ContractBase):
         storage.finish([dead_end(a.ref)], now=T0 + 2)
         dead_id = job_of(storage, a.id).dead_id
         assert dead_id is not None
+        if isinstance(storage, SupportsWorkflows):
+            assert storage.retry_dead(dead_id, now=T0 + 3) == a.id  # the step runs again
+            assert storage.get_dead(dead_id) is None
+            assert job_of(storage, a.id).state is JobState.QUEUED
+            return
         with pytest.raises(ConfigError) as refused:
             storage.retry_dead(dead_id, now=T0 + 3)
         assert refused.value.code == "invalid_option"
@@ -434,7 +467,11 @@ class FlowConcurrencyContract(ContractBase):
         spec = self._spec(1, "skip")
         news = [make_execution(spec) for _ in range(self.race_threads)]
         results = run_concurrently(len(news), lambda i: flows.start_execution(news[i], now=T0))
-        assert sorted(str(r) for r in results) == ["running"] + ["skipped"] * (len(news) - 1)
+        assert sorted(str(r) for r in results) == ["running"] + ["skipped"] * (len(news) - 1), (
+            race_says(
+                "start_execution of a flow with concurrency limit 1, skip", len(news), results
+            )
+        )
 
     def test_other_flows_and_other_keys_never_count(self, storage: Storage) -> None:
         flows = flows_of(storage)
@@ -463,6 +500,18 @@ class FlowConcurrencyContract(ContractBase):
         assert flows.list_executions(offset=3) == []
         info = flows.list_executions(state=_E.SUCCEEDED)[0].info()
         assert (info.flow, info.state, info.finished_at is not None) == ("one", _E.SUCCEEDED, True)
+
+    def test_list_executions_refuses_a_page_out_of_range(self, storage: Storage) -> None:
+        flows = flows_of(storage)
+        made = make_execution(make_spec({"a": []}))
+        flows.start_execution(made, now=T0)
+        for limit, offset, field in [(1, 2**63, "offset"), (2**64, 0, "limit"), (-1, 0, "limit")]:
+            for state in (None, _E.RUNNING):
+                with pytest.raises(ConfigError) as info:
+                    flows.list_executions(state=state, limit=limit, offset=offset)
+                assert (info.value.code, info.value.field) == ("invalid_option", field)
+        assert [e.id for e in flows.list_executions(limit=MAX_PAGE_VALUE)] == [made.id]
+        assert flows.list_executions(offset=MAX_PAGE_VALUE) == []
 
     def test_prune_removes_finished_executions_after_retention_only(self, storage: Storage) -> None:
         flows = flows_of(storage)

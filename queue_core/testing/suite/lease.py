@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import LeaseLost
-from queue_core.model import JobState, LeaseRef, Outcome, ReapedJob, Reason, RenewResult
-from queue_core.storage import Storage
+from queue_core.records.errors import LeaseLost
+from queue_core.records.jobs import (
+    JobState,
+    LeaseRef,
+    Outcome,
+    ReapedJob,
+    Reason,
+    RenewResult,
+)
+from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import LEASE, SEC, T0, claim_one, complete_end, enqueue_one
 from queue_core.testing.suite._base import ContractBase
 
@@ -62,8 +70,8 @@ class LeaseContract(ContractBase):
         enqueue_one(storage, heartbeat_ms=10 * SEC, max_attempts=2)
         got = claim_one(storage, now=T0, lease_ms=60 * SEC)
         assert storage.heartbeat(got.ref, now=T0 + 8 * SEC) is False
-        assert storage.reap(now=T0 + 17_999) == []
-        assert storage.reap(now=T0 + 18 * SEC) == [
+        assert storage.reap(now=T0 + 18 * SEC + MARGIN - 1) == []
+        assert storage.reap(now=T0 + 18 * SEC + MARGIN) == [
             ReapedJob(
                 job_id=got.id,
                 attempt=1,
@@ -87,7 +95,7 @@ class LeaseContract(ContractBase):
         got = claim_one(storage, now=T0, lease_ms=30 * SEC)
         storage.renew([got.ref], 30 * SEC, now=T0 + 5 * SEC)
         storage.renew([got.ref], 30 * SEC, now=T0 + 9 * SEC)
-        reaped = storage.reap(now=T0 + 10 * SEC)
+        reaped = storage.reap(now=T0 + 10 * SEC + MARGIN)
         assert [(r.reason, r.outcome) for r in reaped] == [
             (Reason.HEARTBEAT_TIMEOUT.value, Outcome.TIMED_OUT)
         ]
@@ -108,7 +116,7 @@ class LeaseContract(ContractBase):
         with pytest.raises(LeaseLost):
             storage.heartbeat(LeaseRef("0" * 32, 1, got.lease_token), now=T0 + SEC)
         # the failed heartbeats extended nothing
-        assert [r.reason for r in storage.reap(now=T0 + 10 * SEC)] == [
+        assert [r.reason for r in storage.reap(now=T0 + 10 * SEC + MARGIN)] == [
             Reason.HEARTBEAT_TIMEOUT.value
         ]
 

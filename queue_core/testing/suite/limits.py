@@ -1,5 +1,6 @@
-"""Contract: unique jobs (``SupportsUniqueJobs``) and rate limits (``SupportsRateLimits``),
-SPEC §11. Each test skips, naming the ability, on a storage without it."""
+"""Contract: unique jobs (``SupportsUniqueJobs``) and rate limits (``SupportsRateLimits``,
+counted by body start: SPEC §11, §13). Each test skips, naming the ability, on a storage
+without it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from typing import Any
 
 import pytest
 
-from queue_core.model import AttemptEnd, ClaimedJob, Enqueued, JobState, LeaseRef, NewJob
-from queue_core.policy.limits import rate_grant
-from queue_core.storage import Storage, SupportsRateLimits, SupportsUniqueJobs
+from queue_core.records.jobs import (
+    AttemptEnd,
+    ClaimedJob,
+    Enqueued,
+    JobState,
+    LeaseRef,
+    NewJob,
+)
+from queue_core.rules.limits import RATE_START_MS, rate_grant
+from queue_core.storage.abilities import SupportsRateLimits, SupportsUniqueJobs
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     MIN,
@@ -20,24 +29,25 @@ from queue_core.testing.fixtures import (
     claim_one,
     complete_end,
     dead_end,
+    enqueue_one,
     new_id,
     new_job,
     run_concurrently,
 )
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, lacks, race_says
 
 __all__ = ["RateLimitContract", "UniqueContract"]
 
 
 def _unique(storage: Storage) -> SupportsUniqueJobs:
     if not isinstance(storage, SupportsUniqueJobs):
-        pytest.skip("storage lacks SupportsUniqueJobs")
+        pytest.skip(lacks(SupportsUniqueJobs))
     return storage
 
 
 def _rated(storage: Storage) -> SupportsRateLimits:
     if not isinstance(storage, SupportsRateLimits):
-        pytest.skip("storage lacks SupportsRateLimits")
+        pytest.skip(lacks(SupportsRateLimits))
     return storage
 
 
@@ -64,8 +74,13 @@ class UniqueContract(ContractBase):
         errors = [r for r in results if isinstance(r, BaseException)]
         assert not errors, errors
         got = [r for r in results if isinstance(r, Enqueued)]
-        assert len({e.job_id for e in got}) == 1, got
-        assert sum(not e.existing for e in got) == 1
+        n = self.race_threads
+        assert len({e.job_id for e in got}) == 1, race_says(
+            f"enqueue_unique of {n} jobs with one unique key: all must name one holder", n, got
+        )
+        assert sum(not e.existing for e in got) == 1, race_says(
+            "enqueue_unique of jobs with one key: one is stored", n, got
+        )
         winner = got[0].job_id
         stored = [j.id for j in jobs if storage.get_job(j.id) is not None]
         assert stored == [winner]
@@ -172,19 +187,41 @@ class RateLimitContract(ContractBase):
     def test_claims_never_exceed_the_rate_across_claimers(self, storage: Storage) -> None:
         _rated(storage)
         storage.enqueue([self._rate_job() for _ in range(30)], now=T0)
-        claims: list[int] = []
+        claims: list[tuple[int, int]] = []  # (claim time, start_by): the body starts between
         t = T0
         while len(claims) < 30 and t < T0 + 20 * SEC:
             got = run_concurrently(3, _claimer(storage, t))
             for batch in got:
                 assert isinstance(batch, list), batch
-                claims.extend(t for _ in batch)
+                claims.extend((t, c.start_by) for c in batch if c.start_by is not None)
+                assert all(c.start_by == t + RATE_START_MS for c in batch), batch
             t += 150
-        assert len(claims) == 30, "every job is claimed eventually"
-        for start in claims:
-            in_window = [c for c in claims if start - SEC < c <= start]
-            assert len(in_window) <= 10, (start, len(in_window))
-        assert max(claims) >= T0 + 2 * SEC  # 30 jobs at 10/s take 3 windows
+        assert len(claims) == 30, "every job is claimed eventually, with its start_by"
+        for x, _ in claims:  # bodies may start anywhere in [claim, start_by]: at worst ...
+            could = [c for c in claims if c[0] <= x and c[1] > x - SEC]
+            assert len(could) <= 10, (
+                f"rate limit 10 per second by body start, claimed by 3 threads at once: "
+                f"{len(could)} bodies could start in the second ending at {x}; every "
+                f"(claim, start_by): {sorted(claims)}"
+            )
+        assert max(c for c, _ in claims) >= T0 + 2 * SEC  # 30 jobs at 10/s: 3 windows
+
+    def test_a_claim_counts_until_its_body_may_start(self, storage: Storage) -> None:
+        rated = _rated(storage)
+        storage.enqueue([self._rate_job(limit=1) for _ in range(2)], now=T0)
+        first = claim_one(storage, now=T0)
+        assert first.start_by == T0 + RATE_START_MS
+        assert rated.rate_usage(self.rate_key, SEC, now=T0 + SEC) == 1, (
+            "the body may start as late as start_by: the window ending a second after the "
+            "claim still counts it"
+        )
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC) == []
+        assert storage.claim("w", ["default"], 5, LEASE, now=T0 + SEC + RATE_START_MS - 1) == []
+        second = claim_one(storage, now=T0 + SEC + RATE_START_MS)
+        assert second.start_by == T0 + SEC + 2 * RATE_START_MS
+        plain = enqueue_one(storage, now=T0)
+        assert claim_one(storage, now=T0 + 2 * SEC).id == plain
+        assert job_of(storage, plain).state is JobState.RUNNING
 
     def test_over_the_rate_jobs_stay_queued_and_plain_jobs_are_not_held(
         self, storage: Storage
@@ -199,10 +236,9 @@ class RateLimitContract(ContractBase):
         assert rated.rate_usage(self.rate_key, SEC, now=T0 + SEC) == 2
         left = [j.id for j in limited if job_of(storage, j.id).state is JobState.QUEUED]
         assert len(left) == 2
-        assert storage.claim("w", ["default"], 10, LEASE, now=T0 + 2 * SEC - 1) == []
-        assert {c.id for c in storage.claim("w", ["default"], 10, LEASE, now=T0 + 2 * SEC)} == set(
-            left
-        )
+        free = T0 + 2 * SEC + RATE_START_MS  # the first claims' bodies may start until +100
+        assert storage.claim("w", ["default"], 10, LEASE, now=free - 1) == []
+        assert {c.id for c in storage.claim("w", ["default"], 10, LEASE, now=free)} == set(left)
 
     def test_the_rule_is_the_sliding_window(self, storage: Storage) -> None:
         rated = _rated(storage)
@@ -225,4 +261,5 @@ class RateLimitContract(ContractBase):
         (entry,) = storage.list_dead(task_name=first.task_name)
         replay = storage.retry_dead(entry.id, now=T0 + SEC)
         assert storage.claim("w", ["default"], 5, LEASE, now=T0 + 2 * SEC) == []
-        assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=T0 + MIN)] == [replay]
+        later = T0 + MIN + RATE_START_MS
+        assert [c.id for c in storage.claim("w", ["default"], 5, LEASE, now=later)] == [replay]

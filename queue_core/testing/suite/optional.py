@@ -13,28 +13,77 @@ import time
 
 import pytest
 
-from queue_core.model import ClaimedJob, JobState
-from queue_core.storage import Storage, SupportsJobScan, SupportsWaitClaim, SupportsWakeup
+from queue_core.records.errors import ConfigError
+from queue_core.records.jobs import ClaimedJob, JobState
+from queue_core.rules.paging import MAX_PAGE_VALUE
+from queue_core.storage.abilities import (
+    SupportsJobScan,
+    SupportsMigrate,
+    SupportsSchemaVersion,
+    SupportsWaitClaim,
+    SupportsWakeup,
+)
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import T0, claim_one, enqueue_one, new_job
-from queue_core.testing.suite._base import ContractBase
+from queue_core.testing.suite._base import ContractBase, job_of, lacks, order_says
 
 
 class OptionalAbilitiesContract(ContractBase):
-    """``SupportsJobScan`` and ``SupportsWakeup``."""
+    """``SupportsJobScan``, ``SupportsWakeup``, ``SupportsMigrate`` and
+    ``SupportsSchemaVersion``."""
+
+    def test_migrate_twice_keeps_what_is_stored(self, storage: Storage) -> None:
+        if not isinstance(storage, SupportsMigrate):
+            pytest.skip(lacks(SupportsMigrate))
+        job_id = enqueue_one(storage)
+        storage.migrate()
+        storage.migrate()
+        assert job_of(storage, job_id).state is JobState.QUEUED
+        assert claim_one(storage, now=T0).id == job_id
+
+    def test_schema_version_is_stable_across_migrations(self, storage: Storage) -> None:
+        if not isinstance(storage, SupportsSchemaVersion):
+            pytest.skip(lacks(SupportsSchemaVersion))
+        enqueue_one(storage)  # a storage in use holds its schema
+        version = storage.schema_version()
+        assert version > 0, "a storage that stored a job has a schema version"
+        if isinstance(storage, SupportsMigrate):
+            storage.migrate()
+        assert storage.schema_version() == version, "migrating an up-to-date schema"
 
     def test_list_jobs_pages_newest_first_with_filters(self, storage: Storage) -> None:
         if not isinstance(storage, SupportsJobScan):
-            pytest.skip("storage lacks SupportsJobScan")
+            pytest.skip(lacks(SupportsJobScan))
         a = enqueue_one(storage, queue="a", now=T0)
         b = enqueue_one(storage, queue="b", now=T0 + 1)
         c = enqueue_one(storage, queue="a", now=T0 + 2)
         claim_one(storage, now=T0 + 3, queues=["b"])
-        assert [j.id for j in storage.list_jobs()] == [c, b, a]
+        got = [j.id for j in storage.list_jobs()]
+        assert got == [c, b, a], order_says(
+            "list_jobs pages jobs newest (last enqueued) first", got, {"c": c, "b": b, "a": a}
+        )
         assert [j.id for j in storage.list_jobs(queue="a")] == [c, a]
         assert [j.id for j in storage.list_jobs(state=JobState.RUNNING)] == [b]
         assert [j.id for j in storage.list_jobs(state=JobState.QUEUED, queue="b")] == []
         assert [j.id for j in storage.list_jobs(limit=1, offset=1)] == [b]
         assert storage.list_jobs(offset=3) == []
+
+    @pytest.mark.parametrize(
+        ("limit", "offset", "field"),
+        [(1, 2**63, "offset"), (2**64, 0, "limit"), (-1, 0, "limit"), (1, -1, "offset")],
+    )
+    def test_list_jobs_refuses_a_page_out_of_range(
+        self, storage: Storage, limit: int, offset: int, field: str
+    ) -> None:
+        if not isinstance(storage, SupportsJobScan):
+            pytest.skip("storage lacks SupportsJobScan")
+        job_id = enqueue_one(storage, now=T0)
+        for state in (None, JobState.QUEUED):
+            with pytest.raises(ConfigError) as info:
+                storage.list_jobs(state=state, limit=limit, offset=offset)
+            assert (info.value.code, info.value.field) == ("invalid_option", field)
+        assert [j.id for j in storage.list_jobs(limit=MAX_PAGE_VALUE)] == [job_id]
+        assert storage.list_jobs(offset=MAX_PAGE_VALUE) == []
 
     def test_wait_for_jobs_wakes_on_enqueue(self, storage: Storage) -> None:
         """A waiter blocked with a long timeout returns ``True`` once a job is enqueued.
@@ -43,7 +92,7 @@ class OptionalAbilitiesContract(ContractBase):
         wake-up may miss a notification sent before it started listening still passes.
         """
         if not isinstance(storage, SupportsWakeup):
-            pytest.skip("storage lacks SupportsWakeup")
+            pytest.skip(lacks(SupportsWakeup))
         waker: SupportsWakeup = storage
         outcome: list[bool] = []
         done = threading.Event()
@@ -63,11 +112,23 @@ class OptionalAbilitiesContract(ContractBase):
         thread.join(5.0)
         assert outcome == [True]
 
+    def test_wait_for_jobs_ends_when_a_delayed_job_falls_due(self, storage: Storage) -> None:
+        """A job stored before the wait with a short delay ends a long wait (no enqueue,
+        no other write meanwhile): the wait is bounded by the next due time, not by its
+        timeout (20 s here; a generous bound, no timing is asserted beyond it)."""
+        if not isinstance(storage, SupportsWakeup):
+            pytest.skip(lacks(SupportsWakeup))
+        storage.enqueue([new_job(queue="due", delay_ms=300)], now=None)
+        storage.wait_for_jobs(["due"], 0.0)  # a first wait may only start listening
+        begun = time.monotonic()
+        assert storage.wait_for_jobs(["due"], 20.0) is True
+        assert time.monotonic() - begun < 10.0, "the wait lasted until its timeout"
+
 
 def _wait_claim(storage: Storage) -> SupportsWaitClaim:
     assert isinstance(storage, SupportsWaitClaim), (
-        f"{type(storage).__name__} lacks SupportsWaitClaim: add WaitClaimContract only to the"
-        " test class of a storage that has it"
+        f"{type(storage).__name__} lacks SupportsWaitClaim ({SupportsWaitClaim.__module__}): "
+        "add WaitClaimContract only to the test class of a storage that has it"
     )
     return storage
 

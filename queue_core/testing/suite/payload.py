@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from queue_core.model import JobState
-from queue_core.storage import Storage
+from queue_core.records.jobs import JobState
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     SEC,
     T0,

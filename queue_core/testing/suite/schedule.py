@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from queue_core.model import JobState, ReapedJob, Reason, dt_from_ms
-from queue_core.storage import Storage
+from queue_core.records.jobs import (
+    JobState,
+    ReapedJob,
+    Reason,
+    dt_from_ms,
+)
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import LEASE, SEC, T0, claim_one, enqueue_one, retry_end
 from queue_core.testing.suite._base import ContractBase, job_of
 

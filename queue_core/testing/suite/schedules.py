@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.model import JobState, NewJob
-from queue_core.schedules import SupportsSchedules
-from queue_core.storage import Storage
+from queue_core.records.jobs import JobState, NewJob
+from queue_core.storage.abilities import SupportsSchedules
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import LEASE, MIN, T0, new_job, run_concurrently
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, lacks, race_says
 
 __all__ = ["ScheduleContract"]
 
@@ -22,7 +22,7 @@ __all__ = ["ScheduleContract"]
 def ticks_of(storage: Storage) -> SupportsSchedules:
     """The storage as :class:`SupportsSchedules`; the test skips, naming it, without it."""
     if not isinstance(storage, SupportsSchedules):
-        pytest.skip("storage lacks SupportsSchedules")
+        pytest.skip(lacks(SupportsSchedules))
     return storage
 
 
@@ -83,7 +83,9 @@ class ScheduleContract(ContractBase):
 
             results = run_concurrently(n, race)
             assert not [r for r in results if isinstance(r, BaseException)], results
-            assert sorted(results, key=bool) == [False] * (n - 1) + [True]
+            assert sorted(results, key=bool) == [False] * (n - 1) + [True], race_says(
+                "enqueue_tick of one tick", n, results
+            )
             stored = [j.id for j in jobs if storage.get_job(j.id) is not None]
             assert stored == [jobs[results.index(True)].id]
         assert ticks.schedule_ticks() == {"race": T0 + 2 * MIN}

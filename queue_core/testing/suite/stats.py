@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queue_core.model import JobState, QueueStats
-from queue_core.storage import Storage
+from queue_core.records.jobs import JobState, QueueStats
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     SEC,

@@ -2,7 +2,7 @@
 
 A test module adds :class:`TemplateEnqueueContract` beside ``StorageContract`` for a
 storage that has ``enqueue_template``; the cases compare what it stores with what
-:meth:`~queue_core.storage.Storage.enqueue` stores for the same jobs.
+:meth:`~queue_core.storage.protocol.Storage.enqueue` stores for the same jobs.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import dataclasses
 
 import pytest
 
-from queue_core.errors import StorageError
-from queue_core.jobbuild import expand_template
-from queue_core.model import JobRecord, JobState
-from queue_core.storage import Storage, SupportsTemplateEnqueue
+from queue_core.records.errors import StorageError
+from queue_core.records.job_factory import expand_template
+from queue_core.records.jobs import JobRecord, JobState
+from queue_core.storage.abilities import SupportsTemplateEnqueue
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import T0, new_id, new_job
 from queue_core.testing.suite._base import ContractBase, job_of
 
@@ -23,8 +24,9 @@ __all__ = ["TemplateEnqueueContract"]
 
 def _templated(storage: Storage) -> SupportsTemplateEnqueue:
     assert isinstance(storage, SupportsTemplateEnqueue), (
-        f"{type(storage).__name__} lacks SupportsTemplateEnqueue: add TemplateEnqueueContract"
-        " only to the test class of a storage that has it"
+        f"{type(storage).__name__} lacks SupportsTemplateEnqueue "
+        f"({SupportsTemplateEnqueue.__module__}): add TemplateEnqueueContract only to the "
+        "test class of a storage that has it"
     )
     return storage
 

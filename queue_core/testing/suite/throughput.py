@@ -1,4 +1,4 @@
-"""Contract: throughput counts (``SupportsThroughput``, see :mod:`queue_core.throughput`).
+"""Contract: throughput counts (``SupportsThroughput``, see :mod:`queue_core.rules.throughput`).
 
 Each test skips naming the ability on a storage without it. Times are explicit; the
 events of a test lie in distinct minutes so that per-minute counters and row reads
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.errors import ConfigError
-from queue_core.storage import Storage
+from queue_core.records.errors import ConfigError
+from queue_core.rules.throughput import ThroughputCount, bucket_start
+from queue_core.storage.abilities import SupportsThroughput
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     MIN,
     T0,
@@ -21,8 +23,7 @@ from queue_core.testing.fixtures import (
     new_job,
     retry_end,
 )
-from queue_core.testing.suite._base import ContractBase
-from queue_core.throughput import SupportsThroughput, ThroughputCount, bucket_start
+from queue_core.testing.suite._base import ContractBase, lacks
 
 __all__ = ["ThroughputContract"]
 
@@ -33,7 +34,7 @@ M0 = bucket_start(T0, MIN)
 def throughput_of(storage: Storage) -> SupportsThroughput:
     """The storage as :class:`SupportsThroughput`; the test skips without it."""
     if not isinstance(storage, SupportsThroughput):
-        pytest.skip("storage lacks SupportsThroughput")
+        pytest.skip(lacks(SupportsThroughput))
     return storage
 
 

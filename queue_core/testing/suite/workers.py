@@ -1,5 +1,5 @@
 """Contract: the worker registry (``SupportsWorkerRegistry``) and the cancel poll
-(``SupportsCancelPoll``), see :mod:`queue_core.workers`.
+(``SupportsCancelPoll``), see :mod:`queue_core.records.workers`.
 
 Each test skips naming the ability on a storage without it. Times are explicit.
 """
@@ -10,7 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from queue_core.storage import Storage
+from queue_core.records.workers import WorkerInfo
+from queue_core.storage.abilities import SupportsCancelPoll, SupportsWorkerRegistry
+from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     LEASE,
     SEC,
@@ -20,9 +22,8 @@ from queue_core.testing.fixtures import (
     enqueue_one,
     new_id,
 )
-from queue_core.testing.suite._base import ContractBase
+from queue_core.testing.suite._base import ContractBase, lacks
 from queue_core.testing.suite._flows_base import claim_steps, flows_of, make_execution, make_spec
-from queue_core.workers import SupportsCancelPoll, SupportsWorkerRegistry, WorkerInfo
 
 __all__ = ["WorkerContract"]
 
@@ -32,14 +33,14 @@ TTL = 15 * SEC
 def registry_of(storage: Storage) -> SupportsWorkerRegistry:
     """The storage as :class:`SupportsWorkerRegistry`; the test skips without it."""
     if not isinstance(storage, SupportsWorkerRegistry):
-        pytest.skip("storage lacks SupportsWorkerRegistry")
+        pytest.skip(lacks(SupportsWorkerRegistry))
     return storage
 
 
 def poll_of(storage: Storage) -> SupportsCancelPoll:
     """The storage as :class:`SupportsCancelPoll`; the test skips without it."""
     if not isinstance(storage, SupportsCancelPoll):
-        pytest.skip("storage lacks SupportsCancelPoll")
+        pytest.skip(lacks(SupportsCancelPoll))
     return storage
 
 

@@ -10,10 +10,13 @@ import pytest
 from redis.cluster import RedisCluster
 
 from backends.redis import RedisStorage
+from backends.redis.pinned import Pinned
 from queue_core import Queue
-from queue_core.errors import ConfigError, StorageUnavailable
-from queue_core.model import NewJob
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.errors import ConfigError, StorageUnavailable
+from queue_core.records.jobs import NewJob
+from queue_core.testing.fixtures import complete_end
+from tests.fds import descriptors_past_select_limit
 from tests.servers.redis_cluster import RedisClusterServers
 
 
@@ -34,11 +37,11 @@ def _job(i: int) -> NewJob:
 def _keys_of(raw: RedisCluster[bytes], prefix: str) -> list[bytes]:
     found: list[bytes] = []
     for node in raw.get_primaries():
-        found += raw.keys(f"{{{prefix}}}:*", target_nodes=node)
+        found += raw.keys(f"{{{prefix}*", target_nodes=node)
     return found
 
 
-def test_every_key_of_a_storage_shares_one_slot(
+def test_each_queue_keeps_its_keys_in_the_slot_of_its_hash_tag(
     redis_cluster: RedisClusterServers, raw: RedisCluster[bytes]
 ) -> None:
     s = open_storage(redis_cluster.url(prefix="slot1"))
@@ -48,10 +51,12 @@ def test_every_key_of_a_storage_shares_one_slot(
         claimed = s.claim("w", ["q0", "q1", "q2"], 10, 30_000)
         assert len(claimed) == 10
         keys = _keys_of(raw, "slot1")
-        # jobs, attempts index, per-queue ready sets and counts, wake lists, ...
+        # jobs, per-queue ready sets and counts, wake lists, ... and the registry of homes
         assert len(keys) > 30
-        assert {raw.keyslot(k) for k in keys} == {raw.keyslot("{slot1}")}
-        assert all(k.startswith(b"{slot1}:") for k in keys)
+        tags = {k[1 : k.index(b"}")] for k in keys}
+        assert tags == {b"slot1", b"slot1:q0", b"slot1:q1", b"slot1:q2"}
+        assert all(raw.keyslot(k) == raw.keyslot(b"{" + k[1 : k.index(b"}")] + b"}") for k in keys)
+        assert len({raw.keyslot(b"{" + t + b"}") for t in tags}) == 4
     finally:
         s.close()
 
@@ -89,7 +94,7 @@ def test_wait_for_jobs_wakes_on_a_cluster(redis_cluster: RedisClusterServers) ->
     producer = RedisStorage.from_url(url)
     try:
         assert waiter.wait_for_jobs(["q0", "q1"], 0.05) is False
-        # the waiter blocks (BLPOP on two wake lists of one slot) until the enqueue
+        # the waiter blocks (BLPOP on the wake lists of two homes at once) until the enqueue
         later = threading.Timer(0.3, producer.enqueue, args=([_job(1)],))
         later.start()
         t0 = time.monotonic()
@@ -101,6 +106,19 @@ def test_wait_for_jobs_wakes_on_a_cluster(redis_cluster: RedisClusterServers) ->
     finally:
         waiter.close()
         producer.close()
+
+
+def test_a_wait_on_sockets_numbered_past_select_limit(redis_cluster: RedisClusterServers) -> None:
+    """A long-lived worker may hold more than 1,024 descriptors: the wait still works."""
+    url = redis_cluster.url(prefix="wake2")
+    with descriptors_past_select_limit():
+        waiter = RedisStorage.from_url(url)
+        try:
+            assert waiter.wait_for_jobs(["q0", "q1"], 0.05) is False
+            waiter.enqueue([_job(1)])
+            assert waiter.wait_for_jobs(["q0", "q1"], 5) is True
+        finally:
+            waiter.close()
 
 
 @pytest.mark.parametrize("prefix", ["{qc}", "a}b", "x{"])
@@ -150,7 +168,7 @@ def test_a_script_cache_flush_on_every_node_is_survived(
     try:
         s.enqueue([_job(0)])
         owner = raw.get_node_from_key("{flush1}")
-        plain = s._one_script  # a single plain job goes through enqueue_one.lua
+        plain = s.enqueuing._one  # a single plain job goes through enqueue_one.lua
         assert plain is not None
         sha = plain.sha
         assert raw.execute_command("SCRIPT", "EXISTS", sha, target_nodes=owner) == [1]
@@ -160,5 +178,28 @@ def test_a_script_cache_flush_on_every_node_is_survived(
         s.enqueue([_job(3)])  # NOSCRIPT -> the script is loaded again on the owning node
         got = s.claim("w", ["q0"], 5, 30_000)
         assert sorted(c.id for c in got) == ["job-0", "job-3"]
+    finally:
+        s.close()
+
+
+def test_a_script_sent_to_a_master_that_does_not_own_the_slot_follows_moved(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    """The hot paths send EVALSHA straight to the master the client's slot map names, with
+    the home in KEYS: a stale map gets MOVED (nothing ran) and the call goes through the
+    cluster client, which follows it."""
+    s = RedisStorage.from_url(redis_cluster.url(prefix="moved1"))
+    try:
+        s.enqueue([_job(0), _job(3)])  # q0
+        home = s.store.homes.of_queue("q0")
+        slot = s.store.client.keyslot(home)
+        owner = s.store.client.nodes_manager.get_node_from_slot(slot)
+        other = next(n for n in s.store.client.get_primaries() if n.name != owner.name)
+        wrong = s.store.client.get_redis_connection(other).connection_pool
+        s.store._routes[slot] = (Pinned(), wrong)
+        got = s.claim("w", ["q0"], 5, 30_000)
+        assert sorted(c.id for c in got) == ["job-0", "job-3"]
+        assert s.store._route(slot)[1] is not wrong
+        assert s.finish([complete_end(c.ref) for c in got]) == [True, True]
     finally:
         s.close()

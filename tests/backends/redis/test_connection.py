@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
-from queue_core.errors import StorageUnavailable
-from queue_core.model import JobState, NewJob
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing import LEASE, T0
 from tests.servers.redis import start_redis_server, stop_redis_server
 

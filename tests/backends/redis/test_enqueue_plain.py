@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-import backends.redis.limits as limits
+import backends.redis.enqueue as enqueue
 from backends.redis import RedisStorage
-from queue_core.errors import StorageError
-from queue_core.model import JobState, NewJob
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing import LEASE
 from tests.servers.redis import RedisServer
 
@@ -79,12 +79,12 @@ def test_plain_jobs_are_stored_as_the_full_script_stores_them(
 ) -> None:
     plain, full = pair
     jobs = _jobs()
-    assert all(limits._is_plain(j) for j in jobs)
+    assert all(enqueue.is_plain(j) for j in jobs)
     assert plain.enqueue(jobs, now=NOW) == [JobState.QUEUED] * 3
-    assert plain._plain_script is not None  # the lean script ran
-    monkeypatch.setattr(limits, "_is_plain", lambda j: False)
+    assert plain.enqueuing._plain is not None  # the lean script ran
+    monkeypatch.setattr(enqueue, "is_plain", lambda j: False)
     assert full.enqueue(jobs, now=NOW) == [JobState.QUEUED] * 3
-    assert full._plain_script is None
+    assert full.enqueuing._plain is None
     assert _dump(raw, plain.key_prefix) == _dump(raw, full.key_prefix)
     claimed = plain.claim("w", ["q"], 5, LEASE, now=NOW)
     assert [c.id for c in claimed] == ["b", "a"]  # priority first
@@ -112,7 +112,7 @@ def test_a_duplicate_id_stores_nothing(pair: tuple[RedisStorage, RedisStorage]) 
 )
 def test_a_job_with_any_other_field_is_not_plain(field: dict[str, object]) -> None:
     job = NewJob(id="x", task_name="t", queue="q", payload=b"{}", **field)  # type: ignore[arg-type]
-    assert not limits._is_plain(job)
+    assert not enqueue.is_plain(job)
 
 
 def test_a_large_batch_matches_too(
@@ -128,7 +128,7 @@ def test_a_large_batch_matches_too(
     ]
     plain.enqueue(jobs, now=NOW)
     plain.enqueue([NewJob(id="after", task_name="t", queue="q0", payload=b"{}")], now=NOW)
-    monkeypatch.setattr(limits, "_is_plain", lambda j: False)
+    monkeypatch.setattr(enqueue, "is_plain", lambda j: False)
     full.enqueue(jobs, now=NOW)
     full.enqueue([NewJob(id="after", task_name="t", queue="q0", payload=b"{}")], now=NOW)
     assert _dump(raw, plain.key_prefix) == _dump(raw, full.key_prefix)
@@ -149,7 +149,8 @@ def test_single_jobs_are_stored_as_the_batch_scripts_store_them(
     through ``enqueue.lua``: every key alike (wake-up tokens, capped at 8, included), the
     same duplicate refusal."""
     one, batch = pair
-    batch._one_script = batch._register_enqueue(batch=True)  # enqueue_plain.lua for one job
+    # enqueue_plain.lua for one job too
+    batch.enqueuing._one = batch.enqueuing._plain = batch.store.script("enqueue_plain")
     more = [
         NewJob(id=f"n{i}", task_name="t", queue="q", payload=b"{}", delay_ms=delay_ms)
         for i in range(10)
@@ -157,14 +158,14 @@ def test_single_jobs_are_stored_as_the_batch_scripts_store_them(
     jobs = _jobs() + more
     for job in jobs:
         assert one.enqueue([job], now=NOW) == [JobState.QUEUED]
-    assert one._one_script is not None and one._plain_script is None
+    assert one.enqueuing._one is not None and one.enqueuing._plain is None
     for job in jobs:
         batch.enqueue([job], now=NOW)
-    assert batch._one_script.sha == batch._plain_script.sha != one._one_script.sha
+    assert batch.enqueuing._one.sha == batch.enqueuing._plain.sha != one.enqueuing._one.sha
     assert _dump(raw, one.key_prefix) == _dump(raw, batch.key_prefix)
     full = RedisStorage.from_url(redis_server.url(prefix=f"x{uuid.uuid4().hex[:12]}"))
     try:
-        monkeypatch.setattr(limits, "_is_plain", lambda j: False)
+        monkeypatch.setattr(enqueue, "is_plain", lambda j: False)
         for job in jobs:
             full.enqueue([job], now=NOW)
         assert _dump(raw, full.key_prefix) == _dump(raw, one.key_prefix)

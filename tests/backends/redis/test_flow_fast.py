@@ -1,6 +1,7 @@
-"""The Redis fast advance (backends/redis/flow_fast.py): a step end of a running execution
-reads O(dependents), not the whole execution, and the counters it reads stay equal to
-the step states they count (design docs/design/flows-storage.md §10)."""
+"""The Redis fast advance (``RedisFlows._fast`` in backends/redis/flows.py, deciding with
+``folding.fold_fast``): a step end of a running execution reads O(dependents), not the
+whole execution, and the counters it reads stay equal to the step states they count
+(design docs/design/flows-storage.md §10)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
-from backends.redis.flow_fast import FastAdvance
-from queue_core.flows.model import ExecutionState, StepState
-from queue_core.model import AttemptEnd
+from backends.redis.flows import RedisFlows
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import AttemptEnd
 from queue_core.testing.fixtures import T0, complete_end, dead_end, retry_end
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
 
@@ -44,20 +45,20 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
     """Records each fast attempt's outcome and each full read of an execution."""
     fast: list[str] = []
     full: list[str] = []
-    orig_fast = FastAdvance._try_fast
-    orig_read = RedisStorage._read_exec
+    orig_fast = RedisFlows._fast
+    orig_read = RedisFlows._read
 
     def try_fast(self: Any, eid: str, now: int) -> Any:
         got = orig_fast(self, eid, now)
-        fast.append("none" if got is None else "applied" if got[0] else "conflict")
+        fast.append("none" if got is False else "gone" if got is None else "applied")
         return got
 
     def read_exec(self: Any, eid: str) -> Any:
         full.append(eid)
         return orig_read(self, eid)
 
-    monkeypatch.setattr(FastAdvance, "_try_fast", try_fast)
-    monkeypatch.setattr(RedisStorage, "_read_exec", read_exec)
+    monkeypatch.setattr(RedisFlows, "_fast", try_fast)
+    monkeypatch.setattr(RedisFlows, "_read", read_exec)
     return fast, full
 
 

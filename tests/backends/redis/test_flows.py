@@ -11,10 +11,17 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
-from queue_core.errors import StorageUnavailable
-from queue_core.flows.model import ExecutionState, StepState
-from queue_core.model import ClaimedJob
-from queue_core.testing.fixtures import LEASE, T0, complete_end, retry_end, run_concurrently
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import ClaimedJob, JobState
+from queue_core.testing.fixtures import (
+    LEASE,
+    T0,
+    complete_end,
+    dead_end,
+    retry_end,
+    run_concurrently,
+)
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
 
 _S = StepState
@@ -26,7 +33,7 @@ def _killed_before_advance(storage: RedisStorage, monkeypatch: pytest.MonkeyPatc
     def never(eids: Sequence[str], now: int | None) -> None:
         del eids, now
 
-    monkeypatch.setattr(storage, "_after_ends", never)
+    monkeypatch.setattr(storage.flows, "advance_ends", never)
 
 
 def test_a_caller_killed_between_finish_and_advance_stalls_nothing(
@@ -132,10 +139,82 @@ def test_an_advance_that_fails_after_the_finish_is_left_to_the_reaper(
     def down(eid: str, now: int) -> list[object]:
         raise StorageUnavailable(f"redis unavailable during advance of {eid} at {now}")
 
-    monkeypatch.setattr(storage, "_advance", down)
+    monkeypatch.setattr(storage.flows, "_advance", down)
     # the end is recorded: finish reports it taken, not the advance's failure
     assert storage.finish([complete_end(a.ref)], now=T0 + 2) == [True]
     assert states(storage, new.id)["b"] is _S.PENDING
     monkeypatch.undo()
     storage.reap(now=T0 + 3)
     assert states(storage, new.id) == {"a": _S.SUCCEEDED, "b": _S.QUEUED}
+
+
+def test_a_step_claimed_while_a_sibling_failure_waits_runs_on_and_the_execution_waits(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """folding.fold's rule: a claim folded with a sibling's failure lets the claimed step
+    finish; the execution fails once no step is running (decide rule 4), not before."""
+    new = make_execution(make_spec({"x": [], "y": []}))
+    storage.start_execution(new, now=T0)
+    x = claim_steps(storage, T0 + 1, limit=1)["x"]
+    _killed_before_advance(storage, monkeypatch)
+    storage.finish([dead_end(x.ref)], now=T0 + 2)
+    y = claim_steps(storage, T0 + 3)["y"]  # recorded as an event: x's end is pending
+    monkeypatch.undo()
+    storage.reap(now=T0 + 4)
+    assert states(storage, new.id) == {"x": _S.DEAD, "y": _S.RUNNING}
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.RUNNING
+    assert record.failed_step == "x"
+    assert storage.finish([complete_end(y.ref)], now=T0 + 5) == [True]
+    assert states(storage, new.id) == {"x": _S.DEAD, "y": _S.SUCCEEDED}
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_a_retry_cancelled_before_anyone_advanced_fails_the_execution(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ends of one step wait for the advance: the retry of attempt 1, then the cancel
+    of the queued job. The cancel is the later one (it carries the next attempt's number),
+    so the fold ends the step cancelled, whatever order the events are read in."""
+    new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=3)
+    storage.start_execution(new, now=T0)
+    a = claim_steps(storage, T0 + 1)["a"]
+    _killed_before_advance(storage, monkeypatch)
+    storage.finish([retry_end(a.ref, 60_000)], now=T0 + 2)
+    assert storage.cancel(a.id, now=T0 + 3) is JobState.CANCELLED
+    monkeypatch.undo()
+    storage.reap(now=T0 + 4)
+    assert states(storage, new.id) == {"a": _S.CANCELLED, "b": _S.NOT_RUN}
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_a_plan_read_before_a_claim_does_not_end_the_claimed_steps_job(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that only appends its event moves no version; a plan that ends or cancels
+    a step's job, decided from a read taken before the claim, is refused and decided again."""
+    new = make_execution(make_spec({"x": [], "y": []}))
+    storage.start_execution(new, now=T0)
+    x = claim_steps(storage, T0 + 1, limit=1)["x"]
+    _killed_before_advance(storage, monkeypatch)
+    storage.finish([dead_end(x.ref)], now=T0 + 2)
+    monkeypatch.undo()
+    flows = storage.flows
+    read, claimed = flows._read, []
+
+    def read_then_claim(eid: str) -> object:
+        got = read(eid)
+        if not claimed:  # y is claimed between this read and the plan's apply
+            claimed.append(claim_steps(storage, T0 + 3)["y"])
+        return got
+
+    monkeypatch.setattr(flows, "_read", read_then_claim)
+    storage.reap(now=T0 + 4)
+    assert states(storage, new.id) == {"x": _S.DEAD, "y": _S.RUNNING}
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.RUNNING
+    assert storage.finish([complete_end(claimed[0].ref)], now=T0 + 5) == [True]
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED

@@ -8,9 +8,18 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
-from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    JobState,
+    NewJob,
+    Outcome,
+)
 from queue_core.testing import DAY, LEASE, T0
 from tests.servers.redis import RedisServer
+
+pytestmark = pytest.mark.soak  # 20,000 jobs per test: `nox -s soak`
 
 DB = 3  # a database of its own: these tests count every key in it
 JOBS = 20_000

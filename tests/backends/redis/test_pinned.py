@@ -12,8 +12,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from backends.redis import RedisStorage
-from queue_core.errors import StorageUnavailable
-from queue_core.model import JobState, NewJob
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing import T0
 
 
@@ -38,10 +38,10 @@ def test_a_dropped_connection_is_retried_by_the_client_policy(
     s = _with_retries(redis_url, 1)
     try:
         assert s.enqueue([_job("a")]) == [JobState.QUEUED]
-        pinned = s._thread_conn.conn
+        pinned = s.store.pinned.conn
         assert _kill_others(raw) >= 1  # the storage's pinned connection among them
         assert s.enqueue([_job("b")]) == [JobState.QUEUED]  # no error reaches the caller
-        assert s._thread_conn.conn is pinned  # reconnected in place, still pinned
+        assert s.store.pinned.conn is pinned  # reconnected in place, still pinned
         assert sorted(j.id for j in s.list_jobs(limit=10)) == ["a", "b"]
     finally:
         s.close()
@@ -57,7 +57,7 @@ def test_without_retries_the_drop_is_unavailable_and_the_next_call_reconnects(
         with pytest.raises(StorageUnavailable) as info:
             s.enqueue([_job("b")], now=T0)
         assert isinstance(info.value.__cause__, redis.ConnectionError)
-        assert s._thread_conn.conn is None  # given back to the pool
+        assert s.store.pinned.conn is None  # given back to the pool
         assert s.enqueue([_job("c")], now=T0) == [JobState.QUEUED]
         assert sorted(j.id for j in s.list_jobs(limit=10)) == ["a", "c"]
     finally:
@@ -72,7 +72,7 @@ def test_each_thread_pins_its_own_connection(storage: RedisStorage) -> None:
         barrier.wait()
         for i in range(50):
             storage.enqueue([_job(f"{k}-{i}")])
-        conns[k] = storage._thread_conn.conn
+        conns[k] = storage.store.pinned.conn
 
     threads = [threading.Thread(target=produce, args=(k,)) for k in range(3)]
     for t in threads:
@@ -86,17 +86,17 @@ def test_each_thread_pins_its_own_connection(storage: RedisStorage) -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_checks_out_its_own_connection(storage: RedisStorage) -> None:
     assert storage.enqueue([_job("parent-1")]) == [JobState.QUEUED]
-    inherited = storage._thread_conn.conn
+    inherited = storage.store.pinned.conn
     pid = os.fork()
     if pid == 0:  # the child: exit code 0 only if it used a connection of its own
         code = 1
         try:
             ok = storage.enqueue([_job("child")]) == [JobState.QUEUED]
-            code = 0 if ok and storage._thread_conn.conn is not inherited else 2
+            code = 0 if ok and storage.store.pinned.conn is not inherited else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert storage._thread_conn.conn is inherited
+    assert storage.store.pinned.conn is inherited
     assert storage.enqueue([_job("parent-2")]) == [JobState.QUEUED]
     assert sorted(j.id for j in storage.list_jobs(limit=10)) == ["child", "parent-1", "parent-2"]

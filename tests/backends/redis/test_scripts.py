@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from backends.redis.scripts import SCRIPTS, load_script, lua_text
+from backends.redis.scripts import PRELUDES, SCRIPTS, load_script, lua_text
+from queue_core.rules.limits import RATE_START_MS
 
 LUA = Path(__file__).resolve().parents[3] / "backends" / "redis" / "lua"
 
@@ -17,8 +18,39 @@ def _directives(text: str) -> list[str]:
 
 
 def test_no_loaded_script_keeps_an_include_line() -> None:
-    for name in (*SCRIPTS, "enqueue_plain", "enqueue_one", "schedule_tick"):
-        assert _directives(load_script(name)) == [], name
+    for name in (
+        *SCRIPTS,
+        "enqueue_plain",
+        "enqueue_one",
+        "schedule_tick",
+        "progress",
+        "resume",
+        "rr_keys",
+    ):
+        for cluster in (False, True):
+            text = load_script(name, cluster)
+            assert _directives(text) == [], name
+            assert "-- #cluster " not in text, name
+
+
+def test_a_cluster_draws_sequence_numbers_from_the_clock_and_a_server_from_p_seq() -> None:
+    """On a Redis Cluster every draw of P:seq goes through tseq (numbers of two homes
+    compare in storing order); a standalone server's scripts keep their INCRs, with no
+    cluster piece in them."""
+    for name in (*SCRIPTS, "enqueue_plain", "enqueue_one"):
+        alone, cluster = load_script(name), load_script(name, True)
+        assert "tseq" not in alone and "P:g:" not in alone, name
+        assert "local function tseq" in cluster, name
+        draws = [m for m in re.findall(r"redis\.call\('INCR(?:BY)?', ([^,)]*)", cluster)]
+        assert not [d for d in draws if "seq'" in d and "dseq" not in d and "xseq" not in d]
+        assert "SEQ" not in draws, name
+        assert alone.count("tseq(") == 0
+    uses = sum(
+        load_script(n, True).count("tseq(") for n in ("enqueue", "enqueue_one", "enqueue_plain")
+    )
+    assert uses >= 6  # the definition and the draws of the three enqueue scripts
+    assert "EXISTS', P .. ':g:'" in load_script("claim", True)
+    assert "':g:'" not in load_script("claim")
 
 
 def test_both_enqueue_scripts_carry_each_shared_piece_once() -> None:
@@ -38,7 +70,7 @@ def test_enqueue_plain_runs_with_the_base_prelude_and_the_others_with_all_of_lib
     assert plain.startswith(base) and lib not in plain
     assert "local function dead_letter" not in plain
     for name in SCRIPTS:
-        if name != "claim":
+        if name not in PRELUDES:
             assert load_script(name).startswith(lib), name
 
 
@@ -59,3 +91,10 @@ def test_enqueue_one_runs_with_the_now_prelude_alone() -> None:
     one = load_script("enqueue_one")
     assert one.startswith(now) and base not in one
     assert "local function" not in one  # no closure built per call
+
+
+def test_the_claim_script_keeps_the_rules_rate_start() -> None:
+    """claim.lua mirrors queue_core.rules.limits.rate_grant with its own copy of
+    RATE_START_MS (a claim's start_by is NOW plus it): the copy is the rule's value."""
+    found = re.findall(r"^local RATE_START_MS = (\d+)$", lua_text("claim"), re.M)
+    assert found == [str(RATE_START_MS)]

@@ -7,8 +7,8 @@ import redis
 
 from backends.redis import RedisStorage
 from backends.redis.throughput import TTL_MS
+from queue_core.rules.throughput import THROUGHPUT_WINDOW_MS, ThroughputCount, bucket_start
 from queue_core.testing import MIN, T0, claim_one, complete_end, enqueue_one
-from queue_core.throughput import THROUGHPUT_WINDOW_MS, ThroughputCount, bucket_start
 
 
 def test_one_hash_per_minute_expiring_after_the_window(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backends.redis import RedisStorage
-from queue_core.errors import ConfigError, StorageUnavailable
-from queue_core.policy.outcomes import DEFAULT_RETENTION_MS
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.errors import ConfigError, StorageUnavailable
+from queue_core.rules.outcomes import DEFAULT_RETENTION_MS
 from tests.servers.redis import RedisServer
 
 
@@ -58,7 +58,7 @@ def test_password_never_shows(redis_server: RedisServer) -> None:
 def test_rediss_scheme_selects_tls() -> None:
     s = RedisStorage.from_url("rediss://127.0.0.1:1/0?prefix=tls")
     try:
-        assert "SSL" in s._r.connection_pool.connection_class.__name__
+        assert "SSL" in s.store.client.connection_pool.connection_class.__name__
     finally:
         s.close()
 

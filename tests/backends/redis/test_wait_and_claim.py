@@ -1,5 +1,5 @@
 """Redis ``wait_and_claim``: the BLPOP and the claim pipelined on one connection
-(backends/redis/waitclaim.py)."""
+(backends/redis/claiming.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import time
 import redis
 
 from backends.redis import RedisStorage
-from queue_core.errors import StorageUnavailable
-from queue_core.model import ClaimedJob, NewJob
-from queue_core.storage import SupportsWaitClaim
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import ClaimedJob, NewJob
+from queue_core.storage.abilities import SupportsWaitClaim
 from queue_core.testing import LEASE
 
 

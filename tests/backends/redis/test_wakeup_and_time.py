@@ -8,8 +8,8 @@ import time
 import redis
 
 from backends.redis import RedisStorage
-from queue_core.model import JobState, NewJob
-from queue_core.storage import SupportsWakeup
+from queue_core.records.jobs import JobState, NewJob
+from queue_core.storage.abilities import SupportsWakeup
 from queue_core.testing import LEASE
 
 

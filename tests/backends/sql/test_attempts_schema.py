@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from backends.sql import SQLStorage
-from backends.sql.version import SCHEMA_VERSION
-from queue_core.model import Outcome
+from backends.sql.schema import SCHEMA_VERSION
+from queue_core.records.jobs import Outcome
 from queue_core.testing import SEC, T0
 from queue_core.testing.fixtures import LEASE, claim_one, complete_end, enqueue_one
 

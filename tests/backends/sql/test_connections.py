@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.errors import StorageUnavailable
+from queue_core.records.errors import StorageUnavailable
 from queue_core.testing import T0, new_job
 from tests.servers.postgres import PostgresServer
 
@@ -47,7 +47,12 @@ _CLAIMER = textwrap.dedent(
     """
     import sys
     from backends.sql import SQLStorage
-    from queue_core.model import Action, AttemptEnd, Decision, Outcome
+    from queue_core.records.jobs import (
+        Action,
+        AttemptEnd,
+        Decision,
+        Outcome,
+    )
     s = SQLStorage(sys.argv[1])
     got = []
     while True:

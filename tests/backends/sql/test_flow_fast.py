@@ -1,8 +1,8 @@
-"""The fast step end of SQL flows (``backends/sql/flow_fast.py``): taken for a wide
-fan-out (no full read of the execution's steps, no full ``decide.step_ended``), not taken
-for an execution without counters (started before schema version 10), and the counters it
-relies on stay equal to what the step states say whichever path decided, with the same
-outcome as memory's full decisions."""
+"""The fast step end of SQL flows (``plan.step_end`` on the rows ``backends/sql/flows.py``
+reads): taken for a wide fan-out (no full read of the execution's steps, no full
+``decide.step_ended``), not taken for an execution without counters (started before
+schema version 10), and the counters it relies on stay equal to what the step states say
+whichever path decided, with the same outcome as memory's full decisions."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from sqlalchemy import create_engine, text
 
 from backends.memory import MemoryStorage
 from backends.sql import SQLStorage
-from queue_core.flows import decide
-from queue_core.flows.model import ExecutionState, StepState
-from queue_core.flows.storage import NewExecution
-from queue_core.model import AttemptEnd
+from backends.sql.flows import Flows
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import AttemptEnd
+from queue_core.rules.flows import decide
+from queue_core.storage.flows import NewExecution
 from queue_core.testing import SEC, T0
 from queue_core.testing.fixtures import complete_end, dead_end, retry_end
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
@@ -38,22 +39,23 @@ def _sql(url: str, statement: str, **params: Any) -> list[Any]:
 
 
 class _Spy:
-    """Counts full step reads (``SQLStorage._steps``) and full step-end decisions."""
+    """Counts full step reads (``Flows._view`` of an execution not read whole yet) and
+    full step-end decisions."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full_reads = 0
         self.full_decisions = 0
-        steps, step_ended = SQLStorage._steps, decide.step_ended
+        view, step_ended = Flows._view, decide.step_ended
 
-        def counted_steps(me: SQLStorage, *a: Any, **k: Any) -> Any:
-            self.full_reads += 1
-            return steps(me, *a, **k)
+        def counted_view(me: Flows, x: Any) -> Any:
+            self.full_reads += not x.whole
+            return view(me, x)
 
         def counted_decide(*a: Any, **k: Any) -> Any:
             self.full_decisions += 1
             return step_ended(*a, **k)
 
-        monkeypatch.setattr(SQLStorage, "_steps", counted_steps)
+        monkeypatch.setattr(Flows, "_view", counted_view)
         monkeypatch.setattr(decide, "step_ended", counted_decide)
 
 
@@ -172,8 +174,10 @@ def test_a_batch_of_ends_is_folded_on_the_fast_path_like_memory(
         (storage, make_execution(spec)),
     ]
     folds: list[int] = []
-    fold = SQLStorage._fold
-    monkeypatch.setattr(SQLStorage, "_fold", lambda me, *a: folds.append(len(a[2])) or fold(me, *a))
+    ended = Flows.ended
+    monkeypatch.setattr(
+        Flows, "ended", lambda me, x, ends: folds.append(len(ends)) or ended(me, x, ends)
+    )
     seen = []
     for s, new in runs:
         s.start_execution(new, now=T0)

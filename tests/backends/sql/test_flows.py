@@ -6,14 +6,15 @@ deadlock, a consistent end). A plain job whose id has a dot is a contract case
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 from sqlalchemy import create_engine, text
 
 from backends.sql import SQLStorage
 from backends.sql.schema import SCHEMA_VERSION
-from queue_core.flows import decide
-from queue_core.flows.model import ExecutionState, StepState
-from queue_core.model import JobState
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import JobState
+from queue_core.rules.flows import decide
 from queue_core.testing import MIN, SEC, T0, new_job
 from queue_core.testing.fixtures import LEASE, complete_end, run_concurrently
 from queue_core.testing.suite._flows_base import make_execution, make_spec, states, view_of
@@ -132,7 +133,7 @@ def test_concurrent_queue_starts_hold_the_limit_and_all_run_in_turn(
 ) -> None:
     """Eight executions of a ``queue`` flow (limit 2) started at once: two run, six wait;
     finishing them promotes the rest, never more than two running at a time."""
-    from queue_core.flows.model import ConcurrencySpec
+    from queue_core.rules.flows.spec import ConcurrencySpec
 
     spec = make_spec({"a": []}, name="two-at-a-time", concurrency=ConcurrencySpec(2, "queue"))
     news = [make_execution(spec) for _ in range(8)]
@@ -149,3 +150,45 @@ def test_concurrent_queue_starts_hold_the_limit_and_all_run_in_turn(
         assert storage.finish([complete_end(c.ref) for c in got], now=t) == [True] * len(got)
     done = storage.list_executions(state=ExecutionState.SUCCEEDED, limit=50)
     assert sorted(e.id for e in done) == sorted(n.id for n in news)
+
+
+def test_one_finish_batch_mixing_plain_and_step_ends_applies_each_as_its_kind(
+    storage: SQLStorage,
+) -> None:
+    """The batch statement takes plain jobs only; the step ends of two executions are
+    then finished with their executions' decisions, a plain job whose id has a dot as any
+    job, and a stale end of a step job stays refused."""
+    spec = make_spec({"a": [], "b": ["a"]})
+    one, two = make_execution(spec), make_execution(spec)
+    for new in (one, two):
+        storage.start_execution(new, now=T0)
+    storage.enqueue([plain := new_job(), dotted := new_job(id="plain.1")], now=T0)
+    got = {c.id: c for c in storage.claim("w", ["default"], 10, LEASE, now=T0 + 1)}
+    a1, a2 = got[f"{one.id}.0"], got[f"{two.id}.0"]
+    stale = replace(a2.ref, lease_token="0" * 24)
+    ends = [complete_end(got[plain.id].ref), complete_end(a1.ref), complete_end(stale),
+            complete_end(got[dotted.id].ref), complete_end(a2.ref)]  # fmt: skip
+    assert storage.finish(ends, now=T0 + 2) == [True, True, False, True, True]
+    for new in (one, two):
+        assert states(storage, new.id) == {"a": StepState.SUCCEEDED, "b": StepState.QUEUED}
+    for job_id in (plain.id, dotted.id):
+        record = storage.get_job(job_id)
+        assert record is not None and record.state is JobState.SUCCEEDED
+
+
+def test_a_step_claimed_through_another_storage_finishes_with_its_execution(url: str) -> None:
+    """The claiming storage knows its step jobs (their ends skip the plain statement);
+    another one finds a step's job by its stored execution."""
+    claimer, finisher = SQLStorage(url), SQLStorage(url)
+    try:
+        new = make_execution(make_spec({"a": [], "b": ["a"]}))
+        claimer.start_execution(new, now=T0)
+        (a,) = claimer.claim("w", ["default"], 1, LEASE, now=T0 + 1)
+        assert a.id in claimer.store.claimed_steps
+        assert finisher.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+        assert states(claimer, new.id) == {"a": StepState.SUCCEEDED, "b": StepState.QUEUED}
+        assert claimer.finish([complete_end(a.ref)], now=T0 + 3) == [False]  # fenced
+        assert a.id not in claimer.store.claimed_steps
+    finally:
+        claimer.close()
+        finisher.close()

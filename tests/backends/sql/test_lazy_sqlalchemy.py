@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from backends.sql import schema
+from backends.sql.schema import SCHEMA_VERSION
 from backends.sql.url import parse_sql_url
-from backends.sql.version import SCHEMA_VERSION
-from queue_core.errors import ConfigError
+from queue_core.records.errors import ConfigError
 
 URLS = [
     "sqlite://",
@@ -85,7 +85,7 @@ def _imports_sqlalchemy(url: str) -> bool:
 
 def test_sqlite_imports_sqlalchemy_only_to_migrate_an_existing_schema(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    # a new database: created from backends/sql/sql/sqlite_schema.sql (sqlite_fresh.py)
+    # a new database: created from backends/sql/sql/sqlite_schema.sql (sqlite.py)
     assert not _imports_sqlalchemy(url)
     assert not _imports_sqlalchemy(url)  # up to date: plain sqlite3 only
     import sqlite3

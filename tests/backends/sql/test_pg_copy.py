@@ -10,7 +10,7 @@ import pytest
 
 from backends.sql import SQLStorage, pgcopy
 from backends.sql.records import JOB_COLUMNS
-from queue_core.model import JobState, NewJob
+from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing import LEASE
 
 NOW = 1_700_000_000_000
@@ -115,7 +115,7 @@ def test_the_binary_copy_types_are_the_columns_types(
             " WHERE attrelid = 'qc_jobs'::regclass AND attnum > 0 AND NOT attisdropped"
         ).fetchall()
     wire = {"character varying": "text", "text": "text", "bigint": "int8", "integer": "int4",
-            "bytea": "bytea", "boolean": "bool"}  # fmt: skip
+            "bytea": "bytea", "boolean": "bool", "double precision": "float8"}  # fmt: skip
     declared = {name: wire[kind] for name, kind in rows}
     assert len(pgcopy.COPY_TYPES) == len(JOB_COLUMNS)
     assert dict(zip(JOB_COLUMNS, pgcopy.COPY_TYPES, strict=True)) == {

@@ -10,8 +10,13 @@ import psycopg
 import pytest
 
 from backends.sql import SQLStorage, pg_hot, postgresql
-from queue_core.errors import StorageUnavailable
-from queue_core.model import Action, AttemptEnd, Decision, Outcome
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    Outcome,
+)
 from queue_core.testing import T0, new_job
 
 
@@ -56,13 +61,13 @@ def test_cursors_are_reused_per_connection_and_renewed_after_a_discard(
 ) -> None:
     pg.enqueue([new_job() for _ in range(3)], now=T0)
     pg.claim("w", ["default"], 1, 30_000, now=T0)
-    cached = pg._hot_local.cursors  # type: ignore[attr-defined]
+    cached = pg.store.dialect.hot.cursors  # type: ignore[attr-defined]
     pg.claim("w", ["default"], 1, 30_000, now=T0)
-    assert pg._hot_local.cursors is cached  # type: ignore[attr-defined]
-    pg._conns.discard(cached.conn)
+    assert pg.store.dialect.hot.cursors is cached  # type: ignore[attr-defined]
+    pg.store.conns.discard(cached.conn)
     got = pg.claim("w", ["default"], 1, 30_000, now=T0)
     assert len(got) == 1
-    assert pg._hot_local.cursors is not cached  # type: ignore[attr-defined]
+    assert pg.store.dialect.hot.cursors is not cached  # type: ignore[attr-defined]
     assert pg.finish(_done(got), now=T0) == [True]
 
 
@@ -71,7 +76,7 @@ def test_a_killed_connection_fails_unavailable_then_the_next_claim_works(
 ) -> None:
     pg.enqueue([new_job() for _ in range(2)], now=T0)
     assert len(pg.claim("w", ["default"], 1, 30_000, now=T0)) == 1
-    pid = pg._hot_local.cursors.conn.info.backend_pid  # type: ignore[attr-defined]
+    pid = pg.store.dialect.hot.cursors.conn.info.backend_pid  # type: ignore[attr-defined]
     with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     with pytest.raises(StorageUnavailable):
@@ -118,7 +123,7 @@ def test_a_flow_steps_deadline_is_the_earlier_of_attempt_and_execution() -> None
 
 def _finish_texts(pg: SQLStorage) -> list[int]:
     """The row counts of the finish statements prepared on this thread's connection."""
-    conn = pg._hot_local.cursors.conn  # type: ignore[attr-defined]
+    conn = pg.store.dialect.hot.cursors.conn  # type: ignore[attr-defined]
     rows = conn.execute(
         "SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'WITH e(%%'"
     ).fetchall()
@@ -165,3 +170,29 @@ def test_a_finish_batch_over_the_largest_size_is_cut_into_statements(pg: SQLStor
     assert pg.finish(_done(got), now=T0 + 1) == [True] * (top + 3)
     assert _finish_texts(pg) == [4, top]
     assert pg.count_pending(["default"], 0) == 0
+
+
+def test_finish_finds_its_rows_by_id_on_a_table_never_analyzed(
+    pg: SQLStorage, postgres_url: str
+) -> None:
+    """Issue 30: on a new store (no statistics) the planner read the whole of qc_jobs once
+    per finish statement, a cost that grew with the table; the rows are found by id."""
+    dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE qc_jobs SET (autovacuum_enabled = false)")
+    pg.enqueue([new_job() for _ in range(5000)], now=T0)
+    got = pg.claim("w", ["default"], 64, 30_000, now=T0)
+    rows = [
+        (c.id, c.attempt, c.lease_token, "succeeded", None, False, None, None, b"1", False,
+         None, None, None, None, "succeeded", None, None, None, False)
+        for c in got
+    ]  # fmt: skip
+    sql = pg.store.dialect._finish_statement(64, False)  # type: ignore[attr-defined]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT reltuples FROM pg_class WHERE relname = 'qc_jobs'"
+        ).fetchone() == (-1.0,)  # never analyzed
+        plan = psycopg.RawCursor(conn).execute("EXPLAIN " + sql, pg_hot.finish_params(rows, T0))
+        text = "\n".join(r[0] for r in plan.fetchall())
+    assert "Seq Scan on qc_jobs" not in text, text
+    assert pg.finish(_done(got), now=T0 + 1) == [True] * 64

@@ -1,5 +1,5 @@
-"""backends.sql.queries reads a dialect's file on first access: a SQLite worker never
-parses the PostgreSQL statements (and the other way round)."""
+"""A storage reads only its own dialect's statements: a SQLite worker never parses the
+PostgreSQL file (and the other way round)."""
 
 from __future__ import annotations
 
@@ -15,21 +15,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
-    ("module", "read"),
-    [("backends.sql.sqlite", ["SQLITE"]), ("backends.sql.postgresql", ["POSTGRESQL"])],
+    ("url", "read"),
+    [("sqlite://", "sqlite"), ("postgresql://u@127.0.0.1:1/db", "postgresql")],
 )
-def test_a_dialect_module_reads_only_its_own_queries(module: str, read: list[str]) -> None:
+def test_a_storage_reads_only_its_own_dialects_statements(url: str, read: str) -> None:
     code = f"""
 import json
-import {module}
-from backends.sql import queries
-first = sorted(queries._loaded)
-same = queries.SQLITE is queries.SQLITE and queries.POSTGRESQL is queries.POSTGRESQL
-try:
-    queries.NOPE
-except AttributeError as exc:
-    error = str(exc)
-print(json.dumps([first, sorted(queries._loaded), same, error]))
+from backends.sql import SQLStorage, queries
+before = queries.load.cache_info().currsize
+storage = SQLStorage({url!r})
+after = queries.load.cache_info().currsize
+own = storage.store.q is queries.load(storage.dialect)
+print(json.dumps([before, after, storage.dialect, own]))
 """
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -40,9 +37,5 @@ print(json.dumps([first, sorted(queries._loaded), same, error]))
         timeout=120,
         check=False,
     )
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
-        read,
-        ["POSTGRESQL", "SQLITE"],
-        True,
-        "module 'backends.sql.queries' has no attribute 'NOPE'",
-    ], proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == [0, 1, read, True], proc.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The SQL backend applies the shared rules of ``queue_core.policy.outcomes``: retention
+"""The SQL backend applies the shared rules of ``queue_core.rules.outcomes``: retention
 (0 included), the reap delay a RETRY decision sets, the spec a dead-letter entry replays,
 and the version-2 migration that keeps the enqueued ``lost_delay_ms`` apart."""
 
@@ -11,9 +11,15 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from backends.sql.version import SCHEMA_VERSION
-from queue_core.errors import ConfigError
-from queue_core.model import Action, AttemptEnd, Decision, JobState, Outcome
+from backends.sql.schema import SCHEMA_VERSION
+from queue_core.records.errors import ConfigError
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    JobState,
+    Outcome,
+)
 from queue_core.testing import SEC, T0, new_job
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, text
 
 from backends.sql import SQLStorage
 from backends.sql.schema import SCHEMA_VERSION
-from queue_core.errors import SchemaMismatch
+from queue_core.records.errors import SchemaMismatch
 from queue_core.testing import T0, new_job
 from tests.servers.postgres import PostgresServer
 

@@ -1,6 +1,6 @@
 """A new SQLite database gets its schema from ``backends/sql/sql/sqlite_schema.sql``
-(:mod:`backends.sql.sqlite_fresh`) instead of SQLAlchemy: the same schema, a few ms instead
-of ~0.3 s of imports on a producer's first call."""
+(:meth:`backends.sql.sqlite.SQLite.create_fresh`) instead of SQLAlchemy: the same schema,
+a few ms instead of ~0.3 s of imports on a producer's first call."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from backends.sql import SQLStorage, sqlite_fresh
-from backends.sql.version import SCHEMA_VERSION
+from backends.sql import SQLStorage, schema, sqlite
+from backends.sql.schema import SCHEMA_VERSION
+from backends.sql.url import parse_sql_url
 from queue_core.testing import new_job
 
 
@@ -30,9 +31,9 @@ def _schema(path: Path) -> dict[str, Any]:
 
 def test_the_stored_script_is_what_the_migrations_create() -> None:
     """Fails when a schema step changes the SQLite schema and the script was not
-    regenerated (``python -m backends.sql.sqlite_fresh``)."""
-    assert sqlite_fresh.load_script()[0] == SCHEMA_VERSION
-    assert sqlite_fresh.SCRIPT.read_text(encoding="utf-8") == sqlite_fresh._migrated_dump()
+    regenerated (``python -m backends.sql.sqlite``)."""
+    assert sqlite.load_script()[0] == SCHEMA_VERSION
+    assert sqlite.SCRIPT.read_text(encoding="utf-8") == schema.sqlite_script()
 
 
 def test_a_new_database_gets_the_schema_the_migrations_give(tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def _create_fresh(path: Path) -> bool:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        done = sqlite_fresh.create_fresh(conn.cursor())
+        done = sqlite.SQLite(parse_sql_url(f"sqlite:///{path}"), 1000).create_fresh(conn.cursor())
         conn.execute("COMMIT")
         return done
     finally:
@@ -76,7 +77,7 @@ def test_only_an_empty_database_takes_the_script(tmp_path: Path) -> None:
 def test_a_script_of_another_version_is_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_fresh, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(sqlite, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     path = tmp_path / "q.db"
     assert not _create_fresh(path)
     with sqlite3.connect(path) as conn:

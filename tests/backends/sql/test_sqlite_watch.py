@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.sql import SQLStorage, sqlite
+from backends.sql import SQLStorage, wakeup
 from backends.sql.sqlite_watch import DirWatch
 from queue_core.testing.fixtures import new_job
 
@@ -40,7 +40,7 @@ def test_a_commit_from_another_connection_wakes_the_waiter_before_its_next_poll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With polls 60 s apart, only the watch can end the wait on time."""
-    monkeypatch.setattr(sqlite, "_poll_interval", lambda quiet: 60.0)
+    monkeypatch.setattr(wakeup, "poll_interval", lambda quiet: 60.0)
     url = f"sqlite:///{tmp_path / 'q.db'}"
     waiter, other = SQLStorage(url), SQLStorage(url)
     try:

@@ -1,5 +1,5 @@
-"""SQLite's template rows (backends/sql/template.py): the statement's columns, and the
-shared values per clock reading equal to those :func:`job_row` gives."""
+"""Template rows (:class:`backends.sql.records.TemplateRows`): SQLite's statements'
+columns, and the shared values per clock reading equal to those :func:`job_row` gives."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from backends.sql.records import JOB_COLUMNS, job_row
-from backends.sql.template import INSERT_TEMPLATE, TEMPLATE_COLUMNS, _Shared, shared_values
+from backends.sql.records import (
+    JOB_COLUMNS,
+    TEMPLATE_COLUMNS,
+    TemplateRows,
+    job_row,
+    shared_values,
+)
+from backends.sql.sqlite import INSERT_TEMPLATE, literal_insert
 from queue_core.testing import T0, new_job
 
 
@@ -34,7 +40,7 @@ def test_the_template_insert_lists_every_job_column_per_job_ones_first() -> None
 )
 def test_shared_values_at_any_time_are_the_job_rows(fields: dict[str, object]) -> None:
     template = new_job(id="tpl", payload=b"p", lost_delay_ms=9, **fields)  # type: ignore[arg-type]
-    shared = _Shared(template)
+    shared = TemplateRows(template)
     for t in (0, 1, T0, T0 + 12_345):
         assert shared.at(t) == shared_values(template, t)
         row = dict(zip(JOB_COLUMNS, job_row(template, t), strict=True))
@@ -57,10 +63,11 @@ def test_the_literal_insert_stores_the_rows_the_bound_insert_stores(
     storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'q.db'}")
     try:
         template = new_job(**fields)  # type: ignore[arg-type]
-        shared = _Shared(template)
-        assert shared.insert is not None
-        with storage._tx() as cur:
-            cur.execute(shared.insert, ("lit", b"[1]", 7) + shared.times(T0))
+        shared = TemplateRows(template)
+        insert = literal_insert(shared)
+        assert insert is not None
+        with storage.store.tx() as cur:
+            cur.execute(insert, ("lit", b"[1]", 7) + shared.times(T0))
             cur.execute(INSERT_TEMPLATE, ("bnd", b"[1]", 7) + shared.at(T0))
             cols = [r[1] for r in cur.execute("PRAGMA table_info(qc_jobs)").fetchall()]
             probe = ", ".join(f"{c}, typeof({c})" for c in cols if c not in ("seq", "id"))
@@ -73,5 +80,5 @@ def test_the_literal_insert_stores_the_rows_the_bound_insert_stores(
 
 
 def test_a_value_sqlite_cannot_take_as_a_literal_keeps_the_bound_insert() -> None:
-    assert _Shared(new_job(queue="nul\x00queue")).insert is None
-    assert _Shared(new_job(queue="plain")).insert is not None
+    assert literal_insert(TemplateRows(new_job(queue="nul\x00queue"))) is None
+    assert literal_insert(TemplateRows(new_job(queue="plain"))) is not None

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.errors import ConfigError, StorageError, StorageUnavailable
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.errors import ConfigError, StorageError, StorageUnavailable
 from queue_core.testing import DAY, T0, new_job
 
 
@@ -112,13 +112,15 @@ def test_bad_postgresql_session_options_are_config_errors(query: str, field: str
 
 
 def test_postgresql_session_options_are_stripped_before_the_driver() -> None:
-    from backends.sql.postgresql import SOCKET_TIMEOUT_S, PostgresStorage
+    from backends.sql.postgresql import PostgreSQL
+    from backends.sql.url import SOCKET_TIMEOUT_S
 
     storage = SQLStorage("postgresql://u@127.0.0.1:1/db?pgbouncer=true&socket_timeout=2.5")
-    assert isinstance(storage, PostgresStorage) and storage.pgbouncer
-    assert "pgbouncer" not in storage._conninfo() and "socket_timeout" not in storage._conninfo()
-    assert storage._watch is not None and storage._watch.bound_s == 2.5
-    assert SQLStorage("postgresql://u@127.0.0.1:1/db?socket_timeout=0")._watch is None
+    dialect = storage.store.dialect
+    assert isinstance(dialect, PostgreSQL) and dialect.pgbouncer
+    assert "pgbouncer" not in dialect.conninfo and "socket_timeout" not in dialect.conninfo
+    assert storage.store.watch is not None and storage.store.watch.bound_s == 2.5
+    assert SQLStorage("postgresql://u@127.0.0.1:1/db?socket_timeout=0").store.watch is None
     default = SQLStorage("postgresql://u@127.0.0.1:1/db")
-    assert default._watch is not None and default._watch.bound_s == SOCKET_TIMEOUT_S
-    assert not default.pgbouncer  # type: ignore[attr-defined]
+    assert default.store.watch is not None and default.store.watch.bound_s == SOCKET_TIMEOUT_S
+    assert not default.store.dialect.pgbouncer

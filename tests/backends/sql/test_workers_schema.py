@@ -7,8 +7,8 @@ from pathlib import Path
 
 from backends.sql import SQLStorage
 from backends.sql.schema import SCHEMA_VERSION
+from queue_core.records.workers import WorkerInfo
 from queue_core.testing import SEC, T0
-from queue_core.workers import WorkerInfo
 
 
 def test_a_version_2_database_gets_the_worker_registry(tmp_path: Path) -> None:

@@ -13,13 +13,19 @@ from collections import Counter
 from typing import Any
 
 from backends.sqs.codec import encode_item
-from queue_core.model import Action, AttemptEnd, Decision, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    NewJob,
+    Outcome,
+)
 from tests.backends.sqs.conftest import Factory
 
 
 def _count(storage: Any) -> Counter[str]:
     calls: Counter[str] = Counter()
-    storage.ddb.meta.events.register(
+    storage.store.ddb.meta.events.register(
         "before-call.dynamodb", lambda model, **_: calls.update([model.name])
     )
     return calls
@@ -34,7 +40,7 @@ def _succeed(ref: Any) -> AttemptEnd:
 
 
 def _attempt_item(storage: Any, job_id: str, n: int) -> dict[str, Any] | None:
-    return storage.db.get(storage.keys.attempt(job_id, n))
+    return storage.store.db.get(storage.store.keys.attempt(job_id, n))
 
 
 def test_claim_of_one_plain_job_is_one_update_and_no_attempt_item(
@@ -113,10 +119,10 @@ def test_an_attempt_item_written_at_claim_by_the_old_layout_is_completed(
     s = make_storage()
     s.enqueue([_job("c1")])
     (claimed,) = s.claim("w1", ["default"], 1, 30_000)
-    job = s.db.get(s.keys.job("c1"))
+    job = s.store.db.get(s.store.keys.job("c1"))
     assert job is not None
     old = {"pk": job["pk"], "sk": "A#00001", "n": 1, "wk": "w1", "sa": job["sa"]}
-    s.ddb.put_item(TableName=s.db.name, Item=encode_item(old))
+    s.store.ddb.put_item(TableName=s.store.db.name, Item=encode_item(old))
     assert len(s.list_attempts("c1")) == 1  # not listed twice
     assert s.finish([_succeed(claimed.ref)]) == [True]
     (done,) = s.list_attempts("c1")
@@ -128,11 +134,13 @@ def test_a_stale_candidate_loses_the_single_update_and_claims_nothing(
 ) -> None:
     s, other = make_storage(), make_storage()
     s.enqueue([_job("d1")])
-    stale = s._ready(["default"], 1, s._now(None))  # read before the other worker claims
+    stale = s.claiming._ready(
+        ["default"], 1, s.store.now(None)
+    )  # read before the other worker claims
     assert [c["id"] for c in stale] == ["d1"]
     assert len(other.claim("w2", ["default"], 1, 30_000)) == 1
     reads = iter([stale])
-    monkeypatch.setattr(s, "_ready", lambda *a: next(reads, []))
+    monkeypatch.setattr(s.claiming, "_ready", lambda *a: next(reads, []))
     calls = _count(s)
     assert s.claim("w1", ["default"], 1, 30_000) == []
     assert calls["UpdateItem"] == 1  # the conditional update was sent and refused

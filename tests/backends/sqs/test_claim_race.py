@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.sqs.claiming import CLAIM_ROUNDS
-from queue_core.model import JobState, NewJob
+from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing.fixtures import T0
 from tests.backends.sqs.conftest import Factory
 
@@ -25,7 +25,7 @@ def _jobs(n: int) -> list[NewJob]:
 def test_a_claim_whose_candidates_were_taken_fills_its_batch(make_storage: Factory) -> None:
     mine, other = make_storage(), make_storage()
     assert mine.enqueue(_jobs(25), now=T0) == [JobState.QUEUED] * 25
-    transact = mine.db.transact
+    transact = mine.store.db.transact
     taken: list[str] = []
 
     def other_worker_first(actions: list[dict[str, Any]]) -> None:
@@ -33,7 +33,7 @@ def test_a_claim_whose_candidates_were_taken_fills_its_batch(make_storage: Facto
             taken.extend(c.id for c in other.claim("other", ["default"], 20, LEASE, now=T0))
         transact(actions)
 
-    mine.db.transact = other_worker_first  # type: ignore[method-assign]
+    mine.store.db.transact = other_worker_first  # type: ignore[method-assign]
     got = mine.claim("mine", ["default"], 5, LEASE, now=T0)
     # all 20 candidates of the first read were gone; the second read found the other 5
     assert len(taken) == 20
@@ -49,7 +49,7 @@ def test_a_claim_that_keeps_losing_gives_up_after_its_rounds(make_storage: Facto
     s, other = make_storage(), make_storage()
     s.enqueue(_jobs(120), now=T0)
     ready_reads = 0
-    query, transact = s.db.query, s.db.transact
+    query, transact = s.store.db.query, s.store.db.transact
 
     def counting_query(**kw: Any) -> list[dict[str, Any]]:
         nonlocal ready_reads
@@ -63,8 +63,8 @@ def test_a_claim_that_keeps_losing_gives_up_after_its_rounds(make_storage: Facto
                 other.cancel(a["Update"]["Key"]["pk"]["S"].rsplit("#", 1)[1], now=T0)
         transact(actions)
 
-    s.db.query = counting_query  # type: ignore[method-assign]
-    s.db.transact = always_lose  # type: ignore[method-assign]
+    s.store.db.query = counting_query  # type: ignore[method-assign]
+    s.store.db.transact = always_lose  # type: ignore[method-assign]
     assert s.claim("w", ["default"], 5, LEASE, now=T0) == []
     # 120 jobs would feed six reads of 20 candidates; the claim stops at its bound
     assert ready_reads == CLAIM_ROUNDS

@@ -17,7 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    JobState,
+    NewJob,
+    Outcome,
+)
 from tests.backends.sqs.conftest import Factory
 
 _WRITES = {"UpdateItem", "PutItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
@@ -26,7 +33,7 @@ _WRITES = {"UpdateItem", "PutItem", "DeleteItem", "TransactWriteItems", "BatchWr
 class _Writes:
     def __init__(self, storage: Any) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
-        storage.ddb.meta.events.register("before-parameter-build.dynamodb", self._seen)
+        storage.store.ddb.meta.events.register("before-parameter-build.dynamodb", self._seen)
 
     def _seen(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         if model.name in _WRITES:

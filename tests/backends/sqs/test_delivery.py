@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import time
 
-from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    JobState,
+    NewJob,
+    Outcome,
+)
 from tests.backends.sqs.conftest import Factory
 
 MIN = 60_000
@@ -48,9 +55,9 @@ def test_redelivered_hint_of_a_finished_job_is_deleted(make_storage: Factory) ->
     assert s.finish([_complete(got.ref)]) == [True]
     # the hint was never received; it is now stale: a receive deletes it, no wake-up
     assert s.wait_for_jobs(["default"], 2.0) is False
-    url = s.delivery.queue_url("default")
+    url = s.store.delivery.queue_url("default")
     time.sleep(1.2)
-    left = s.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", [])
+    left = s.store.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", [])
     assert left == []
 
 

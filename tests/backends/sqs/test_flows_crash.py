@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from queue_core.flows.model import StepState
-from queue_core.flows.storage import step_job_id
-from queue_core.model import JobState
+from queue_core.records.flows import StepState
+from queue_core.records.jobs import JobState
+from queue_core.storage.flows import step_job_id
 from queue_core.testing.fixtures import LEASE, T0, complete_end
 from queue_core.testing.suite._flows_base import make_execution, make_spec, states
 from tests.backends.sqs.conftest import Factory
@@ -22,7 +22,7 @@ from tests.backends.sqs.conftest import Factory
 
 def _killed_after_the_event(storage: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The caller 'dies' right after its finishing transaction: no advance runs."""
-    monkeypatch.setattr(storage, "_after_ends", lambda eids, now: [])
+    monkeypatch.setattr(storage.flows, "after_ends", lambda eids, now: [])
 
 
 def test_reap_releases_the_dependents_of_a_step_whose_finisher_died(
@@ -55,7 +55,7 @@ def test_a_wide_release_interrupted_between_chunks_is_completed_once(
     root = worker.claim("w", ["default"], 1, LEASE, now=T0 + 1)[0]
     # the finisher advances (first chunk written with the execution) and dies before
     # draining the rest of the release
-    monkeypatch.setattr(worker, "_drain", lambda eid, now: [])
+    monkeypatch.setattr(worker.flows, "_drain", lambda eid, now: [])
     assert worker.finish([complete_end(root.ref)], now=T0 + 2) == [True]
     released = [worker.get_job(step_job_id(new.id, i + 1)) for i in range(width)]
     assert 0 < sum(j is not None for j in released) < width
@@ -64,3 +64,27 @@ def test_a_wide_release_interrupted_between_chunks_is_completed_once(
     claimed = reaper.claim("w2", ["default"], 2 * width, LEASE, now=T0 + 4)
     assert sorted(c.step_id or "" for c in claimed) == sorted(f"s{i}" for i in range(width))
     assert len({c.id for c in claimed}) == width
+
+
+def test_an_aws_error_in_the_advance_after_a_finish_is_left_to_the_reaper(
+    make_storage: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    worker, reaper = make_storage(), make_storage()
+    new = make_execution(make_spec({"a": [], "b": ["a"]}))
+    worker.start_execution(new, now=T0)
+    a = worker.claim("w", ["default"], 1, LEASE, now=T0 + 1)[0]
+    get = worker.store.db.get
+
+    def throttled(key: dict[str, Any]) -> Any:
+        if key["sk"]["S"] == "X":  # the advance reads the execution
+            error = {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}
+            raise ClientError(error, "GetItem")  # type: ignore[arg-type]
+        return get(key)
+
+    monkeypatch.setattr(worker.store.db, "get", throttled)
+    assert worker.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+    assert reaper.get_job(step_job_id(new.id, 1)) is None
+    reaper.reap(now=T0 + 3)
+    assert states(reaper, new.id) == {"a": StepState.SUCCEEDED, "b": StepState.QUEUED}

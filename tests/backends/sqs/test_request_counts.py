@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from queue_core.model import Action, AttemptEnd, Decision, JobState, NewJob, Outcome
+from queue_core.records.control import PauseKind, ProgressUpdate
+from queue_core.records.jobs import (
+    Action,
+    AttemptEnd,
+    Decision,
+    JobState,
+    NewJob,
+    Outcome,
+)
 from queue_core.testing.suite._flows_base import make_execution, make_spec
 from tests.backends.sqs.conftest import Factory
 
@@ -19,13 +27,13 @@ class _Counts:
         self.calls: Counter[str] = Counter()
         self.queried: list[str] = []
         """The partition value (``:p``/``:ap``, prefix cut) of each DynamoDB Query."""
-        self._prefix = storage.keys.p
-        for client in (storage.ddb, storage.sqs):
+        self._prefix = storage.store.keys.p
+        for client in (storage.store.ddb, storage.store.sqs):
             service = client.meta.service_model.service_name
             client.meta.events.register(
                 f"before-call.{service}", lambda model, s=service, **_: self._count(s, model)
             )
-        storage.ddb.meta.events.register("before-parameter-build.dynamodb.Query", self._query)
+        storage.store.ddb.meta.events.register("before-parameter-build.dynamodb.Query", self._query)
 
     def _count(self, service: str, model: Any) -> None:
         self.calls[f"{service}.{model.name}"] += 1
@@ -94,6 +102,41 @@ def test_requests_per_job(make_storage: Factory) -> None:
     assert ten["finish"] <= (1, 0)
 
 
+def test_a_pause_beside_costs_a_claim_nothing(make_storage: Factory) -> None:
+    s = make_storage()
+    counts = _Counts(s)
+    s.finish(_ends(s.claim("w", ["default"], 1, 30_000)))
+    s.pause(PauseKind.QUEUE, "other")
+    s.pause(PauseKind.TASK, "elsewhere.task")
+    s.enqueue(_jobs(1, "p"))
+    counts.take()
+    assert len(s.claim("w", ["default", "other"], 1, 30_000)) == 1
+    clm = counts.take()
+    print(f"\nclaim beside a paused queue and task: {dict(clm)}")
+    # the pauses come with the promotion Query; the paused queue is not read
+    assert _by_service(clm) <= (3, 0)
+
+
+def test_progress_with_an_end_costs_no_request(make_storage: Factory) -> None:
+    from dataclasses import replace
+
+    s = make_storage()
+    counts = _Counts(s)
+    s.enqueue(_jobs(1, "g"))
+    (claimed,) = s.claim("w", ["default"], 1, 30_000)
+    counts.take()
+    assert s.set_progress(claimed.ref, ProgressUpdate(0.5, "half")) is True
+    report = counts.take()
+    (end,) = _ends([claimed])
+    assert s.finish([replace(end, progress=ProgressUpdate(1.0, "done"))]) == [True]
+    fin = counts.take()
+    print(f"\nset_progress {dict(report)}; finish with progress {dict(fin)}")
+    assert _by_service(report) == (1, 0)  # one fenced UpdateItem
+    assert _by_service(fin) == (1, 0)  # the end's own fenced UpdateItem carries it
+    got = s.get_progress(claimed.id)
+    assert got is not None and (got.fraction, got.message) == (1.0, "done")
+
+
 def test_finish_after_a_delivered_hint_deletes_it_in_one_request(make_storage: Factory) -> None:
     s = make_storage()
     counts = _Counts(s)
@@ -136,3 +179,26 @@ def test_reap_skips_the_flow_queries_until_a_flow_exists(make_storage: Factory) 
     again = counts.take()
     assert "X" not in queried  # seen once: no probe any more
     assert sum(again.values()) == sum(plain.values()) - 1 + len(_FLOW_PARTS)
+
+
+def test_a_wide_release_reads_each_step_jobs_part_once_per_transaction(
+    make_storage: Factory,
+) -> None:
+    from queue_core.testing.fixtures import LEASE, T0, complete_end
+
+    s = make_storage()
+    graph: dict[str, list[str]] = {"root": []}
+    graph.update({f"s{i}": ["root"] for i in range(150)})  # two transactions of releases
+    s.start_execution(make_execution(make_spec(graph)), now=T0)
+    (root,) = s.claim("w", ["default"], 1, LEASE, now=T0 + 1)
+    parts: list[str] = []
+    s.store.ddb.meta.events.register(
+        "before-parameter-build.dynamodb.GetItem",
+        lambda params, **_: parts.append(params["Key"]["sk"]["S"]),
+    )
+    counts = _Counts(s)
+    assert s.finish([complete_end(root.ref)], now=T0 + 2) == [True]
+    writes = counts.take()["dynamodb.TransactWriteItems"]
+    print(f"\n150 releases: {writes} transactions, JB# reads {parts.count('JB#0000')}")
+    assert len(s.claim("w", ["default"], 200, LEASE, now=T0 + 3)) == 150
+    assert parts.count("JB#0000") <= writes - 1  # the finish's own transaction reads none

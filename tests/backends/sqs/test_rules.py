@@ -1,4 +1,4 @@
-"""The shared rules (``queue_core.policy.outcomes``) as the SQS backend stores them.
+"""The shared rules (``queue_core.rules.outcomes``) as the SQS backend stores them.
 
 The contract suite pins the rules end to end; these cases pin what is SQS-specific:
 the URL's retention option, and the attempt-1 lost delay a dead-letter entry carries
@@ -8,8 +8,8 @@ although the job item's ``ld`` moves on with every retry.
 from __future__ import annotations
 
 from backends.sqs import SQSStorage
-from queue_core.model import JobState
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.jobs import JobState
 from queue_core.testing.fixtures import (
     SEC,
     T0,
@@ -26,7 +26,7 @@ def test_retention_accepts_days_and_zero(sqs_url: str) -> None:
     for option, ms in (("1d12h", 36 * 3_600_000), ("0", 0)):
         s = open_storage(f"{sqs_url}&retention={option}")
         try:
-            assert isinstance(s, SQSStorage) and s.retention_ms == ms
+            assert isinstance(s, SQSStorage) and s.store.retention_ms == ms
         finally:
             s.close()
 
@@ -80,7 +80,9 @@ def test_a_job_stored_before_ld1_replays_with_its_current_lost_delay(
     s = make_storage()
     job_id = enqueue_one(s, max_attempts=2, lost_delay_ms=2 * SEC)
     # an item written by an older version has no ld1 attribute
-    s.ddb.update_item(TableName=s.table, Key=s.keys.job(job_id), UpdateExpression="REMOVE ld1")
+    s.store.ddb.update_item(
+        TableName=s.store.table, Key=s.store.keys.job(job_id), UpdateExpression="REMOVE ld1"
+    )
     first = claim_one(s, now=T0)
     s.finish([retry_end(first.ref, 0, lost_delay_ms=7 * SEC)], now=T0 + SEC)
     second = claim_one(s, now=T0 + SEC)

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from queue_core.errors import StorageError
-from queue_core.model import JobState, NewJob
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import JobState, NewJob
 from tests.backends.sqs.conftest import Factory
 
 
@@ -20,7 +20,7 @@ def test_one_plain_job_is_one_put_and_a_duplicate_is_refused(make_storage: Facto
     s = make_storage()
     s.enqueue([_job("w0")])  # first use resolves the SQS queue URL
     calls: Counter[str] = Counter()
-    s.ddb.meta.events.register(
+    s.store.ddb.meta.events.register(
         "before-call.dynamodb", lambda model, **_: calls.update([model.name])
     )
     assert s.enqueue([_job("e1")]) == [JobState.QUEUED]
@@ -34,7 +34,7 @@ def test_a_job_with_a_counter_stays_one_transaction(make_storage: Factory) -> No
     s = make_storage()
     s.enqueue([_job("w0")])
     calls: Counter[str] = Counter()
-    s.ddb.meta.events.register(
+    s.store.ddb.meta.events.register(
         "before-call.dynamodb", lambda model, **_: calls.update([model.name])
     )
     assert s.enqueue([_job("k1", key="k")]) == [JobState.QUEUED]

@@ -7,15 +7,20 @@ import socket
 import pytest
 
 from backends.sqs import SQSStorage
-from queue_core.errors import ConfigError, StorageUnavailable
-from queue_core.registry import open_storage
+from queue_core.app.config import open_storage
+from queue_core.records.errors import ConfigError, StorageUnavailable
 
 
 def test_url_options_reach_the_storage(sqs_url: str) -> None:
     s = open_storage(sqs_url + "&retention=2h&visibility=5&hop=60")
     try:
         assert isinstance(s, SQSStorage)
-        assert (s.retention_ms, s.visibility_s, s.hop_s) == (2 * 3_600_000, 5, 60)
+        delivery = s.store.delivery
+        assert (s.store.retention_ms, delivery.visibility_s, delivery.hop_s) == (
+            2 * 3_600_000,
+            5,
+            60,
+        )
         assert "testing" not in repr(s) and "secret" not in repr(s).lower()
     finally:
         s.close()

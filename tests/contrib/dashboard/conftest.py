@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from starlette.testclient import TestClient
 
 from queue_core import Concurrency, JobState, Queue, TaskError
 
@@ -154,6 +155,16 @@ def populated(tmp_path: Path) -> Iterator[Populated]:
         yield p
     finally:
         p.queue.close()
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def local_client(app: Any, **options: Any) -> TestClient:
+    """Starlette's TestClient naming ``localhost`` in ``Host``, as a browser on this
+    machine does (the dashboard refuses hosts it does not answer to, such as
+    TestClient's default ``testserver``)."""
+    return TestClient(app, base_url="http://localhost", **options)
 
 
 # --------------------------------------------------------------------------- live server

@@ -10,8 +10,8 @@ from typing import Any
 
 from contrib.dashboard import create_app
 from queue_core import Queue
+from queue_core.rules.throughput import bucket_start
 from queue_core.testing import complete_end, dead_end, new_job
-from queue_core.throughput import bucket_start
 from tests.contrib.dashboard.test_browser import shot
 
 MIN = 60_000

@@ -13,8 +13,9 @@ from typing import Any
 from contrib.dashboard import create_app
 from contrib.dashboard.data import fmt_time
 from queue_core import Queue
+from queue_core.records.workers import WorkerInfo
+from queue_core.storage.abilities import SupportsWorkerRegistry
 from queue_core.worker import Worker
-from queue_core.workers import SupportsWorkerRegistry, WorkerInfo
 from tests.contrib.dashboard.test_browser import shot
 
 

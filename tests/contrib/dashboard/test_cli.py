@@ -145,3 +145,53 @@ def test_without_the_extra_the_command_imports_and_names_the_extra(tmp_path: Pat
     )
     assert done.returncode == 1
     assert "pip install 'queue-core[dashboard]'" in done.stderr
+
+
+def _serve(tmp_path: Path, *args: str) -> tuple[str, subprocess.Popen[str]]:
+    db = tmp_path / "cli.db"
+    Queue(f"sqlite:///{db}").close()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QUEUE_CORE_DASHBOARD_TOKEN": "T0k-5e3cret"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contrib.dashboard", "--url", f"sqlite:///{db}",
+         "--port", str(port), *args],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    _wait_listening(base, proc)
+    return base, proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return out + err  # uvicorn writes its access log to stdout
+
+
+def test_the_access_log_never_shows_the_token(tmp_path: Path) -> None:
+    """``?token=`` logins -- right, wrong, on a POST -- are logged as ``token=***``."""
+    base, proc = _serve(tmp_path)
+    try:
+        first = httpx.get(base + "/jobs?state=dead&token=T0k-5e3cret")
+        assert first.status_code == 303 and first.headers["location"] == "/jobs?state=dead"
+        assert httpx.get(base + "/?token=T0k-5e3creX").status_code == 401
+        assert httpx.post(base + "/dead/purge?token=T0k-5e3cret").status_code == 403  # no CSRF
+    finally:
+        log = _stop(proc)
+    assert 'GET /jobs?state=dead&token=*** HTTP/1.1" 303' in log
+    assert 'GET /?token=*** HTTP/1.1" 401' in log
+    assert 'POST /dead/purge?token=*** HTTP/1.1" 403' in log
+    assert "T0k-5e3cre" not in log
+
+
+def test_allowed_host_names_a_host_the_dashboard_answers_to(tmp_path: Path) -> None:
+    base, proc = _serve(tmp_path, "--allowed-host", "Queues.Example.com")
+    port = base.rpartition(":")[2]
+    try:
+        named = httpx.get(base + "/", headers={"Host": f"queues.example.com:{port}"})
+        assert named.status_code == 401  # answered (the token is still needed)
+        refused = httpx.get(base + "/", headers={"Host": f"evil.example:{port}"})
+        assert refused.status_code == 400 and "DNS rebinding" in refused.text
+    finally:
+        log = _stop(proc)
+    assert "answers to IP addresses, localhost and *.localhost, queues.example.com" in log

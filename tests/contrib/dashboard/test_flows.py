@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
 from backends.memory import MemoryStorage
 from contrib.dashboard import create_app
 from contrib.dashboard.flows import timeline
 from queue_core import JobContext, Queue, RetryPolicy, Storage
 from queue_core.flows import ExecutionState, StepState
-from tests.contrib.dashboard.conftest import run_burst
+from tests.contrib.dashboard.conftest import local_client, run_burst
 
 
 class _NoFlows:
@@ -80,7 +79,7 @@ def test_timeline_has_one_bar_per_attempt_in_start_order(flowed: tuple[Queue, li
 
 def test_pages_over_http(flowed: tuple[Queue, list[str]]) -> None:
     queue, (ok, bad, waiting) = flowed
-    client = TestClient(create_app(queue))
+    client = local_client(create_app(queue))
     page = client.get("/flows")
     assert page.status_code == 200
     for execution_id in (ok, bad, waiting):
@@ -92,11 +91,15 @@ def test_pages_over_http(flowed: tuple[Queue, list[str]]) -> None:
     assert one.status_code == 200
     assert one.text.count('class="tl-row"') == 4  # extract #1, #2, load #1, #2
     assert 'data-attempt="load #2" data-outcome="failed"' in one.text
+    # the failing step's error is on the page (issue 23 item 7)
+    assert '<dd id="execution-error"><span class="mono">load #2</span>: ' in one.text
+    assert "ValueError</span>: load failed</dd>" in one.text
+    assert 'id="execution-error"' not in client.get(f"/flows/{ok}").text
     assert client.get("/flows/nope").status_code == 404
 
 
 def test_a_storage_without_flows_says_so() -> None:
-    client = TestClient(create_app(_NoFlows(MemoryStorage())))  # type: ignore[arg-type]
+    client = local_client(create_app(_NoFlows(MemoryStorage())))  # type: ignore[arg-type]
     page = client.get("/flows")
     assert page.status_code == 200 and "SupportsFlows" in page.text
     assert client.get("/flows/x").status_code == 404
@@ -125,5 +128,10 @@ def test_flow_pages_in_a_browser(
     shot(page, artifacts, "execution")
     page.goto(base + f"/flows/{bad}")
     assert page.locator("#timeline .tl-row[data-outcome='failed']").count() == 3
+    # a failed execution's badge is red like a dead job's, and its error is shown
+    badge = page.locator("h1 .badge")
+    assert badge.inner_text() == "failed"
+    assert badge.evaluate("b => getComputedStyle(b).color") == "rgb(180, 35, 24)"
+    assert page.locator("#execution-error").inner_text() == "load #2: ValueError: load failed"
     page.click("#timeline .tl-row[data-attempt='load #1'] a")
     assert page.locator("h1").inner_text().startswith("Job")

@@ -26,7 +26,7 @@ from queue_core import (
     SupportsJobScan,
     TaskError,
 )
-from tests.contrib.dashboard.conftest import Populated, run_burst
+from tests.contrib.dashboard.conftest import Populated, local_client, run_burst
 
 
 def csrf_of(client: TestClient, path: str = "/dead") -> str:
@@ -46,7 +46,7 @@ def dead_entry_id(populated: Populated) -> str:
 
 
 def test_every_page_answers_200_on_a_queue_with_every_state(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue))
+    client = local_client(create_app(populated.queue))
     storage = populated.queue.storage()
     dead = storage.list_dead(1)[0]
     paths = [
@@ -75,7 +75,7 @@ def test_the_jobs_page_filters_and_pages(tmp_path: Path) -> None:
         q.enqueue("t.b", args=(i,), delay=3600, queue="other", allow_unregistered=True).id
         for i in range(5)
     ]
-    client = TestClient(create_app(q))
+    client = local_client(create_app(q))
 
     def listed(path: str) -> list[str]:
         return re.findall(r'data-job="([0-9a-f]+)"', client.get(path).text)
@@ -104,13 +104,13 @@ def test_the_jobs_page_filters_and_pages(tmp_path: Path) -> None:
 def test_bad_query_values_get_400_naming_the_value(
     populated: Populated, path: str, needle: str
 ) -> None:
-    response = TestClient(create_app(populated.queue)).get(path)
+    response = local_client(create_app(populated.queue)).get(path)
     assert response.status_code == 400
     assert needle in html.unescape(response.text)
 
 
 def test_unknown_job_and_dead_entry_get_404(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue))
+    client = local_client(create_app(populated.queue))
     assert client.get("/jobs/nope").status_code == 404
     assert "no dead-letter entry with id 'nope'" in html.unescape(client.get("/dead/nope").text)
     lookup = client.get(f"/jobs/lookup?id={populated.one('dead')}", follow_redirects=False)
@@ -118,22 +118,52 @@ def test_unknown_job_and_dead_entry_get_404(populated: Populated) -> None:
     assert lookup.headers["location"] == f"/jobs/{populated.one('dead')}"
 
 
+def test_the_search_takes_any_unique_prefix_and_says_when_one_is_ambiguous() -> None:
+    q = Queue(storage=MemoryStorage())
+    ids = [q.enqueue("t.x", allow_unregistered=True).id for _ in range(6)]
+    client = TestClient(create_app(q), base_url="http://localhost")
+    target = ids[3]
+    unique = next(
+        n for n in range(1, 33) if not any(o.startswith(target[:n]) for o in ids if o != target)
+    )
+    found = client.get(f"/jobs/lookup?id={target[:unique]}", follow_redirects=False)
+    assert (found.status_code, found.headers["location"]) == (303, f"/jobs/{target}")
+    ambiguous = client.get(f"/jobs/lookup?id={target[: unique - 1]}")
+    assert ambiguous.status_code == 400
+    assert f"id prefix {target[: unique - 1]!r} is ambiguous" in html.unescape(ambiguous.text)
+    missing = client.get("/jobs/lookup?id=ffff")
+    assert missing.status_code == 404
+    assert "no job with id 'ffff' or an id starting with it" in html.unescape(missing.text)
+
+
+def test_listed_ids_are_shortened_so_that_they_differ() -> None:
+    # jobs enqueued together share their time-ordered head: id[:12] was one label for all
+    q = Queue(storage=MemoryStorage())
+    ids = [q.enqueue("t.x", allow_unregistered=True).id for _ in range(8)]
+    assert len({i[:12] for i in ids}) < len(ids)
+    text = TestClient(create_app(q), base_url="http://localhost").get("/jobs").text
+    shown = dict(re.findall(r'<tr data-job="(\w+)".*?<a href="/jobs/\w+">(\w+)</a>', text, re.S))
+    assert set(shown) == set(ids)
+    assert len(set(shown.values())) == len(ids)
+    assert all(job_id.startswith(short) and len(short) >= 8 for job_id, short in shown.items())
+
+
 def test_args_and_results_are_decoded_with_the_queues_serializer() -> None:
     q = Queue(storage=MemoryStorage(), serializer="pickle")
     job = q.enqueue("t.p", args=({1, 2},), kwargs={"when": (3, 4)}, allow_unregistered=True)
-    client = TestClient(create_app(q))
+    client = local_client(create_app(q))
     text = html.unescape(client.get(f"/jobs/{job.id}").text)
     # a set and a tuple only survive the pickle serializer: decoded with it, not as JSON
     assert "{'args': [{1, 2}], 'kwargs': {'when': (3, 4)}}" in text
 
     # given only the storage, JSON is assumed: the pickle payload is shown as not decodable
-    text = html.unescape(TestClient(create_app(q.storage())).get(f"/jobs/{job.id}").text)
+    text = html.unescape(local_client(create_app(q.storage())).get(f"/jobs/{job.id}").text)
     assert "not decodable with the 'json' serializer" in text
     assert "bytes)" in text
 
 
 def test_cancel_a_queued_job_from_its_page(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue))
+    client = local_client(create_app(populated.queue))
     job_id = populated.one("scheduled")
     token = csrf_of(client, f"/jobs/{job_id}")
     response = client.post(f"/jobs/{job_id}/cancel", data={"csrf_token": token})
@@ -144,7 +174,7 @@ def test_cancel_a_queued_job_from_its_page(populated: Populated) -> None:
 
 
 def test_retry_of_entries_already_gone_is_reported(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue))
+    client = local_client(create_app(populated.queue))
     storage = populated.queue.storage()
     ids = [e.id for e in storage.list_dead(10)]
     token = csrf_of(client)
@@ -157,7 +187,7 @@ def test_retry_of_entries_already_gone_is_reported(populated: Populated) -> None
 
 
 def test_purge_needs_the_confirmation_field_and_honours_the_task(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue))
+    client = local_client(create_app(populated.queue))
     storage = populated.queue.storage()
     token = csrf_of(client)
     refused = client.post("/dead/purge", data={"csrf_token": token, "task": "dash.explode"})
@@ -178,7 +208,7 @@ def test_purge_needs_the_confirmation_field_and_honours_the_task(populated: Popu
 @pytest.mark.parametrize("action", ["retry", "purge", "cancel"])
 def test_a_post_without_a_valid_csrf_token_is_refused(populated: Populated, action: str) -> None:
     app = create_app(populated.queue)
-    client = TestClient(app)
+    client = local_client(app)
     storage = populated.queue.storage()
     entry = dead_entry_id(populated)
     job = populated.one("scheduled")
@@ -193,13 +223,13 @@ def test_a_post_without_a_valid_csrf_token_is_refused(populated: Populated, acti
     # the cookie alone (what a cross-site form post sends) is not enough
     assert client.post(path, data=form).status_code == 403
     # a token that differs from the cookie
-    other = TestClient(app)
+    other = local_client(app)
     assert client.post(path, data={**form, "csrf_token": csrf_of(other)}).status_code == 403
     # a cookie and token that agree but were not signed by this app
-    forged = TestClient(app, cookies={CSRF_COOKIE: "abc.def"})
+    forged = local_client(app, cookies={CSRF_COOKIE: "abc.def"})
     assert forged.post(path, data={**form, "csrf_token": "abc.def"}).status_code == 403
     # another app's (another secret's) token
-    foreign = TestClient(create_app(populated.queue))
+    foreign = local_client(create_app(populated.queue))
     foreign_token = csrf_of(foreign)
     client.cookies.set(CSRF_COOKIE, foreign_token)
     assert client.post(path, data={**form, "csrf_token": foreign_token}).status_code == 403
@@ -213,8 +243,8 @@ def test_a_post_without_a_valid_csrf_token_is_refused(populated: Populated, acti
 
 
 def test_a_fixed_secret_lets_two_apps_share_csrf_tokens(populated: Populated) -> None:
-    one = TestClient(create_app(populated.queue, secret="shared"))
-    two = TestClient(create_app(populated.queue, secret="shared"))
+    one = local_client(create_app(populated.queue, secret="shared"))
+    two = local_client(create_app(populated.queue, secret="shared"))
     token = csrf_of(one)
     two.cookies.set(CSRF_COOKIE, token)
     entry = dead_entry_id(populated)
@@ -231,7 +261,7 @@ def test_a_fixed_secret_lets_two_apps_share_csrf_tokens(populated: Populated) ->
     "path", ["/", "/jobs", "/dead", "/metrics", "/static/htmx.min.js", "/jobs/x"]
 )
 def test_with_a_token_every_request_without_it_gets_401(populated: Populated, path: str) -> None:
-    client = TestClient(create_app(populated.queue, token="T0k"))
+    client = local_client(create_app(populated.queue, token="T0k"))
     response = client.get(path)
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
@@ -242,7 +272,7 @@ def test_with_a_token_every_request_without_it_gets_401(populated: Populated, pa
 
 
 def test_token_in_the_query_sets_a_cookie_and_leaves_the_url(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue, token="T0k"))
+    client = local_client(create_app(populated.queue, token="T0k"))
     first = client.get("/jobs?state=dead&token=T0k", follow_redirects=False)
     assert first.status_code == 303
     assert first.headers["location"] == "/jobs?state=dead"
@@ -254,17 +284,17 @@ def test_token_in_the_query_sets_a_cookie_and_leaves_the_url(populated: Populate
     # a POST with the session cookie still needs its CSRF token
     assert client.post("/dead/purge", data={"confirm": "yes"}).status_code == 403
     # the redirect stays on this site whatever the path looks like
-    odd = TestClient(create_app(populated.queue, token="T0k"))
-    away = odd.get("http://testserver//evil.example/?token=T0k", follow_redirects=False)
+    odd = local_client(create_app(populated.queue, token="T0k"))
+    away = odd.get("http://localhost//evil.example/?token=T0k", follow_redirects=False)
     assert away.status_code == 303
     assert away.headers["location"] == "/evil.example/"
     # a wrong token in the query is refused, not redirected
-    fresh = TestClient(create_app(populated.queue, token="T0k"))
+    fresh = local_client(create_app(populated.queue, token="T0k"))
     assert fresh.get("/?token=nope", follow_redirects=False).status_code == 401
 
 
 def test_a_tampered_session_cookie_is_refused(populated: Populated) -> None:
-    client = TestClient(create_app(populated.queue, token="T0k"))
+    client = local_client(create_app(populated.queue, token="T0k"))
     client.cookies.set(SESSION_COOKIE, "T0k")
     assert client.get("/").status_code == 401
 
@@ -278,12 +308,12 @@ def test_an_auth_hook_decides_and_a_token_also_works(populated: Populated, kind:
         return request.headers.get("x-user") == "ops"
 
     hook = sync_hook if kind == "sync" else async_hook
-    client = TestClient(create_app(populated.queue, auth=hook))
+    client = local_client(create_app(populated.queue, auth=hook))
     assert client.get("/").status_code == 401
     assert client.get("/", headers={"X-User": "guest"}).status_code == 401
     assert client.get("/", headers={"X-User": "ops"}).status_code == 200
 
-    both = TestClient(create_app(populated.queue, auth=hook, token="T0k"))
+    both = local_client(create_app(populated.queue, auth=hook, token="T0k"))
     assert both.get("/", headers={"X-User": "ops"}).status_code == 200
     assert both.get("/", headers={"Authorization": "Bearer T0k"}).status_code == 200
     assert both.get("/").status_code == 401
@@ -293,9 +323,9 @@ def test_an_auth_hook_decides_and_a_token_also_works(populated: Populated, kind:
 
 
 def test_read_only_renders_no_action_and_refuses_every_mutation(populated: Populated) -> None:
-    normal = TestClient(create_app(populated.queue, secret="s"))
+    normal = local_client(create_app(populated.queue, secret="s"))
     token = csrf_of(normal)
-    client = TestClient(create_app(populated.queue, read_only=True, secret="s"))
+    client = local_client(create_app(populated.queue, read_only=True, secret="s"))
     client.cookies.set(CSRF_COOKIE, token)
     storage = populated.queue.storage()
     entry = dead_entry_id(populated)
@@ -324,7 +354,7 @@ def test_read_only_renders_no_action_and_refuses_every_mutation(populated: Popul
 def test_no_url_password_is_rendered() -> None:
     q = Queue("memory://ops:hunter2@localhost/")
     q.enqueue("t.a", args=(1,), allow_unregistered=True)
-    client = TestClient(create_app(q))
+    client = local_client(create_app(q))
     for path in ["/", "/jobs", "/dead", f"/jobs/{q.storage().list_jobs()[0].id}"]:  # type: ignore[attr-defined]
         text = client.get(path).text
         assert "memory://ops:***@localhost/" in text
@@ -344,7 +374,7 @@ def test_a_storage_error_is_a_503_page_with_the_password_masked() -> None:
     storage = _Failing()
     q = Queue(storage=storage)
     q.url = storage.url  # what a Queue opened from that URL holds
-    client = TestClient(create_app(q))
+    client = local_client(create_app(q))
     response = client.get("/")
     assert response.status_code == 503
     assert "StorageError: cannot reach memory://ops:***@localhost/" in response.text
@@ -389,7 +419,8 @@ def test_without_a_job_scan_the_jobs_page_says_so_and_the_rest_works() -> None:
 
     job = fatal.delay()
     run_burst(q)
-    client = TestClient(create_app(q))
+    scans = {"scan_attempts": True, "scan_dead_letters": True}
+    client = local_client(create_app(q, metrics_options=scans))
     page = client.get("/jobs")
     assert page.status_code == 200
     assert "cannot list jobs" in page.text and "SupportsJobScan.list_jobs" in page.text
@@ -406,7 +437,7 @@ def test_without_a_job_scan_the_jobs_page_says_so_and_the_rest_works() -> None:
 
 def test_mounted_under_a_prefix_links_and_cookies_follow_the_mount(populated: Populated) -> None:
     host = Starlette(routes=[Mount("/ops/queues", app=create_app(populated.queue))])
-    client = TestClient(host)
+    client = local_client(host)
     page = client.get("/ops/queues/dead")
     assert page.status_code == 200
     assert 'href="/ops/queues/static/dashboard.css"' in page.text
@@ -445,12 +476,12 @@ def test_not_a_queue_nor_a_storage_is_a_config_error() -> None:
 
 
 def test_ids_are_quoted_in_links() -> None:
-    from queue_core.model import NewJob
+    from queue_core.records.jobs import NewJob
 
     storage = MemoryStorage()
     # the core's ids are uuid hex; a storage's own ids still must not break the links
     storage.enqueue([NewJob(id="a b?c#d", task_name="t", queue="default", payload=b"{}")])
-    client = TestClient(create_app(storage))
+    client = local_client(create_app(storage))
     text = client.get("/jobs").text
     assert 'href="/jobs/a%20b%3Fc%23d"' in text
     page = client.get("/jobs/a%20b%3Fc%23d")

@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from starlette.testclient import TestClient
 
 from backends.memory import MemoryStorage
 from contrib.dashboard import create_app
 from contrib.metrics import OTHER, STATS_STATES, StorageCollector, make_registry
 from queue_core import ConfigError, Queue, StorageError, TaskError
-from tests.contrib.dashboard.conftest import Populated, run_burst
+from tests.contrib.dashboard.conftest import Populated, local_client, run_burst
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -72,8 +71,9 @@ def test_metrics_after_a_1000_job_drain_equal_storage(tmp_path: Path) -> None:
     other.map([(i,) for i in range(50)])
     run_burst(q, slots=8)
 
-    # served by the dashboard at /metrics
-    text = TestClient(create_app(q)).get("/metrics").text
+    # served by the dashboard at /metrics, with both scans turned on
+    scans = {"scan_attempts": True, "scan_dead_letters": True}
+    text = local_client(create_app(q, metrics_options=scans)).get("/metrics").text
 
     jobs = samples(text, "queue_core_jobs")
     expected_jobs = {
@@ -121,7 +121,7 @@ def _queue_with_tasks(n_tasks: int, per_task: list[int]) -> Queue:
 
 def test_task_labels_are_capped_and_the_rest_folded_into_other() -> None:
     q = _queue_with_tasks(6, [6, 5, 4, 3, 2, 1])
-    text = scrape(q, max_tasks=3)
+    text = scrape(q, max_tasks=3, scan_attempts=True, scan_dead_letters=True)
     dead = samples(text, "queue_core_dead_letters")
     assert dead == {
         (("task", "t0"),): 6.0,
@@ -134,7 +134,8 @@ def test_task_labels_are_capped_and_the_rest_folded_into_other() -> None:
     assert tasks == {"t0", "t1", "t2", OTHER}
     assert sum(attempts.values()) == 21
     # no cap reached: no "other"
-    assert {dict(k)["task"] for k in samples(scrape(q), "queue_core_dead_letters")} == {
+    no_cap = scrape(q, scan_dead_letters=True)
+    assert {dict(k)["task"] for k in samples(no_cap, "queue_core_dead_letters")} == {
         f"t{i}" for i in range(6)
     }
 
@@ -152,25 +153,29 @@ def test_queue_labels_are_capped() -> None:
 
 def test_scan_limits_are_reported() -> None:
     q = _queue_with_tasks(2, [5, 5])
-    text = scrape(q, max_scan_jobs=4, max_scan_dead=3)
+    scans = {"scan_attempts": True, "scan_dead_letters": True}
+    text = scrape(q, max_scan_jobs=4, max_scan_dead=3, **scans)
     assert samples(text, "queue_core_attempts_scan_jobs") == {(): 4.0}
     assert samples(text, "queue_core_attempts_scan_truncated") == {(): 1.0}
     assert sum(samples(text, "queue_core_attempts").values()) == 4
     assert samples(text, "queue_core_dead_letters_scan_truncated") == {(): 1.0}
     assert sum(samples(text, "queue_core_dead_letters").values()) == 3
-    exact = scrape(q, max_scan_jobs=10, max_scan_dead=10)
+    exact = scrape(q, max_scan_jobs=10, max_scan_dead=10, **scans)
     assert samples(exact, "queue_core_attempts_scan_truncated") == {(): 0.0}
     assert samples(exact, "queue_core_dead_letters_scan_truncated") == {(): 0.0}
 
 
-def test_attempt_scan_can_be_turned_off(populated: Populated) -> None:
-    text = scrape(populated.queue, scan_attempts=False)
-    assert samples(text, "queue_core_attempts") == {}
+def test_both_scans_are_off_by_default(populated: Populated) -> None:
+    text = scrape(populated.queue)
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert not {n for n in names if "attempts" in n or "dead_letters" in n}, names
     assert samples(text, "queue_core_jobs")
+    assert "queue_core_attempts" in scrape(populated.queue, scan_attempts=True)
+    assert "queue_core_dead_letters" in scrape(populated.queue, scan_dead_letters=True)
 
 
 def test_a_running_attempt_counts_as_running(populated: Populated) -> None:
-    attempts = samples(scrape(populated.queue), "queue_core_attempts")
+    attempts = samples(scrape(populated.queue, scan_attempts=True), "queue_core_attempts")
     running = {k: v for k, v in attempts.items() if dict(k)["outcome"] == "running"}
     assert running == {
         (("outcome", "running"), ("queue", "held"), ("reason", ""), ("task", "dash.held")): 1.0

@@ -119,6 +119,38 @@ def crash_first(marker_dir: str, ctx: JobContext) -> str:
     return f"survived on attempt {ctx.attempt}"
 
 
+async def until_stopped(marker_dir: str, ctx: JobContext) -> str:
+    """Sleep 30 s on the event loop; when stopped, write ``stopped-<attempt>`` = seconds
+    since the body started (by ``time.time()``) and ``started-at-<attempt>`` = its start."""
+    begin = time.time()
+    mark(marker_dir, ctx.attempt)
+    _note(marker_dir, f"started-at-{ctx.attempt}", repr(begin))
+    try:
+        await anyio.sleep(30)
+    finally:
+        _note(marker_dir, f"stopped-{ctx.attempt}", repr(time.time() - begin))
+    return "never stopped"
+
+
+def _note(marker_dir: str, name: str, text: str) -> None:
+    Path(marker_dir, name).write_text(text)
+
+
+async def step_until_stopped(input: dict[str, Any], ctx: JobContext) -> str:
+    """A flow step: :func:`until_stopped` with ``input["markers"]``."""
+    return await until_stopped(input["markers"], ctx)
+
+
+def fetch_users(input: dict[str, Any], ctx: JobContext) -> str:
+    """A flow step: attempt 1 sleeps ``input["seconds"]``; later attempts return."""
+    return sleep_first(input["markers"], input["seconds"], ctx)
+
+
+def report(ctx: JobContext) -> str:
+    """A flow step after ``fetch`` (it takes no parameter of that step)."""
+    return f"reported on attempt {ctx.attempt}"
+
+
 def poll_cancelled(marker_dir: str, ctx: JobContext) -> str:
     """Loop until ``ctx.cancelled`` turns true, then return (a cooperative thread body)."""
     mark(marker_dir, ctx.attempt)
@@ -145,6 +177,7 @@ _BODIES: dict[str, tuple[Any, dict[str, Any]]] = {
         {"heartbeat": 2.5, "max_retries": 1, "isolation": "process", "kill_grace": 0.5},
     ),
     "sleep_first": (sleep_first, {"max_retries": 2}),
+    "sleep_first_no_retry": (sleep_first, {}),  # the default: 0 retries
     "stuck_thread": (sleep_first, {"timeout": 1, "max_retries": 1}),
     "sleep_async": (sleep_async, {"max_retries": 3}),
     "sleep_thread": (sleep_sync, {"max_retries": 3}),
@@ -153,6 +186,7 @@ _BODIES: dict[str, tuple[Any, dict[str, Any]]] = {
         {"max_retries": 3, "isolation": "process", "kill_grace": 0.5},
     ),
     "poll_cancelled": (poll_cancelled, {"max_retries": 3}),
+    "until_stopped": (until_stopped, {"timeout": 1.5}),
     "crash_first": (crash_first, {"max_retries": 1, "isolation": "process"}),
 }
 
@@ -167,7 +201,21 @@ def build(url: str, *, lease: float = 3.0) -> Queue:
     for name, (body, options) in _BODIES.items():
         opts = {"retry_backoff": 0.5, "retry_jitter": 0, **options}
         queue.task(name=name, **opts)(body)
+    flow = queue.flow("deploy")  # steps keep the default: 0 retries
+    fetch = flow.step(id="fetch")(fetch_users)
+    flow.step(depends_on=[fetch])(report)
+    FLOWS[id(queue)] = flow
+    step_bound = queue.flow("step-timeout")  # a step with timeout=1.5
+    step_bound.step(id="wait", timeout=1.5)(step_until_stopped)
+    flow_bound = queue.flow("flow-timeout", timeout=1.5)  # the execution's deadline
+    flow_bound.step(id="wait")(step_until_stopped)
+    FLOWS[id(queue), "step"], FLOWS[id(queue), "flow"] = step_bound, flow_bound
     return queue
+
+
+FLOWS: dict[Any, Any] = {}
+"""The flows of each queue :func:`build` made: ``deploy`` by ``id(queue)``, the 1.5 s
+step timeout and flow timeout by ``(id(queue), "step")`` and ``(id(queue), "flow")``."""
 
 
 @contextmanager

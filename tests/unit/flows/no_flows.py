@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from queue_core.flows.storage import SupportsFlows
-from queue_core.storage import Storage
+from queue_core.storage.abilities import SupportsFlows
+from queue_core.storage.protocol import Storage
 
 __all__ = ["NoFlows"]
 

@@ -6,8 +6,8 @@ import inspect
 import json
 from typing import Any
 
-from queue_core.flows.calls import step_kwargs
-from queue_core.flows.storage import StepInputs
+from queue_core.app.steps.calls import step_kwargs
+from queue_core.storage.flows import StepInputs
 
 INPUTS = StepInputs(input=b'{"day": 1}', results={"a": b"3", "b": b'"x"'})
 

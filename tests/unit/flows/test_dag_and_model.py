@@ -1,4 +1,4 @@
-"""queue_core.flows.dag and .model: graph refusals, order, and the stored JSON form."""
+"""queue_core.rules.flows.dag and .model: graph refusals, order, and the stored JSON form."""
 
 from __future__ import annotations
 
@@ -6,20 +6,18 @@ import json
 
 import pytest
 
-from queue_core.errors import ConfigError
-from queue_core.flows import dag
-from queue_core.flows.model import (
-    ConcurrencySpec,
+from queue_core.records.errors import ConfigError
+from queue_core.records.flows import (
     ExecutionInfo,
     ExecutionReason,
     ExecutionState,
-    FlowSpec,
     StepRun,
-    StepSpec,
     StepState,
 )
-from queue_core.model import dt_from_ms
-from queue_core.policy import RetryPolicy
+from queue_core.records.jobs import dt_from_ms
+from queue_core.rules import RetryPolicy
+from queue_core.rules.flows import dag
+from queue_core.rules.flows.spec import ConcurrencySpec, FlowSpec, StepSpec
 
 N = dag.Node
 
@@ -35,10 +33,10 @@ N = dag.Node
         ([N("a"), N("b", ("a", "zz"))], "steps[1].depends_on[1]", "unknown step id 'zz'"),
         ([N("a", ("a",))], "steps[0].depends_on[0]", "depends on itself"),
         ([N("a"), N("b", ("a", "a"))], "steps[1].depends_on[1]", "listed twice"),
-        ([N("extract-orders"), N("load", ("extract-orders",))], "steps[1].depends_on[0]",
-         "must be a Python identifier"),
-        ([N("input"), N("load", ("input",))], "steps[1].depends_on[0]", "other than 'input'"),
-        ([N("class"), N("load", ("class",))], "steps[1].depends_on[0]", "identifier"),
+        ([N("input"), N("load", ("input",))], "steps[1].depends_on[0]",
+         "'input' is the parameter of the execution input"),
+        ([N("ctx"), N("load", ("ctx",))], "steps[1].depends_on[0]",
+         "'ctx' is the parameter of the job context"),
         (
             [N("a", ("c",)), N("b", ("a",)), N("c", ("b",)), N("d")],
             "steps[0].depends_on[0]",
@@ -62,6 +60,13 @@ def test_validate_refusals(nodes: list[dag.Node], path: str, words: str) -> None
 
 def test_script_steps_may_depend_on_ids_that_are_not_identifiers() -> None:
     dag.validate([N("extract-orders"), N("load", ("extract-orders",), results_as_parameters=False)])
+
+
+@pytest.mark.parametrize("dep", ["fetch-users", "class", "v1.2"])
+def test_any_step_may_depend_on_an_id_no_parameter_can_take(dep: str) -> None:
+    # SPEC §7: only an id a step takes as a parameter must be an identifier; these can
+    # never be a parameter's name, so a dependent just does not receive them by name
+    dag.validate([N(dep), N("report", (dep,))])
 
 
 def test_collection_name_is_used_in_paths() -> None:
@@ -135,7 +140,7 @@ def test_step_policy_merges_queue_flow_step_field_by_field() -> None:
         (lambda d: d.update(timeout_ms=0), "timeout_ms"),
         (lambda d: d.update(retry={"max_attempts": 0}), "retry.max_attempts"),
         (lambda d: d.update(concurrency={"limit": 1, "behavior": "drop"}), "concurrency.behavior"),
-        (lambda d: d["steps"][0].update(kind="http"), "steps[0].kind"),
+        (lambda d: d["steps"][0].update(kind="docker"), "steps[0].kind"),
         (lambda d: d["steps"][0].update(extra=1), "steps[0].extra"),
         (lambda d: d["steps"][2].update(file=None), "steps[2].file"),
         (lambda d: d["steps"][1].update(depends_on=["ghost"]), "steps[1].depends_on[0]"),
@@ -159,18 +164,19 @@ def test_from_json_refuses_text_that_is_not_json() -> None:
 
 def test_states_reasons_and_records() -> None:
     assert [s.value for s in ExecutionState] == [
-        "queued", "running", "cancelling", "succeeded", "failed", "timed_out", "cancelled",
-        "skipped",
+        "queued", "running", "waiting", "cancelling", "succeeded", "failed", "timed_out",
+        "cancelled", "skipped",
     ]
     assert [s.value for s in StepState] == [
         "pending", "queued", "running", "succeeded", "dead", "cancelled", "skipped",
         "timed_out", "not_run",
     ]
     assert [r.value for r in ExecutionReason] == [
-        "step_failed", "flow_timeout", "cancelled", "concurrency_limit",
+        "step_failed", "flow_timeout", "cancelled", "concurrency_limit", "superseded",
     ]
     assert {s for s in ExecutionState if not s.finished} == {
-        ExecutionState.QUEUED, ExecutionState.RUNNING, ExecutionState.CANCELLING
+        ExecutionState.QUEUED, ExecutionState.RUNNING, ExecutionState.WAITING,
+        ExecutionState.CANCELLING,
     }
     assert {s for s in StepState if not s.finished} == {
         StepState.PENDING, StepState.QUEUED, StepState.RUNNING

@@ -1,4 +1,4 @@
-"""queue_core.flows.decide: the execution state machine as tables of inputs (SPEC §7).
+"""queue_core.rules.flows.decide: the execution state machine as tables of inputs (SPEC §7).
 
 Steps are written ``id<dep1,dep2=state`` (``<deps`` optional), in definition order.
 """
@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from queue_core.flows.decide import (
+from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.rules.flows.decide import (
     Admission,
     ExecutionSlot,
     ExecutionView,
@@ -25,7 +26,7 @@ from queue_core.flows.decide import (
     start,
     step_ended,
 )
-from queue_core.flows.model import ConcurrencySpec, ExecutionReason, ExecutionState, StepState
+from queue_core.rules.flows.spec import ConcurrencySpec
 
 E = ExecutionState
 S = StepState
@@ -345,6 +346,11 @@ QUEUE1 = ConcurrencySpec(1, "queue")
 QUEUE2 = ConcurrencySpec(2, "queue")
 SKIP1 = ConcurrencySpec(1, "skip")
 SKIP2 = ConcurrencySpec(2, "skip")
+RR1 = ConcurrencySpec(1, "round_robin")
+CIP1 = ConcurrencySpec(1, "cancel_in_progress")
+CIP2 = ConcurrencySpec(2, "cancel_in_progress")
+LATEST1 = ConcurrencySpec(1, "latest")
+LATEST2 = ConcurrencySpec(2, "latest")
 
 
 @pytest.mark.parametrize(
@@ -364,6 +370,19 @@ SKIP2 = ConcurrencySpec(2, "skip")
         (SKIP1, "x:skipped@1 y:timed_out@2", Admission(E.RUNNING)),
         (SKIP2, "x:running@1", Admission(E.RUNNING)),
         (SKIP2, "x:running@1 y:queued@2", Admission(E.SKIPPED, R.CONCURRENCY_LIMIT)),
+        # SPEC §13
+        (RR1, "x:running@1", Admission(E.QUEUED)),
+        (RR1, "", Admission(E.RUNNING)),
+        (CIP1, "", Admission(E.RUNNING)),
+        (CIP1, "x:running@1", Admission(E.RUNNING, supersede=("x",))),
+        (CIP1, "x:cancelling@1", Admission(E.RUNNING)),  # already on its way out
+        (CIP1, "y:queued@2 x:running@1", Admission(E.RUNNING, supersede=("x", "y"))),
+        (CIP2, "y:running@2 x:running@1", Admission(E.RUNNING, supersede=("x",))),
+        (CIP2, "x:running@1", Admission(E.RUNNING)),
+        (LATEST1, "", Admission(E.RUNNING)),
+        (LATEST1, "x:running@1", Admission(E.QUEUED)),
+        (LATEST1, "x:running@1 y:queued@2", Admission(E.QUEUED, supersede=("y",))),
+        (LATEST2, "x:running@1", Admission(E.RUNNING)),
     ],
 )
 def test_admit_table(concurrency: ConcurrencySpec | None, others: str, expected: Admission) -> None:
@@ -380,12 +399,26 @@ def test_admit_table(concurrency: ConcurrencySpec | None, others: str, expected:
         (QUEUE2, "b:queued@5 d:queued@4 c:queued@4", ("c", "d")),  # ties: by id
         (QUEUE1, "a:failed@1", ()),
         (None, "a:queued@2 b:queued@1", ("b", "a")),
+        (LATEST1, "a:succeeded@1 b:queued@2", ("b",)),
+        (RR1, "a:succeeded@1 b:queued@2", ("b",)),
     ],
 )
 def test_promote_table(
     concurrency: ConcurrencySpec | None, executions: str, started: tuple[str, ...]
 ) -> None:
     assert promote(concurrency, slots(executions)) == started
+
+
+def test_a_superseding_cancel_keeps_its_reason_to_the_end() -> None:
+    view = ExecutionView(
+        state=E.RUNNING, steps=(StepView("a", S.RUNNING), StepView("b", S.PENDING, ("a",)))
+    )
+    t = cancel(view, 5, R.SUPERSEDED)
+    assert (t.state, t.reason, t.cancel, t.not_run, t.not_run_reason) == (
+        E.CANCELLING, R.SUPERSEDED, ("a",), ("b",), R.SUPERSEDED,
+    )  # fmt: skip
+    after = step_ended(apply(view, t), "a", S.CANCELLED, 6)
+    assert (after.state, after.reason, after.finished) == (E.CANCELLED, R.SUPERSEDED, True)
 
 
 # --------------------------------------------------------------------------- random runs

@@ -1,4 +1,4 @@
-"""The fast step end (queue_core.flows.decide_fast) decides what decide.step_ended does."""
+"""The fast step end (queue_core.rules.flows.decide_fast) decides what decide.step_ended does."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from queue_core.flows import decide
-from queue_core.flows.decide import ExecutionView, StepView
-from queue_core.flows.decide_fast import (
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.rules.flows import decide
+from queue_core.rules.flows.decide import ExecutionView, StepView
+from queue_core.rules.flows.decide_fast import (
     ExecutionHead,
     advance_idle,
     step_ended_fast,
     step_index,
 )
-from queue_core.flows.model import ExecutionState, StepState
 
 S = StepState
 E = ExecutionState

@@ -11,7 +11,7 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import ConfigError, JobContext, Queue
-from queue_core.flows.model import ExecutionState
+from queue_core.records.flows import ExecutionState
 from queue_core.testing import T0, ManualClock
 from tests.unit.worker.conftest import until
 from tests.unit.worker.test_scheduler_clock import make_worker, passed, running

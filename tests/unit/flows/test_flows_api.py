@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from queue_core import (
     RetryPolicy,
 )
 from queue_core.flows import ExecutionReason, ExecutionState, StepState
-from queue_core.storage import SupportsFlows
+from queue_core.storage.abilities import SupportsFlows
 from tests.unit.flows.no_flows import NoFlows
 
 FAST = {"retry_backoff": "10ms", "retry_jitter": 0}
@@ -33,8 +34,8 @@ def queue() -> Queue:
     q.close()
 
 
-def drain(q: Queue) -> None:
-    q.run_worker(burst=True, reap_interval=0.1, install_signal_handlers=False)
+def drain(q: Queue, **options: Any) -> None:
+    q.run_worker(burst=True, reap_interval=0.1, install_signal_handlers=False, **options)
 
 
 def test_diamond_passes_results_by_parameter_name(queue: Queue) -> None:
@@ -157,25 +158,6 @@ def test_the_worker_stops_a_step_at_the_flow_deadline(queue: Queue) -> None:
     assert steps["never"].state is StepState.NOT_RUN
 
 
-def test_yaml_script_steps_run_with_results_on_stdin(queue: Queue, tmp_path: Path) -> None:
-    (tmp_path / "first.py").write_text("print('[1, 2]')\n")
-    (tmp_path / "second.py").write_text(
-        "import json, sys\n"
-        "data = json.load(sys.stdin)\n"
-        "print(json.dumps({'sum': sum(data['results']['first']), 'in': data['input']}))\n"
-    )
-    (tmp_path / "flow.yaml").write_text(
-        "id: scripts\n"
-        "tasks:\n"
-        "  - id: first\n    type: script\n    file: first.py\n"
-        "  - id: second\n    type: script\n    file: second.py\n    depends_on: [first]\n"
-    )
-    flow = queue.load_flow(tmp_path / "flow.yaml")
-    execution = flow.start({"x": 1})
-    drain(queue)
-    assert execution.result(timeout=5) == {"first": [1, 2], "second": {"sum": 3, "in": {"x": 1}}}
-
-
 def test_declaring_refuses_bad_steps_and_unsupported_storage(queue: Queue, tmp_path: Path) -> None:
     flow = queue.flow("bad")
 
@@ -241,21 +223,6 @@ def test_cancel_a_running_execution(queue: Queue) -> None:
     with pytest.raises(ExecutionFailed) as cancelled:
         execution.result(timeout=1)
     assert cancelled.value.reason is ExecutionReason.CANCELLED
-
-
-def test_a_script_exiting_non_zero_fails_with_exit_code(queue: Queue, tmp_path: Path) -> None:
-    (tmp_path / "bad.py").write_text("import sys\nprint('nope', file=sys.stderr)\nsys.exit(3)\n")
-    (tmp_path / "flow.yaml").write_text(
-        "id: bad-script\ntasks:\n  - id: bad\n    type: script\n    file: bad.py\n"
-    )
-    execution = queue.load_flow(tmp_path / "flow.yaml").start()
-    drain(queue)
-    with pytest.raises(ExecutionFailed) as failed:
-        execution.result(timeout=5)
-    assert (failed.value.reason, failed.value.step_id) == (ExecutionReason.STEP_FAILED, "bad")
-    attempt = execution.steps()[0].attempts[0]
-    assert (attempt.outcome, attempt.reason) == (Outcome.FAILED, "exit_code")
-    assert "3" in (attempt.message or "")
 
 
 def test_an_async_step_is_cancelled_at_the_flow_deadline(queue: Queue) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from queue_core.flows.jobs import SCRIPT_TASK, build_execution, step_job
-from queue_core.flows.model import FlowSpec, StepSpec
-from queue_core.policy import RetryPolicy
+from queue_core.app.steps.jobs import SCRIPT_TASK, build_execution, step_job
+from queue_core.rules import RetryPolicy
+from queue_core.rules.flows.spec import FlowSpec, StepSpec
 
 
 def _spec() -> FlowSpec:

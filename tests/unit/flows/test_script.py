@@ -1,4 +1,4 @@
-"""queue_core.flows.script: script steps run as real subprocesses in their own group."""
+"""queue_core.app.steps.script: script steps run as real subprocesses in their own group."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from queue_core.errors import SerializationError
-from queue_core.flows.script import (
+from queue_core.app.steps.script import (
     ScriptCall,
     ScriptFailed,
     ScriptTimedOut,
@@ -22,6 +21,7 @@ from queue_core.flows.script import (
     parse_output,
     run_script,
 )
+from queue_core.records.errors import SerializationError
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
@@ -91,6 +91,31 @@ def test_a_python_script_gets_stdin_json_env_and_its_own_group(tmp_path: Path) -
         "leads_group": True,
         "python": sys.executable,
     }
+
+
+SLUICE = """
+    import json, os, sys
+    print(json.dumps({
+        "sluice": os.environ["SLUICE_ATTEMPT"],
+        "ours": os.environ["QUEUE_CORE_ATTEMPT"],
+        "argv": sys.argv[1:],
+        "secrets": sorted(k for k in os.environ if k.startswith("QUEUE_CORE_SECRET_")),
+        "token": os.environ.get("TOKEN"),
+    }))
+"""
+
+
+def test_sluice_attempt_args_and_no_inherited_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUE_CORE_SECRET_TOKEN", "abc")
+    f = script(tmp_path, "sluice.py", SLUICE)
+    assert command(f, ("a b", "--x")) == [sys.executable, f, "a b", "--x"]
+    result = run(call(f, attempt=3, args=("a b", "--x"), env={"TOKEN": "given"}))
+    assert result == {"sluice": "3", "ours": "3", "argv": ["a b", "--x"], "secrets": [],
+                      "token": "given"}
+    with pytest.raises(ValueError, match="args must be strings"):
+        call(f, args=(1,))
 
 
 def test_an_executable_runs_itself_and_a_text_result_loses_its_newlines(tmp_path: Path) -> None:

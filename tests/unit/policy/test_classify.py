@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from queue_core.errors import ConfigError, NonRetryableError, TaskError
-from queue_core.policy import classify, error_names, validate_exception_classes
+from queue_core.records.errors import ConfigError, NonRetryableError, TaskError
+from queue_core.rules import classify, error_names, validate_exception_classes
 
 
 class AppError(Exception):
@@ -34,8 +34,8 @@ HERE = __name__
         (AppError(), ("AppError", f"{HERE}.AppError")),
         (SubAppError(), ("SubAppError", f"{HERE}.SubAppError")),
         (Outer.Inner(), ("Inner", f"{HERE}.Outer.Inner")),
-        (TaskError.fatal("f"), ("TaskError", "queue_core.errors.TaskError")),
-        (NonRetryableError(), ("NonRetryableError", "queue_core.errors.NonRetryableError")),
+        (TaskError.fatal("f"), ("TaskError", "queue_core.records.errors.TaskError")),
+        (NonRetryableError(), ("NonRetryableError", "queue_core.records.errors.NonRetryableError")),
     ],
 )
 def test_error_names(exc: BaseException, names: tuple[str, str]) -> None:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queue_core.model import Action, Decision, Outcome
-from queue_core.policy import RetryPolicy, decide, lost_delay_ms
+from queue_core.records.jobs import Action, Decision, Outcome
+from queue_core.rules import RetryPolicy, decide, lost_delay_ms
 
 EXACT = RetryPolicy(max_attempts=3, initial=30, jitter=0)
 
@@ -95,3 +95,33 @@ def test_failures_retry_exactly_while_attempts_remain(
         assert d.lost_delay_ms is not None and 0 <= d.lost_delay_ms <= 600_000
     else:
         assert (d.action, d.reason) == (Action.DEAD, "retries_exhausted")
+
+
+@pytest.mark.parametrize("attempt", [1, 3, 7])
+@pytest.mark.parametrize("retryable", [True, False])
+def test_a_shutdown_release_retries_at_once_and_spends_no_attempt(
+    attempt: int, retryable: bool
+) -> None:
+    # SPEC §4: whatever budget is left, a worker_shutdown loss never dead-letters
+    d = decide(
+        EXACT, attempt, Outcome.LOST, retryable=retryable, rng=rng_half,
+        reason="worker_shutdown",
+    )  # fmt: skip
+    assert d == Decision(action=Action.RETRY, spends_attempt=False)
+
+
+def test_other_losses_spend_an_attempt() -> None:
+    d = decide(EXACT, 1, Outcome.LOST, rng=rng_half, reason="lease_expired")
+    assert d.action is Action.RETRY and d.spends_attempt
+
+
+@pytest.mark.parametrize(
+    ("attempt", "budget", "action"),
+    [(3, 4, Action.RETRY), (4, 4, Action.DEAD), (150, 151, Action.RETRY)],
+)
+def test_the_jobs_stored_budget_overrides_the_policys(
+    attempt: int, budget: int, action: Action
+) -> None:
+    # releases raise a job's max_attempts past its policy's (even past the 1..100 range)
+    d = decide(EXACT, attempt, Outcome.FAILED, rng=rng_half, max_attempts=budget)
+    assert d.action is action

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queue_core.durations import parse_duration, parse_optional_duration, to_ms
-from queue_core.errors import ConfigError
+from queue_core.records.durations import parse_duration, parse_optional_duration, to_ms
+from queue_core.records.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,9 @@ from queue_core.errors import ConfigError
         ("1h30m15s", 5415.0),
         ("1.5h", 5400.0),
         ("250ms", 0.25),
+        ("1d", 86400.0),  # days, as retention takes them (issue 23 item 14)
+        ("1d12h", 129600.0),
+        ("0.5d", 43200.0),
         ("10us", 1e-5),
         ("10µs", 1e-5),
         ("500ns", 5e-7),
@@ -60,7 +63,8 @@ def test_valid_durations(value: Any, seconds: float) -> None:
         "1h30",
         "s",
         "5x",
-        "5d",
+        "5dd",
+        "5days",
         "-5s",
         "+5s",
         "1e3",
@@ -81,7 +85,7 @@ def test_valid_durations(value: Any, seconds: float) -> None:
         b"5s",
         object(),
     ],
-    ids=repr,
+    ids=lambda v: "object()" if type(v) is object else repr(v),  # no address in an id
 )
 def test_invalid_durations_raise_config_error_quoting_the_value(value: Any) -> None:
     with pytest.raises(ConfigError) as info:

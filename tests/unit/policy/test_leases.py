@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.model import Reason
-from queue_core.policy import (
+from queue_core.records.jobs import Reason
+from queue_core.rules import (
+    REAP_MARGIN_MS,
     expired_bound,
     heartbeat_write_due,
     renew_interval,
@@ -13,6 +14,8 @@ from queue_core.policy import (
 )
 
 NOW = 1_700_000_000_000
+M = REAP_MARGIN_MS
+"""Deadlines and heartbeat bounds pass for the reaper this much after them."""
 
 
 @pytest.mark.parametrize(
@@ -20,18 +23,21 @@ NOW = 1_700_000_000_000
     [
         (None, None, None, None),
         (NOW + 1, None, None, None),
-        (NOW, None, None, Reason.LEASE_EXPIRED),  # bound <= now has passed
+        (NOW, None, None, Reason.LEASE_EXPIRED),  # a lease <= now has passed
         (NOW - 1, None, None, Reason.LEASE_EXPIRED),
         (NOW + 1, NOW + 1, NOW + 1, None),
-        (NOW + 1, NOW, None, Reason.TIMEOUT),
-        (NOW + 1, None, NOW, Reason.HEARTBEAT_TIMEOUT),
-        (NOW - 5, NOW - 5, None, Reason.TIMEOUT),
-        (NOW - 5, None, NOW - 5, Reason.HEARTBEAT_TIMEOUT),
-        (NOW + 1, NOW, NOW, Reason.TIMEOUT),
-        (NOW, NOW, NOW, Reason.TIMEOUT),
-        (NOW - 9, NOW - 1, NOW - 5, Reason.TIMEOUT),  # precedence, not earliest
-        (NOW, NOW + 1, NOW, Reason.HEARTBEAT_TIMEOUT),
-        (None, NOW + 1000, NOW - 1000, Reason.HEARTBEAT_TIMEOUT),
+        (NOW + 1, NOW, NOW, None),  # a deadline: only a margin later
+        (NOW + 1, NOW - M + 1, NOW - M + 1, None),
+        (NOW + 1, NOW - M, None, Reason.TIMEOUT),
+        (NOW + 1, None, NOW - M, Reason.HEARTBEAT_TIMEOUT),
+        (NOW - 5, NOW - M - 5, None, Reason.TIMEOUT),
+        (NOW - 5, None, NOW - M - 5, Reason.HEARTBEAT_TIMEOUT),
+        (NOW + 1, NOW - M, NOW - M, Reason.TIMEOUT),
+        (NOW, NOW - M, NOW - M, Reason.TIMEOUT),
+        (NOW, NOW, NOW, Reason.LEASE_EXPIRED),  # the worker is gone: its lease says so
+        (NOW - 9, NOW - M - 1, NOW - M - 5, Reason.TIMEOUT),  # precedence, not earliest
+        (NOW, NOW + 1, NOW - M, Reason.HEARTBEAT_TIMEOUT),
+        (None, NOW + 1000, NOW - M - 1000, Reason.HEARTBEAT_TIMEOUT),
     ],
 )
 def test_expired_bound(

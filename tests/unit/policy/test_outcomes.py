@@ -11,13 +11,22 @@ from datetime import timedelta
 
 import pytest
 
-from queue_core.errors import ConfigError
-from queue_core.model import Action, Decision, JobState, NewJob, Outcome, Reason
-from queue_core.policy import RetryPolicy, decide
-from queue_core.policy.outcomes import (
+from queue_core.records.errors import ConfigError
+from queue_core.records.jobs import (
+    Action,
+    Decision,
+    JobState,
+    NewJob,
+    Outcome,
+    Reason,
+)
+from queue_core.rules import RetryPolicy, decide
+from queue_core.rules.leases import REAP_MARGIN_MS
+from queue_core.rules.outcomes import (
     DEFAULT_RETENTION_MS,
     end_state,
     parse_retention,
+    reap_place_at,
     reap_ready_at,
     reap_verdict,
     replay_count,
@@ -30,12 +39,18 @@ from queue_core.policy.outcomes import (
     [
         (Decision(action=Action.COMPLETE), None, (JobState.SUCCEEDED, None)),
         (Decision(action=Action.RETRY, delay_ms=5), "error", (JobState.QUEUED, None)),
-        (Decision(action=Action.DEAD, reason="retries_exhausted"), "error",
-         (JobState.DEAD, "retries_exhausted")),
+        (
+            Decision(action=Action.DEAD, reason="retries_exhausted"),
+            "error",
+            (JobState.DEAD, "retries_exhausted"),
+        ),
         (Decision(action=Action.DEAD), "error", (JobState.DEAD, "fatal")),
         (Decision(action=Action.CANCEL), "cancelled", (JobState.CANCELLED, "cancelled")),
-        (Decision(action=Action.TIME_OUT, reason="flow_timeout"), "timeout",
-         (JobState.TIMED_OUT, "flow_timeout")),
+        (
+            Decision(action=Action.TIME_OUT, reason="flow_timeout"),
+            "timeout",
+            (JobState.TIMED_OUT, "flow_timeout"),
+        ),
         (Decision(action=Action.TIME_OUT), "flow_timeout", (JobState.TIMED_OUT, "flow_timeout")),
         (Decision(action=Action.TIME_OUT), None, (JobState.TIMED_OUT, "flow_timeout")),
     ],
@@ -47,13 +62,20 @@ def test_end_state_of_each_action(
 
 
 NOW = 1_000_000
+M = REAP_MARGIN_MS
 
 
 def _verdict(**kw: object):  # type: ignore[no-untyped-def]
     args: dict[str, object] = dict(
-        lease_expires_at=NOW + 1, deadline=None, heartbeat_expires_at=None,
-        cancel_requested=False, attempt=1, max_attempts=3, lost_delay_ms=250,
-        run_at=NOW - 5000, schedule_to_start_ms=None,
+        lease_expires_at=NOW + 1,
+        deadline=None,
+        heartbeat_expires_at=None,
+        cancel_requested=False,
+        attempt=1,
+        max_attempts=3,
+        lost_delay_ms=250,
+        run_at=NOW - 5000,
+        schedule_to_start_ms=None,
     )
     args.update(kw)
     return reap_verdict(NOW, **args)  # type: ignore[arg-type]
@@ -63,17 +85,31 @@ def test_no_verdict_while_every_bound_is_in_the_future() -> None:
     assert _verdict(deadline=NOW + 5, heartbeat_expires_at=NOW + 5) is None
 
 
+def test_no_verdict_while_a_deadline_is_within_the_reapers_margin() -> None:
+    # never early (SPEC §4): the live worker stops the body and records it first
+    assert _verdict(deadline=NOW) is None
+    assert _verdict(heartbeat_expires_at=NOW - M + 1) is None
+
+
 @pytest.mark.parametrize(
     ("bounds", "reason", "outcome"),
     [
         (dict(lease_expires_at=NOW), Reason.LEASE_EXPIRED, Outcome.LOST),
-        (dict(heartbeat_expires_at=NOW - 1), Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT),
-        (dict(deadline=NOW), Reason.TIMEOUT, Outcome.TIMED_OUT),
+        (dict(heartbeat_expires_at=NOW - M - 1), Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT),
+        (dict(deadline=NOW - M), Reason.TIMEOUT, Outcome.TIMED_OUT),
         # several passed: timeout > heartbeat > lease
-        (dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - 5, deadline=NOW - 1),
-         Reason.TIMEOUT, Outcome.TIMED_OUT),
-        (dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - 5),
-         Reason.HEARTBEAT_TIMEOUT, Outcome.TIMED_OUT),
+        (
+            dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - M - 5, deadline=NOW - M - 1),
+            Reason.TIMEOUT,
+            Outcome.TIMED_OUT,
+        ),
+        (
+            dict(lease_expires_at=NOW - 9, heartbeat_expires_at=NOW - M - 5),
+            Reason.HEARTBEAT_TIMEOUT,
+            Outcome.TIMED_OUT,
+        ),
+        # a lease gone while the deadline is within its margin: the worker is gone
+        (dict(lease_expires_at=NOW, deadline=NOW - 1), Reason.LEASE_EXPIRED, Outcome.LOST),
     ],
 )
 def test_the_most_specific_bound_wins(
@@ -100,7 +136,7 @@ def test_a_lost_delay_of_0_keeps_the_previous_ready_time() -> None:
         (NOW - 5000, 0, None, NOW - 5000),  # its place in line
         (NOW + 5000, 0, None, NOW),  # never later than now
         (None, 0, None, NOW),  # previous ready time unknown
-        (NOW - 5000, 1, None, NOW + 1),  # any backoff: at the back, after it
+        (NOW - 5000, 1, None, NOW + 1),  # any backoff: ready after it (never early)
         (NOW - 5000, 0, 60_000, NOW),  # a schedule-to-start bound restarts its wait
     ],
 )
@@ -108,14 +144,43 @@ def test_reap_ready_at(
     run_at: int | None, lost_delay_ms: int, schedule_to_start_ms: int | None, expected: int
 ) -> None:
     got = reap_ready_at(
-        NOW, run_at=run_at, lost_delay_ms=lost_delay_ms,
+        NOW,
+        run_at=run_at,
+        lost_delay_ms=lost_delay_ms,
         schedule_to_start_ms=schedule_to_start_ms,
     )
     assert got == expected
 
 
+@pytest.mark.parametrize(
+    ("place_at", "run_at", "ready_at", "expected"),
+    [
+        (None, NOW - 5000, NOW + 1000, NOW - 5000),  # its place, whatever its backoff
+        (NOW - 9000, NOW - 5000, NOW + 1000, NOW - 9000),  # reaped before: that place
+        (None, NOW - 5000, NOW - 5000, NOW - 5000),  # lost delay 0: its ready time
+        (None, None, NOW + 1000, NOW + 1000),  # nothing known: its ready time
+        (None, NOW + 5000, NOW + 1000, NOW + 1000),  # never after its ready time
+    ],
+)
+def test_reap_place_at(
+    place_at: int | None, run_at: int | None, ready_at: int, expected: int
+) -> None:
+    assert reap_place_at(place_at=place_at, run_at=run_at, ready_at=ready_at) == expected
+
+
+def test_a_reaped_job_keeps_its_place_behind_its_backoff() -> None:
+    v = _verdict(lease_expires_at=NOW, lost_delay_ms=1000)
+    assert v is not None
+    assert (v.state, v.ready_at, v.place_at) == (JobState.QUEUED, NOW + 1000, NOW - 5000)
+
+
+def test_a_verdict_that_does_not_queue_has_no_place() -> None:
+    v = _verdict(deadline=NOW - M, attempt=3, max_attempts=3)
+    assert v is not None and v.place_at is None
+
+
 def test_no_attempts_left_dead_letters_retries_exhausted() -> None:
-    v = _verdict(deadline=NOW, attempt=3, max_attempts=3)
+    v = _verdict(deadline=NOW - M, attempt=3, max_attempts=3)
     assert v is not None
     assert (v.state, v.job_reason, v.ready_at) == (JobState.DEAD, "retries_exhausted", None)
 
@@ -129,25 +194,54 @@ def test_a_pending_cancel_wins_over_retry_and_dead() -> None:
 
 def test_replay_keeps_the_spec_with_a_fresh_start() -> None:
     spec = NewJob(
-        id="old", task_name="t", queue="q", payload=b"p", priority=3, run_at=5, delay_ms=7,
-        max_attempts=4, lost_delay_ms=1000, timeout_ms=9, heartbeat_ms=2000,
-        schedule_to_start_ms=3000, concurrency_key="k", concurrency_limit=1,
-        concurrency_skip=True, options='{"replays":1,"x":1}', replay_of="older",
+        id="old",
+        task_name="t",
+        queue="q",
+        payload=b"p",
+        priority=3,
+        run_at=5,
+        delay_ms=7,
+        max_attempts=4,
+        lost_delay_ms=1000,
+        timeout_ms=9,
+        heartbeat_ms=2000,
+        schedule_to_start_ms=3000,
+        concurrency_key="k",
+        concurrency_limit=1,
+        concurrency_skip=True,
+        options='{"replays":1,"x":1}',
+        replay_of="older",
     )
     new = replay_job(spec, dead_id="d1", new_id="new", queue=None, now=NOW)
     assert (new.id, new.queue, new.run_at, new.delay_ms, new.replay_of) == (
-        "new", "q", NOW, 0, "d1")
-    kept = ("task_name", "payload", "priority", "max_attempts", "lost_delay_ms", "timeout_ms",
-            "heartbeat_ms", "schedule_to_start_ms", "concurrency_key", "concurrency_limit",
-            "concurrency_skip")
+        "new",
+        "q",
+        NOW,
+        0,
+        "d1",
+    )
+    kept = (
+        "task_name",
+        "payload",
+        "priority",
+        "max_attempts",
+        "lost_delay_ms",
+        "timeout_ms",
+        "heartbeat_ms",
+        "schedule_to_start_ms",
+        "concurrency_key",
+        "concurrency_limit",
+        "concurrency_skip",
+    )
     assert all(getattr(new, f) == getattr(spec, f) for f in kept)
     assert new.options == '{"replays":2,"x":1}'
     assert replay_job(spec, dead_id="d1", new_id="n", queue="other", now=NOW).queue == "other"
 
 
 def _replayed(options: str | None, replay_of: str | None = None) -> str | None:
-    spec = NewJob(id="j", task_name="t", queue="q", payload=b"", options=options,
-                  replay_of=replay_of)
+    spec = NewJob(
+        id="j", task_name="t", queue="q", payload=b"", options=options, replay_of=replay_of
+    )
     return replay_job(spec, dead_id="d", new_id="n", queue=None, now=NOW).options
 
 
@@ -160,8 +254,11 @@ def _replayed(options: str | None, replay_of: str | None = None) -> str | None:
         ("{}", None, '{"replays":1}'),
         (" { } ", None, '{"replays":1} '),
         ('{"o":1}', None, '{"replays":1,"o":1}'),
-        ('{"policy": {"max_attempts": 2}, "retry_on": []}', None,
-         '{"replays":1,"policy": {"max_attempts": 2}, "retry_on": []}'),
+        (
+            '{"policy": {"max_attempts": 2}, "retry_on": []}',
+            None,
+            '{"replays":1,"policy": {"max_attempts": 2}, "retry_on": []}',
+        ),
         # counted: the leading member goes up by one
         ('{"replays":1}', "d0", '{"replays":2}'),
         ('{"replays":2,"o":1}', "d0", '{"replays":3,"o":1}'),
@@ -186,10 +283,17 @@ def test_replay_counts_itself_in_the_options(
 @pytest.mark.parametrize(
     ("options", "replay_of", "count"),
     [
-        (None, None, 0), ('{"o":1}', None, 0), ('{"replays":3,"o":1}', "d", 3),
-        ('{"replays":0}', None, 0), (None, "d", None), ('{"o":1}', "d", None),
-        ('{"o":1,"replays":3}', "d", None), ('{"replays":-1}', "d", None),
-        ('{"replays":"2"}', "d", None), ("[]", None, None), ("{", None, None),
+        (None, None, 0),
+        ('{"o":1}', None, 0),
+        ('{"replays":3,"o":1}', "d", 3),
+        ('{"replays":0}', None, 0),
+        (None, "d", None),
+        ('{"o":1}', "d", None),
+        ('{"o":1,"replays":3}', "d", None),
+        ('{"replays":-1}', "d", None),
+        ('{"replays":"2"}', "d", None),
+        ("[]", None, None),
+        ("{", None, None),
     ],
 )
 def test_replay_count_reads_what_replay_job_writes(
@@ -211,9 +315,18 @@ def test_a_chain_of_replays_counts_up() -> None:
 @pytest.mark.parametrize(
     ("value", "ms"),
     [
-        (0, 0), ("0", 0), ("0s", 0), (3600, 3_600_000), ("90m", 5_400_000), ("12h", 43_200_000),
-        ("7d", 7 * 86_400_000), ("1d12h", 36 * 3_600_000), (timedelta(hours=2), 7_200_000),
-        (timedelta(0), 0), ("250ms", 250), (1.5, 1500),
+        (0, 0),
+        ("0", 0),
+        ("0s", 0),
+        (3600, 3_600_000),
+        ("90m", 5_400_000),
+        ("12h", 43_200_000),
+        ("7d", 7 * 86_400_000),
+        ("1d12h", 36 * 3_600_000),
+        (timedelta(hours=2), 7_200_000),
+        (timedelta(0), 0),
+        ("250ms", 250),
+        (1.5, 1500),
     ],
 )
 def test_parse_retention_accepts(value: object, ms: int) -> None:
@@ -239,4 +352,5 @@ def test_a_flow_deadline_ends_the_attempt_without_retry() -> None:
     assert end_state(d, "flow_timeout") == (JobState.TIMED_OUT, "flow_timeout")
     # the attempt's own timeout is retried
     assert decide(policy, 1, Outcome.TIMED_OUT, rng=lambda: 0.0, reason="timeout").action is (
-        Action.RETRY)
+        Action.RETRY
+    )

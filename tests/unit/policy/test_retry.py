@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queue_core.errors import ConfigError
-from queue_core.policy import RetryPolicy, merge_policies, policy_from_options
+from queue_core.records.errors import ConfigError
+from queue_core.rules import RetryPolicy, merge_policies, policy_from_options
 
 FAST = settings(max_examples=200, deadline=None)
 

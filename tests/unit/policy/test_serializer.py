@@ -11,9 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queue_core.errors import ConfigError, SerializationError
-from queue_core.model import DeadJob, decode_json_payload
-from queue_core.serializer import JsonSerializer, PickleSerializer, Serializer, get_serializer
+from queue_core.app.serializer import (
+    JsonSerializer,
+    PickleSerializer,
+    Serializer,
+    get_serializer,
+)
+from queue_core.records.errors import ConfigError, SerializationError
+from queue_core.records.jobs import DeadJob, decode_json_payload
 
 FAST = settings(max_examples=200, deadline=None)
 JSON = JsonSerializer()

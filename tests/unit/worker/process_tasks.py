@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from queue_core.errors import ConfigError, TaskError
+from queue_core.records.errors import ConfigError, TaskError
 
 
 def noop() -> None:

@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from queue_core.clock import SupportsTimers, SystemClock
+from queue_core.app.clock import SupportsTimers, SystemClock
 from queue_core.testing import ManualClock
 from queue_core.worker.timing import Timing
 from tests.unit.worker.conftest import until

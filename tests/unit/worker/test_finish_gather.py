@@ -14,7 +14,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from queue_core.model import AttemptEnd
+from queue_core.records.jobs import AttemptEnd
 from queue_core.worker import finishing
 from queue_core.worker.finishing import FinishThread
 from tests.unit.worker.conftest import until
@@ -158,8 +158,10 @@ def test_a_worker_gathers_ends_only_while_its_claims_come_back_full(
         threading.Thread(target=run, daemon=True).start()
         assert thread_done.wait(20), "the flow's steps waited out the gather's bound"
         assert execution.status() == "succeeded"
-        assert not worker._may_gather()  # the last claim found less than it asked for
-        worker._backlog = True  # as after a claim of every free slot
-        assert worker._may_gather()
+        assert worker._parts is not None
+        finisher = worker._parts.finisher
+        assert not finisher.may_gather()  # the last claim found less than it asked for
+        worker._state.backlog = True  # as after a claim of every free slot
+        assert finisher.may_gather()
     finally:
         queue.close()

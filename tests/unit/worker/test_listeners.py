@@ -1,4 +1,4 @@
-"""Worker listeners (queue_core.events): what the worker tells them, and job headers."""
+"""Worker listeners (queue_core.app.events): what the worker tells them, and job headers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from queue_core import JobState, Queue
-from queue_core.events import (
+from queue_core.app.events import (
     AttemptEnded,
     AttemptStarted,
     WorkerListener,

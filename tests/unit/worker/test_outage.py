@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from backends.memory import MemoryStorage
-from queue_core.errors import StorageError, StorageUnavailable
-from queue_core.model import ReapedJob
+from queue_core.records.errors import StorageError, StorageUnavailable
+from queue_core.records.jobs import ReapedJob
 from queue_core.testing import T0, ManualClock
 from queue_core.worker.outage import Outage
 from queue_core.worker.reaper import reaper_loop
@@ -108,3 +108,42 @@ async def test_the_reaper_judges_nothing_during_an_outage_and_one_hold_after() -
         await until(lambda: len(storage.passes) == 2, "a pass after the hold")
         assert storage.passes[1] == 40.0
         tg.cancel_scope.cancel()
+
+
+def test_a_storage_fault_reading_a_steps_inputs_is_no_bad_payload() -> None:
+    """Issue 26 item 1: a transient ``StorageUnavailable`` from ``get_step_inputs`` gives
+    the attempt back without spending it; the step runs and the execution succeeds."""
+    from typing import Any
+
+    from queue_core import Queue, RetryPolicy
+
+    class Flaky(MemoryStorage):
+        faults = 1
+
+        def get_step_inputs(self, execution_id: str, step_id: str) -> Any:
+            if step_id == "b" and self.faults:
+                self.faults -= 1
+                raise StorageUnavailable("terminating connection due to administrator command")
+            return super().get_step_inputs(execution_id, step_id)
+
+    storage = Flaky()
+    queue = Queue(storage=storage)
+    flow = queue.flow("etl", retry=RetryPolicy(max_attempts=1))
+
+    @flow.step()
+    def a() -> int:
+        return 1
+
+    @flow.step(depends_on=[a])
+    def b(a: int) -> int:
+        return a + 1
+
+    execution = flow.start()
+    queue.run_worker(burst=True, install_signal_handlers=False)
+    assert execution.result(timeout=5) == {"a": 1, "b": 2}
+    [step] = [s for s in execution.steps() if s.step_id == "b"]
+    assert [(r.outcome, r.error_class) for r in step.attempts] == [
+        ("failed", "StorageUnavailable"),
+        ("succeeded", None),
+    ]
+    assert queue.dead_letters() == []

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from queue_core import JobContext, JobState
+from queue_core.records.workers import WorkerInfo
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
-from queue_core.workers import WorkerInfo
 from tests.unit.worker.conftest import until
 from tests.unit.worker.test_services_clock import (  # the fixtures too
     RecordingStorage,
@@ -137,7 +137,7 @@ async def test_cancel_reaches_an_async_body_at_the_next_poll(
 
 
 def test_bad_presence_ttl_is_a_config_error(queue: object) -> None:
-    from queue_core.errors import ConfigError
+    from queue_core.records.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         Worker(queue, presence_ttl="soon")  # type: ignore[arg-type]
@@ -171,7 +171,7 @@ async def test_cancel_execution_reaches_a_running_step_at_the_next_poll(
 def test_presence_ttl_comes_from_the_env_and_a_bad_env_value_names_it(
     queue: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from queue_core.errors import ConfigError
+    from queue_core.records.errors import ConfigError
 
     monkeypatch.delenv("QUEUE_CORE_WORKER_TTL", raising=False)
     assert Worker(queue).presence_ttl_ms == 15_000  # type: ignore[arg-type]

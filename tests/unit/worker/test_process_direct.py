@@ -1,4 +1,4 @@
-"""Direct process attempts (``run_direct``): a whole attempt on the calling thread, with
+"""Direct process attempts (``ProcessPool.run_direct``): a whole attempt on the calling thread, with
 real children, real process groups and real signals; and the worker starting plain
 process jobs that way (no event-loop task per job)."""
 
@@ -15,14 +15,15 @@ import anyio
 import pytest
 
 from queue_core import Queue
-from queue_core.errors import TaskError
+from queue_core.records.errors import TaskError
 from queue_core.worker import Worker
-from queue_core.worker.claiming import Claiming
+from queue_core.worker.claiming import ClaimLoop
 from queue_core.worker.process import ProcessOutcome, ProcessPool, ProcessResult
-from queue_core.worker.process_direct import request_of, run_direct
-from queue_core.worker.process_start import _beat
-from queue_core.worker.running import Running
+from queue_core.worker.process.children import request_of
+from queue_core.worker.process_runs import _beat
+from queue_core.worker.running import Runner
 from queue_core.worker.slots import Attempt
+from tests.fds import descriptors_past_select_limit
 from tests.unit.worker import process_tasks
 from tests.unit.worker.conftest import drain
 from tests.unit.worker.test_process_isolation import SLACK, alive, group_exists
@@ -68,8 +69,7 @@ def direct(
         step_id=None,
         carried=(),
     )
-    return run_direct(
-        pool,
+    return pool.run_direct(
         request,
         timeout=timeout,
         kill_grace=kill_grace,
@@ -95,6 +95,16 @@ def test_values_keep_their_exact_types_and_one_warm_child_serves(pool: ProcessPo
     assert values == [3, True, b"\x00x", process_tasks.Level.HIGH, {"a": [1.5, None]}]
     assert [type(v) for v in values[:4]] == [int, bool, bytes, process_tasks.Level]
     assert len({r.pid for r in results}) == 1 and pool.pids == [results[0].pid]
+
+
+def test_a_child_whose_pipes_are_numbered_past_select_limit_is_served() -> None:
+    with descriptors_past_select_limit():
+        pool = ProcessPool(1)
+        try:
+            result = direct(pool, "add", 2, 3)
+        finally:
+            anyio.run(lambda: pool.aclose(grace=1.0))
+    assert (result.outcome, result.value) == (ProcessOutcome.RETURNED, 5)
 
 
 def test_exceptions_come_back_as_themselves(pool: ProcessPool) -> None:
@@ -173,7 +183,7 @@ def test_closing_the_pool_stops_a_running_direct_attempt() -> None:
     runner = threading.Thread(target=lambda: box.append(direct(pool, "spin", timeout=None)))
     runner.start()
     deadline = time.monotonic() + 10
-    while not pool._direct and time.monotonic() < deadline:
+    while not pool.children.direct and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)  # the child runs the body
     pid = pool.pids[0]
@@ -264,13 +274,13 @@ def test_the_worker_starts_plain_process_jobs_without_a_loop_task(
     queue: Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     through_loop: list[str] = []
-    run = Running._run
+    run = Runner._run
 
-    async def counted(self: Running, att: Any) -> None:
+    async def counted(self: Runner, att: Any) -> None:
         through_loop.append(att.job.task_name)
         await run(self, att)
 
-    monkeypatch.setattr(Running, "_run", counted)
+    monkeypatch.setattr(Runner, "_run", counted)
     task = queue.task(name="add", isolation="process")(process_tasks.add)
     plain = [task.delay(i, 1) for i in range(5)]
     # a job with per-call options goes through the loop (its call is prepared there)
@@ -288,19 +298,19 @@ def test_an_idle_worker_starts_process_jobs_from_the_claim_thread(
 ) -> None:
     started: list[int] = []
     waits: list[int] = []
-    start_direct, wait_then_claim = Claiming._start_direct, Claiming._wait_then_claim
+    start_direct, wait_then_claim = ClaimLoop._start_direct, ClaimLoop._wait_then_claim
 
-    def counted(self: Claiming, jobs: list[Any]) -> tuple[int, list[Any]]:
+    def counted(self: ClaimLoop, jobs: list[Any]) -> tuple[int, list[Any]]:
         done = start_direct(self, jobs)
         started.append(done[0])
         return done
 
-    def waiting(self: Claiming, free: int, longest: float) -> tuple[int, list[Any]]:
+    def waiting(self: ClaimLoop, free: int, longest: float) -> tuple[int, list[Any]]:
         waits.append(free)
         return wait_then_claim(self, free, longest)
 
-    monkeypatch.setattr(Claiming, "_start_direct", counted)
-    monkeypatch.setattr(Claiming, "_wait_then_claim", waiting)
+    monkeypatch.setattr(ClaimLoop, "_start_direct", counted)
+    monkeypatch.setattr(ClaimLoop, "_wait_then_claim", waiting)
     add = queue.task(name="add", isolation="process")(process_tasks.add)
     spin = queue.task(name="spin", isolation="process", timeout=1, kill_grace=0.5)(
         process_tasks.spin
@@ -320,7 +330,9 @@ def test_an_idle_worker_starts_process_jobs_from_the_claim_thread(
     finally:
         worker.stop()
         thread.join(10)
-    assert not thread.is_alive() and worker._process_pool.pids == []
+    assert not thread.is_alive() and worker._parts is not None
+    pool = worker._parts.runner.process.pool
+    assert pool is not None and pool.pids == []
     assert sum(started) == 2  # both started from the claim thread
     record = spun.attempts()[0]
     assert record.outcome == "timed_out" and record.mode == "process"

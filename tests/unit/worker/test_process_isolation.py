@@ -11,9 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from queue_core.errors import ConfigError, TaskError
-from queue_core.policy.classify import error_names
-from queue_core.worker._child import heartbeat_due
+from queue_core.records.errors import ConfigError, TaskError
+from queue_core.rules.classify import error_names
 from queue_core.worker.process import (
     ProcessOutcome,
     ProcessPool,
@@ -21,6 +20,7 @@ from queue_core.worker.process import (
     RemoteError,
     RemoteTaskError,
 )
+from queue_core.worker.process.child import heartbeat_due
 from tests.unit.worker import process_tasks
 
 pytestmark = pytest.mark.anyio
@@ -197,8 +197,8 @@ async def test_unreplayable_plain_error_gets_a_plain_stand_in(pool: ProcessPool)
     # ConfigError's required ``code`` keyword cannot be replayed by pickle.
     assert isinstance(exc, RemoteError) and not isinstance(exc, (TaskError, ConfigError))
     assert exc.error_class == "ConfigError"
-    assert error_names(exc) == ("ConfigError", "queue_core.errors.ConfigError")
-    assert result.error.error_type == "queue_core.errors.ConfigError"
+    assert error_names(exc) == ("ConfigError", "queue_core.records.errors.ConfigError")
+    assert result.error.error_type == "queue_core.records.errors.ConfigError"
 
 
 async def test_unpicklable_return_value_is_an_error(pool: ProcessPool) -> None:

@@ -1,4 +1,4 @@
-"""The pool's limit on attempts at once (``queue_core.worker.process_places.Places``)."""
+"""The pool's limit on attempts at once (``queue_core.worker.process.places.Places``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import anyio
 import pytest
 
-from queue_core.worker.process_places import Places
+from queue_core.worker.process.places import Places
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from queue_core import Queue
-from queue_core.errors import ConfigError
+from queue_core.records.errors import ConfigError
 from queue_core.worker import Worker
 from tests.unit.worker import process_tasks
 from tests.unit.worker.conftest import drain

@@ -16,7 +16,7 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import Queue, StorageError
-from queue_core.model import JobRecord, JobState
+from queue_core.records.jobs import JobRecord, JobState
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
 from tests.unit.worker.conftest import until
@@ -237,3 +237,19 @@ async def test_a_storage_outage_delays_the_tick_but_does_not_lose_it(clock: Manu
         clock.advance(0.1)
         await until(lambda: len(tick_jobs(storage)) == 1, "the tick enqueued after the outage")
     assert run_ats(storage) == [tick(1)]
+
+
+async def test_a_tick_is_logged_as_an_iso_time(
+    storage: MemoryStorage, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="queue_core.worker")
+    queue = periodic_queue(storage, clock)
+    worker = make_worker(queue)
+    async with running([worker]):
+        await until(lambda: passed([worker], 1), "the scheduler waits")
+        clock.advance_ms(tick(1) - clock.now_ms())
+        await until(lambda: len(tick_jobs(storage)) == 1, "tick 1 enqueued")
+    [job] = tick_jobs(storage)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("scheduled")]
+    # tick(1) is T0 + 10 s: 2023-11-14T22:13:30Z, not epoch milliseconds (issue 23 item 8)
+    assert lines == [f"scheduled {NAME} for tick 2023-11-14T22:13:30Z as job {job.id}"]

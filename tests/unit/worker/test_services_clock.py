@@ -15,7 +15,7 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import JobContext, JobState, Outcome, Queue, Replay
-from queue_core.model import LeaseRef, RenewResult
+from queue_core.records.jobs import LeaseRef, RenewResult
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
 from tests.unit.worker.conftest import until
@@ -38,7 +38,7 @@ class RecordingStorage(MemoryStorage):
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
     ) -> RenewResult:
-        self.renewals.append((self._clock(), len(refs)))
+        self.renewals.append((self.store.clock(), len(refs)))
         return super().renew(refs, lease_ms, now=now)
 
 
@@ -127,17 +127,17 @@ async def test_heartbeat_silence_times_the_attempt_out(
         await until(lambda: worker.stats()["running"] == 1, "the body runs")
         await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
         await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
-        # judged 0.2 s early (before storage's own heartbeat deadline at 2.0)
-        clock.advance(1.7)
-        await until(lambda: timer_at(clock, 1.75), "the watchdog saw 1.7")
+        # judged at the bound, never before it (storage's reaper waits a margin more)
+        clock.advance(1.9)
+        await until(lambda: timer_at(clock, 1.95), "the watchdog saw 1.9")
         assert job.attempts()[0].outcome is None
-        clock.advance(0.2)
+        clock.advance(0.1)
         await until(lambda: job.attempts()[0].outcome is not None, "attempt 1 recorded")
         record = job.attempts()[0]
         assert (record.outcome, record.reason) == (Outcome.TIMED_OUT, "heartbeat_timeout")
         assert record.message == "attempt 1 sent no heartbeat for 2 s"
         assert record.finished_at is not None
-        assert round(record.finished_at.timestamp() * 1000) == T0 + 1900
+        assert round(record.finished_at.timestamp() * 1000) == T0 + 2000
         assert job.status() is JobState.QUEUED  # retried in 10 min
         assert worker.stats()["stuck"] == 1  # the thread cannot be stopped
 
@@ -152,10 +152,10 @@ async def test_attempt_deadline_times_the_attempt_out(
         await until(lambda: worker.stats()["running"] == 1, "the body runs")
         await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
         await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
-        clock.advance(9.7)
-        await until(lambda: timer_at(clock, 9.75), "the watchdog saw 9.7")
-        assert job.status() is JobState.RUNNING
-        clock.advance(0.1)  # 9.8: the deadline less the 0.2 s lead
+        clock.advance(9.9)
+        await until(lambda: timer_at(clock, 9.95), "the watchdog saw 9.9")
+        assert job.status() is JobState.RUNNING  # never before the deadline
+        clock.advance(0.1)  # 10.0: the deadline
         await until(lambda: job.status() is JobState.DEAD, "the job ends")
         record = job.attempts()[0]
         assert (record.outcome, record.reason) == (Outcome.TIMED_OUT, "timeout")
@@ -176,7 +176,10 @@ async def test_async_body_deadline_on_the_worker_clock(
         await until(lambda: worker.stats()["running"] == 1, "the body runs")
         await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
         await until(lambda: timer_at(clock, 0.05), "the watchdog sleeps")
-        clock.advance(9.8)
+        clock.advance(9.9)
+        await until(lambda: timer_at(clock, 9.95), "the watchdog saw 9.9")
+        assert job.status() is JobState.RUNNING  # never before the deadline
+        clock.advance(0.1)
         await until(lambda: job.status() is JobState.DEAD, "the job ends")
         record = job.attempts()[0]
         assert (record.outcome, record.reason, record.mode) == (
@@ -214,6 +217,38 @@ async def test_shutdown_grace_then_attempts_are_released(
     record = job.attempts()[0]
     assert (record.outcome, record.reason) == (Outcome.LOST, "worker_shutdown")
     assert job.status() is JobState.QUEUED
+
+
+async def test_a_release_at_shutdown_spends_no_attempt_and_says_so_once(
+    queue: Queue, clock: ManualClock, gate: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    block = blocking_task(queue, gate)  # 0 retries: its only attempt is released
+    worker = make_worker(queue, shutdown_grace=2.5)
+    done = anyio.Event()
+
+    async def run() -> None:
+        await worker.run_async()
+        done.set()
+
+    caplog.set_level("INFO", logger="queue_core.worker")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        job = block.delay()
+        await until(lambda: worker.stats()["running"] == 1, "the body runs")
+        await until(lambda: timer_at(clock, 3600.0), "the reaper's first pass is over")
+        worker.stop()
+        await until(lambda: timer_at(clock, 2.5), "shutdown waits until 2.5")
+        clock.advance(2.5)
+        await until(done.is_set, "the worker stopped")
+        gate.set()
+    assert job.status() is JobState.QUEUED
+    assert job.info().max_attempts == 2
+    assert queue.dead_letters() == []
+    lines = [r.getMessage() for r in caplog.records if job.id in r.getMessage()]
+    assert lines == [
+        f"block job {job.id} attempt 1: lost (worker_shutdown) in 2.500 s -> released for "
+        "retry; spends no attempt of its retry budget"
+    ]
 
 
 async def test_dead_letters_are_replayed_after_the_quiet_period(

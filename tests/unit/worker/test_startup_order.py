@@ -12,10 +12,10 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import Queue, StorageUnavailable
-from queue_core.model import ClaimedJob, ReapedJob
+from queue_core.records.jobs import ClaimedJob, ReapedJob
+from queue_core.records.workers import WorkerInfo
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
-from queue_core.workers import WorkerInfo
 from tests.unit.worker.conftest import until
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ class OrderStorage(MemoryStorage):
         now: int | None = None,
     ) -> list[ClaimedJob]:
         first = not any(name == "claim" for name, _ in self.calls)
-        self.calls.append(("claim", self._clock()))
+        self.calls.append(("claim", self.store.clock()))
         if first:
             assert self.release.wait(30)
             if self.fail is not None:
@@ -54,11 +54,11 @@ class OrderStorage(MemoryStorage):
         return super().claim(worker_id, queues, n, lease_ms, now=now)
 
     def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
-        self.calls.append(("reap", self._clock()))
+        self.calls.append(("reap", self.store.clock()))
         return super().reap(now=now, limit=limit)
 
     def register_worker(self, info: WorkerInfo) -> None:
-        self.calls.append(("register", self._clock()))
+        self.calls.append(("register", self.store.clock()))
         super().register_worker(info)
 
 

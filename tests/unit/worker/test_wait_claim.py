@@ -1,5 +1,5 @@
 """An idle worker on a storage with ``SupportsWaitClaim`` waits and claims in one call
-(``Claiming._wait_then_claim``) and starts what that call claimed."""
+(``ClaimLoop._wait_then_claim``) and starts what that call claimed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from backends.memory import MemoryStorage
 from queue_core import JobState, Queue
-from queue_core.model import ClaimedJob
-from queue_core.storage import SupportsWaitClaim
+from queue_core.records.jobs import ClaimedJob
+from queue_core.storage.abilities import SupportsWaitClaim
 from queue_core.worker import Worker
 
 

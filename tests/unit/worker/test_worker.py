@@ -15,7 +15,7 @@ from queue_core import (
     Queue,
     TaskError,
 )
-from queue_core.model import NewJob
+from queue_core.records.jobs import NewJob
 from tests.unit.worker.conftest import drain
 
 FAST = {"retry_backoff": "10ms", "retry_jitter": 0}

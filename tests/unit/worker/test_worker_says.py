@@ -65,10 +65,46 @@ def test_one_line_per_attempt_end(queue: Queue, caplog: pytest.LogCaptureFixture
     assert fields["outcome"] == "succeeded" and fields["reason"] is None
     assert fields["task"] == "flaky" and fields["duration_s"] >= 0
 
+    assert "Traceback" not in first.getMessage()  # retried: no traceback by default
     last = by_job[(dead.id, 1)]
     assert last.levelno == logging.WARNING
-    assert last.getMessage().endswith("-> dead-lettered, reason retries_exhausted")
+    dead_id = dead.info().dead_id
+    assert dead_id is not None
+    # the dead-letter line names the entry, and its traceback follows (issue 23 items 4, 5)
+    head, _, tb = last.getMessage().partition("\n")
+    assert head.endswith(
+        f"RuntimeError: always -> dead-lettered as {dead_id}, reason retries_exhausted"
+    )
+    assert tb.startswith("Traceback (most recent call last):")
+    assert tb.endswith("RuntimeError: always")
     assert event(last)["dead_reason"] == "retries_exhausted"
+    assert event(last)["dead_id"] == dead_id
+    assert event(last)["traceback"].startswith("Traceback (most recent call last):")
+
+
+@pytest.mark.parametrize(("mode", "traced"), [("all", {1, 2}), ("none", set())])
+def test_log_tracebacks_says_which_failed_attempts_show_their_traceback(
+    queue: Queue, caplog: pytest.LogCaptureFixture, mode: str, traced: set[int]
+) -> None:
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
+
+    @queue.task(name="twice", max_retries=1, **FAST)
+    def twice() -> None:
+        raise KeyError("gone")
+
+    job = twice.delay()
+    drain(queue, log_tracebacks=mode)
+    lines = {event(r)["attempt"]: r.getMessage() for r in attempt_ends(caplog)}
+    assert {n for n, text in lines.items() if "\nTraceback (most recent" in text} == traced
+    assert job.status() is JobState.DEAD
+
+
+def test_log_tracebacks_is_checked() -> None:
+    from queue_core import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        Worker(Queue("memory://"), log_tracebacks="some")
+    assert info.value.code == "invalid_option" and "dead, all, none" in str(info.value)
 
 
 def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixture) -> None:
@@ -84,7 +120,7 @@ def test_unknown_task_is_a_warning(queue: Queue, caplog: pytest.LogCaptureFixtur
     (line,) = [r for r in attempt_ends(caplog) if event(r)["job_id"] == job.id]
     assert line.levelno == logging.WARNING
     assert "failed (unknown_task)" in line.getMessage()
-    assert "dead-lettered, reason unknown_task" in line.getMessage()
+    assert f"dead-lettered as {job.info().dead_id}, reason unknown_task" in line.getMessage()
 
 
 def test_arguments_that_no_longer_fit_are_dead_lettered_at_once(queue: Queue) -> None:
@@ -223,3 +259,65 @@ async def test_a_job_the_reaper_dead_letters_is_a_warning(
     (line,) = [r for r in worker_records(caplog) if r.getMessage().startswith("reaped job")]
     assert line.levelno == logging.WARNING
     assert line.getMessage() == f"reaped job {job.id} attempt 1: lease_expired -> dead"
+
+
+def test_the_start_line_names_storage_queues_slots_scheduler_and_tasks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
+    queue = Queue("memory://")
+
+    @queue.task(name="shop.charge", queue="billing")
+    def charge() -> None: ...
+
+    @queue.task(name="shop.mail")
+    def mail() -> None: ...
+
+    drain(queue, slots=3, app="shop.tasks:queue")
+    [start] = [r.getMessage() for r in worker_records(caplog) if " starting:" in r.getMessage()]
+    head, *tasks = start.splitlines()
+    assert head.endswith(
+        "starting: app shop.tasks:queue, storage memory://, queues billing, default, "
+        "slots 3, scheduler off, 2 tasks:"
+    )
+    assert tasks == ["  shop.charge (queue billing)", "  shop.mail (queue default)"]
+
+
+def test_the_start_line_masks_the_password(caplog: pytest.LogCaptureFixture) -> None:
+    from queue_core.worker.runner import Worker as W
+
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
+    queue = Queue("memory://")
+    queue.url = "postgresql://app:s3cret@db/jobs"  # what a PostgreSQL queue would show
+    worker = W(queue, install_signal_handlers=False, scheduler=True)
+    banner = worker._banner(worker.queues)
+    assert "storage postgresql://app:***@db/jobs" in banner and "s3cret" not in banner
+    assert "scheduler on, 0 tasks" in banner
+
+
+def test_an_unknown_task_names_the_app_and_the_ways_out(queue: Queue) -> None:
+    @queue.task(name="known.one")
+    def one() -> None: ...
+
+    job = queue.enqueue("billing.charge", allow_unregistered=True)
+    drain(queue, app="shop.tasks:queue")
+    (entry,) = queue.dead_letters()
+    assert entry.reason == "unknown_task" and entry.job_id == job.id
+    assert entry.error is not None
+    assert "unknown task 'billing.charge'" in entry.error
+    assert "imported app shop.tasks:queue, which declares known.one" in entry.error
+    assert "import the module that declares 'billing.charge' in the app module" in entry.error
+    assert "a queue of its own" in entry.error
+
+
+def test_the_stop_line_counts_in_words(queue: Queue, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
+
+    @queue.task(name="once")
+    def once() -> None: ...
+
+    once.delay()
+    drain(queue)
+    drain(queue)
+    stops = [r.getMessage() for r in worker_records(caplog) if " stopped after " in r.getMessage()]
+    assert [s.split(" stopped after ")[1] for s in stops] == ["1 attempt", "0 attempts"]

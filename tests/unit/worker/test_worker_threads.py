@@ -16,8 +16,8 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import JobState, Queue
-from queue_core.errors import StorageUnavailable
-from queue_core.model import AttemptEnd
+from queue_core.records.errors import StorageUnavailable
+from queue_core.records.jobs import AttemptEnd
 from queue_core.testing import T0, ManualClock
 from queue_core.worker import Worker
 from queue_core.worker.finishing import FinishThread

@@ -1,0 +1,213 @@
+"""Finishing attempts on the SQL backend: fenced ends, dead letters, and a step's end
+applied with its execution's decision in the same transaction.
+
+The state and job reason of each end come from :func:`~queue_core.rules.outcomes.end_state`
+(:func:`~backends.sql.records.end_values`). A batch's fenced updates of jobs and attempt
+records run as one statement (PostgreSQL) or two (SQLite) per round, rows taken in job
+id order; a job named twice in one batch goes to a second round (its first end has
+cleared the lease, so the second is refused unless the first was). ``DEAD`` ends get
+their dead-letter entries in the same transaction.
+
+The batch statement takes plain jobs only (``execution_id IS NULL``). The ends of flow
+steps' jobs are known from the claim (:attr:`Store.claimed_steps`), or, for an end the
+batch statement did not take (stale, or claimed through another storage), from the job's
+stored execution (one indexed read): no rule on the shape of job ids is needed. The
+ends of each execution are finished in one transaction of their own: the execution
+locked first (:meth:`Flows.open`), the ends fenced, then the flows part decides and
+applies them (:meth:`Flows.ended`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from backends.sql.admin import Admin
+from backends.sql.progress import Progresses
+from backends.sql.records import EndRow, end_values
+from backends.sql.store import Store
+from queue_core.records.jobs import AttemptEnd
+
+if TYPE_CHECKING:
+    from backends.sql.flows import Flows
+
+__all__ = ["Finishing"]
+
+
+class Finishing:
+    """``finish`` on ``store``; dead letters through ``admin``, step ends through
+    ``flows()`` (built on first use), the progress an end carries through ``progress``."""
+
+    def __init__(
+        self, store: Store, admin: Admin, flows: Callable[[], Flows], progress: Progresses
+    ) -> None:
+        self.store = store
+        self.admin = admin
+        self.flows = flows
+        self.progress = progress
+
+    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.protocol.Storage.finish`."""
+        if not ends:
+            return []
+        values = [end_values(e) for e in ends]
+        claimed = self.store.claimed_steps
+        steps = {i: claimed.pop(e.ref.job_id) for i, e in enumerate(ends)
+                 if e.ref.job_id in claimed} if claimed else {}  # fmt: skip
+        if not steps:
+            took = self._plain(ends, values, now)
+            if all(took):  # the plain batch: every end taken
+                return took
+        else:
+            took = [False] * len(ends)
+            plain = [i for i in range(len(ends)) if i not in steps]
+            if plain:
+                ok = self._plain([ends[i] for i in plain], [values[i] for i in plain], now)
+                took = _spread(len(ends), plain, ok)
+        if not all(took[i] or i in steps for i in range(len(ends))):
+            steps.update(self._look_up(ends, took, steps))
+        return self._steps(ends, values, took, steps, now) if steps else took
+
+    def _plain(
+        self, ends: Sequence[AttemptEnd], values: list[EndRow], now: int | None
+    ) -> list[bool]:
+        store, d = self.store, self.store.dialect
+        t = d.clock(now)
+        rounds = _rounds(ends)
+        dead = any(v.dead_id is not None for v in values)
+        reports = any(e.progress is not None for e in ends)
+        atomic = dead or reports or len(rounds) > 1 or not d.single_statement_batches
+        took = [False] * len(ends)
+        wake = False
+        with store.tx() if atomic else store.hot() as cur:
+            for idx in rounds:
+                done = d.finish_batch(cur, [values[i] for i in idx], t)
+                for i in idx:
+                    took[i] = ends[i].ref.job_id in done
+                    wake = wake or (took[i] and values[i].requeue)
+                wake = wake or any(k is not None for k in done.values())
+            if dead:
+                graves = [(e.ref.job_id, v.dead_id, v.reason or "", e.error)
+                          for e, v, ok in zip(ends, values, took, strict=True)
+                          if ok and v.dead_id is not None]  # fmt: skip
+                self.admin.bury(cur, graves)
+            if reports:
+                self._reports(cur, ends, took, t)
+            if wake:
+                store.notify(cur)
+        return took
+
+    def _reports(
+        self, cur: Any, ends: Sequence[AttemptEnd], took: Sequence[bool], now: int | None
+    ) -> None:
+        """Store the progress carried by the ends taken (SupportsProgress)."""
+        self.progress.record(
+            cur,
+            [(e.ref.job_id, e.progress) for e, ok in zip(ends, took, strict=True)
+             if ok and e.progress is not None],
+            now,
+        )  # fmt: skip
+
+    def _look_up(
+        self, ends: Sequence[AttemptEnd], took: list[bool], steps: dict[int, tuple[str, str]]
+    ) -> dict[int, tuple[str, str]]:
+        """The ends neither taken nor known as steps' that are flow steps' ends (by their
+        job's stored execution): ``{index: (execution id, step id)}``."""
+        left = [i for i in range(len(ends)) if not took[i] and i not in steps]
+        ids = self.store.array([ends[i].ref.job_id for i in left])
+        rows = self.store.fetch("flow_jobs_of", {"ids": ids})
+        found = {r["id"]: (r["execution_id"], r["step_id"]) for r in rows if r["execution_id"]}
+        return {i: found[ends[i].ref.job_id] for i in left if ends[i].ref.job_id in found}
+
+    def _steps(
+        self,
+        ends: Sequence[AttemptEnd],
+        values: list[EndRow],
+        took: list[bool],
+        steps: dict[int, tuple[str, str]],
+        now: int | None,
+    ) -> list[bool]:
+        """The ends of flow steps' jobs, each execution's in one transaction."""
+        by_exec: dict[str, list[int]] = {}
+        for i in sorted(steps):
+            by_exec.setdefault(steps[i][0], []).append(i)
+        took = list(took)
+        for eid, idx in by_exec.items():
+            items = [(ends[i], values[i], steps[i][1]) for i in idx]
+            for i, ok in zip(idx, self._of_execution(eid, items, now), strict=True):
+                took[i] = ok
+        return took
+
+    def _of_execution(
+        self, eid: str, items: list[tuple[AttemptEnd, EndRow, str]], now: int | None
+    ) -> list[bool]:
+        """The ends (with their step ids) of one execution's step jobs, in one transaction.
+
+        Ends that commute (:meth:`Flows.commute`: successes and retries of distinct jobs
+        that the fast rule decides) are fenced in one statement, then decided together;
+        otherwise each is fenced just before its decision, so that a decision that ends
+        another step's job (a deadline, a failure) refuses that job's later end.
+        """
+        from queue_core.records.workflows import SuspendedEnd  # with the first step end
+
+        flows, store, d = self.flows(), self.store, self.store.dialect
+        values = [v for _, v, _ in items]
+        with store.tx() as cur:
+            t = store.resolve_now(cur, now)
+            x = flows.open(cur, eid, t)
+            ids = {v.id for v in values}
+            if (
+                x is not None
+                and not any(isinstance(e, SuspendedEnd) for e, _, _ in items)
+                and len(ids) == len(values)
+                and flows.commute(x, [v.state for v in values])
+            ):
+                done = d.finish_batch(cur, values, t, steps=True)
+                took = [v.id in done for v in values]
+                pairs = zip(items, took, strict=True)
+                flows.ended(x, [_ended(v, sid) for (_, v, sid), ok in pairs if ok])
+            else:
+                took = []
+                for e, v, sid in items:
+                    took.append(v.id in d.finish_batch(cur, [v], t, steps=True))
+                    if took[-1] and v.dead_id is not None:
+                        self.admin.bury(cur, [(v.id, v.dead_id, v.reason or "", e.error)])
+                    if took[-1] and x is not None and isinstance(e, SuspendedEnd):
+                        flows.suspended(x, e.suspension)  # a workflow's function stopped
+                    elif took[-1] and x is not None:
+                        flows.ended(x, [_ended(v, sid)])
+            if any(took):
+                self._reports(cur, [e for e, _, _ in items], took, t)
+                store.notify(cur)
+        return took
+
+
+def _spread(n: int, idx: list[int], values: list[bool]) -> list[bool]:
+    """``n`` flags, ``values`` at the indexes ``idx``, ``False`` elsewhere."""
+    out = [False] * n
+    for i, v in zip(idx, values, strict=True):
+        out[i] = v
+    return out
+
+
+def _ended(v: EndRow, step_id: str) -> tuple[str, str, str | None]:
+    """A fenced end as the step's event: (step id, the job's new state, its reason)."""
+    return step_id, v.state, v.reason
+
+
+def _rounds(ends: Sequence[AttemptEnd]) -> list[list[int]]:
+    """Indexes of ``ends`` in job id order (the lock order), split so that each round
+    names a job once."""
+    ids = [e.ref.job_id for e in ends]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    if len(set(ids)) == len(ids):
+        return [order]
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for i in order:
+        k = seen.get(ids[i], 0)
+        seen[ids[i]] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(i)
+    return rounds

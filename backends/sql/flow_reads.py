@@ -1,0 +1,184 @@
+"""Reading flow executions on SQLite and PostgreSQL: records, steps, step inputs and a
+workflow's whole state (one read each), and the per-process caches of specs.
+
+:func:`index_of` is the step index every flow transaction reads first
+(:meth:`backends.sql.flows.Flows.open`): a flow's comes from its spec, read once per
+spec and process; a workflow's is that of its current steps, children included, read
+every time (children are added at run time).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from backends.sql.records import Row, job_from_row
+from backends.sql.store import Store
+from queue_core.records.errors import NotFound
+from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
+from queue_core.records.workflows import MemoRecord
+from queue_core.rules.flows.decide import WORKFLOW
+from queue_core.rules.flows.decide_fast import StepIndex, step_index
+from queue_core.rules.paging import check_page
+from queue_core.storage.flows import ExecutionRecord, StepInputs, StepRecord
+from queue_core.storage.workflows import WorkflowState
+
+__all__ = ["FlowReads", "index_of", "reason_of", "remember_index"]
+
+_S, _E = StepState, ExecutionState
+_CACHE_MAX = 4096
+_indexes: dict[str, StepIndex] = {}
+"""The :class:`StepIndex` of each flow spec by its hash (immutable: read once per process)."""
+_specs: dict[str, str] = {}
+"""Spec JSON by content hash (immutable)."""
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+
+
+def remember_index(spec_hash: str, index: StepIndex) -> None:
+    """Keep a flow spec's step index (a workflow's is never kept: it grows)."""
+    if spec_hash not in _indexes:
+        _remember(_indexes, spec_hash, index)
+
+
+def index_of(cur: Any, q: Any, head: Any) -> StepIndex:
+    """The step index of execution row ``head`` (see the module docstring)."""
+    workflow = head["kind"] == WORKFLOW
+    index = None if workflow else _indexes.get(head["spec_hash"])
+    if index is None:
+        found = cur.execute(q["flow_step_deps"], {"e": head["id"]}).fetchall()
+        index = step_index([(r["step_id"], json.loads(r["deps"])) for r in found])
+        if not workflow:
+            _remember(_indexes, head["spec_hash"], index)
+    return index
+
+
+def reason_of(value: str | None) -> ExecutionReason | None:
+    """An execution's stored reason."""
+    return ExecutionReason(value) if value is not None else None
+
+
+def _bytes(value: Any) -> bytes | None:
+    return bytes(value) if value is not None else None
+
+
+class FlowReads:
+    """The read operations of :class:`~queue_core.storage.abilities.SupportsFlows` and
+    ``workflow_state``, on ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.q = store.q
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_execution`."""
+        with self.store.stmt() as cur:
+            rows = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchall()
+            return self._records(cur, rows)[0] if rows else None
+
+    def list_executions(
+        self,
+        flow: str | None = None,
+        state: ExecutionState | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[ExecutionRecord]:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_executions`."""
+        limit, offset = check_page(limit, offset)
+        params = {"flow": flow, "state": _E(state).value if state is not None else None,
+                  "limit": max(limit, 0), "offset": max(offset, 0)}  # fmt: skip
+        with self.store.stmt() as cur:
+            rows = cur.execute(self.q["flow_list_executions"], params).fetchall()
+            return self._records(cur, rows)
+
+    def _records(self, cur: Any, rows: list[Row]) -> list[ExecutionRecord]:
+        missing = sorted({r["spec_hash"] for r in rows} - _specs.keys())
+        if missing:
+            got = cur.execute(self.q["flow_spec_bodies"], {"hashes": self.store.array(missing)})
+            for s in got.fetchall():
+                _remember(_specs, s["hash"], s["body"])
+        return [
+            ExecutionRecord(
+                id=r["id"], flow=r["flow"], state=_E(r["state"]), reason=reason_of(r["reason"]),
+                failed_step=r["failed_step"], spec_hash=r["spec_hash"],
+                spec_json=_specs[r["spec_hash"]], input=bytes(r["input"]),
+                max_parallel=r["max_parallel"], timeout_ms=r["timeout_ms"],
+                deadline_at=r["deadline_at"], created_at=r["created_at"],
+                started_at=r["started_at"], finished_at=r["finished_at"], conc_key=r["conc_key"],
+                kind=r["kind"] or "flow", parent_id=r["parent_id"], parent_idx=r["parent_idx"],
+                awaiting=tuple(json.loads(r["awaiting"] or "[]")),
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    def list_steps(self, execution_id: str) -> list[StepRecord]:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.list_steps`."""
+        with self.store.stmt() as cur:
+            return self._steps(cur, execution_id)
+
+    def _steps(self, cur: Any, execution_id: str) -> list[StepRecord]:
+        head = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchone()
+        if head is None:
+            return []
+        index = index_of(cur, self.q, head)
+        rows = cur.execute(self.q["flow_steps"], {"e": execution_id}).fetchall()
+        out = []
+        for r in rows:
+            running = r["state"] == "queued" and r["job_state"] == "running"
+            out.append(StepRecord(
+                execution_id=execution_id, idx=r["idx"], step_id=index.ids[r["idx"]],
+                state=_S.RUNNING if running else _S(r["state"]),
+                reason=None if running else r["reason"], job_id=r["job_id"],
+                depends_on=index.depends_on[r["idx"]],
+            ))  # fmt: skip
+        return out
+
+    def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (reads the
+        results of the step's dependencies only)."""
+        with self.store.stmt() as cur:
+            x = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchone()
+            if x is None:
+                raise NotFound(f"no flow execution with id {execution_id!r}")
+            index = index_of(cur, self.q, x)
+            i = index.pos.get(step_id)
+            if i is None:
+                raise NotFound(f"execution {execution_id} has no step {step_id!r}")
+            deps = dict.fromkeys(index.depends_on[i])
+            params = {"e": execution_id, "idxs": self.store.array([index.pos[d] for d in deps])}
+            rows = cur.execute(self.q["flow_step_rows"], params).fetchall() if deps else []
+        got = {r["idx"]: r["result"] for r in rows}
+        results = {d: _bytes(got[index.pos[d]]) for d in deps}
+        return StepInputs(input=bytes(x["input"]), results=results)
+
+    def workflow_state(self, execution_id: str) -> WorkflowState | None:
+        """See :meth:`queue_core.storage.abilities.SupportsWorkflows.workflow_state`: one
+        read transaction (the execution, its steps, its memos, its step jobs)."""
+        q = self.q
+        with self.store.tx() as cur:
+            rows = cur.execute(q["flow_get_execution"], {"e": execution_id}).fetchall()
+            if not rows:
+                return None
+            execution = self._records(cur, rows)[0]
+            steps = self._steps(cur, execution_id)
+            memos = cur.execute(q["wf_memos"], {"e": execution_id}).fetchall()
+            jobs = {
+                r["id"]: job_from_row(r) for r in cur.execute(q["wf_jobs_of"], {"e": execution_id})
+            }
+        return WorkflowState(
+            execution=execution,
+            steps=steps,
+            memos={
+                m["key"]: MemoRecord(
+                    key=m["key"], value=bytes(m["value"]), seq=m["seq"], at=m["at"]
+                )
+                for m in memos
+            },
+            jobs={
+                s.idx: jobs[s.job_id] for s in steps if s.job_id is not None and s.job_id in jobs
+            },
+        )

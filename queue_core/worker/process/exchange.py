@@ -1,0 +1,188 @@
+"""One process-isolated attempt's wait for its child: the answer, heartbeats, exit, cancel.
+
+The event-loop path of :meth:`ProcessPool.run <queue_core.worker.process.pool.ProcessPool.run>`.
+The wait first reads the child's pipe alone for one cancel-poll period
+(:meth:`Exchange._fast`): a no-op body answers within a pipe round trip, and the task group
+of the full wait (answer reader, exit watcher, cancel poller) would cost more than that
+round trip. A body that runs longer gets the full wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from queue_core.worker.process.children import Child
+from queue_core.worker.process.results import ProcessOutcome
+
+__all__ = ["Exchange"]
+
+_CANCEL_POLL = 0.05
+"""Seconds between two reads of the attempt's ``cancelled()``."""
+
+
+class Exchange:
+    """One attempt's wait for the child: its answer, heartbeats, exit, cancellation."""
+
+    def __init__(
+        self,
+        child: Child,
+        heartbeat: Callable[[], object] | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        self.child = child
+        self.heartbeat = heartbeat
+        self.cancelled = cancelled
+        self.answer: Any = None
+        self.why_stopped: ProcessOutcome | None = None
+        self.failure: Exception | None = None
+        """Raised by a callback: ends the attempt."""
+        self.at_deadline = False
+        """:meth:`first_wait` ended at the attempt's deadline, unanswered."""
+        self._waited = False
+
+    async def first_wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109
+        """On asyncio, the fast wait (:meth:`_fast_asyncio`) before any deadline scope is
+        entered, bounded by ``timeout`` itself: ``True`` when the attempt is settled (an
+        answer, the pipe closed, a failing callback, or the deadline reached: then
+        :attr:`at_deadline`). ``False`` when the full wait (:meth:`run`, inside the
+        deadline's scope) must follow; on other loops at once."""
+        cancelled = self.cancelled
+        if cancelled is not None and cancelled():
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): run() waits fast itself
+            return False
+        self._waited = True
+        if timeout is None or timeout > _CANCEL_POLL:
+            return await self._fast_asyncio(loop, _CANCEL_POLL)
+        if await self._fast_asyncio(loop, timeout):
+            return True
+        self.at_deadline = True
+        return True
+
+    async def run(self) -> None:
+        if not self._waited and await self._fast():
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read_answer, tg.cancel_scope)
+            if self.child.pidfd is not None:
+                tg.start_soon(self._watch_exit, tg.cancel_scope)
+            if self.cancelled is not None:
+                tg.start_soon(self._watch_cancel, tg.cancel_scope)
+
+    async def _fast(self) -> bool:
+        """Wait for the answer alone, for one cancel-poll period; ``True`` when it came.
+
+        Most attempts end here, without the task group of the full wait below (its tasks
+        cost more than a no-op body's round trip). Nothing is lost meanwhile: a child
+        that dies closes its pipe (so the wait ends at once), unless a forked grandchild
+        holds the pipe open, and cancellation is polled every period anyway; after one
+        period the full wait takes over and sees both at once.
+        """
+        cancelled = self.cancelled
+        if cancelled is not None and cancelled():
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another event loop (trio): the portable wait below
+            pass
+        else:
+            return await self._fast_asyncio(loop, _CANCEL_POLL)
+        with anyio.move_on_after(_CANCEL_POLL):
+            while True:
+                message = await self.child.recv()
+                if message is None:
+                    return True  # the pipe closed: the child is gone
+                if message[0] != "hb":
+                    self.answer = message
+                    return True
+                if not self._beat():
+                    return True
+        return False
+
+    async def _fast_asyncio(self, loop: asyncio.AbstractEventLoop, within: float) -> bool:
+        """:meth:`_fast` on asyncio's own reader and timer, for ``within`` seconds: the
+        same wait, with a fraction of the calls that anyio's portable ``wait_readable``
+        and cancel scope make. The pipe is read only once the loop says it is readable
+        (one ``read`` per answer, none that ends in EAGAIN)."""
+        child = self.child
+        end = loop.time() + within
+        while True:
+            got, message = child.take()
+            if got:
+                if message is None:
+                    return True  # the pipe closed: the child is gone
+                if message[0] != "hb":
+                    self.answer = message
+                    return True
+                if not self._beat():
+                    return True
+                continue
+            left = end - loop.time()
+            if left <= 0 or not await _readable(loop, child.rfd, left):
+                return False
+            child.read_once()
+
+    def _beat(self) -> bool:
+        """Deliver one heartbeat; ``False`` when the callback raised (the attempt ends)."""
+        if self.heartbeat is not None:
+            try:
+                self.heartbeat()
+            except Exception as exc:
+                self.failure = exc
+                return False
+        return True
+
+    async def _read_answer(self, scope: anyio.CancelScope) -> None:
+        while True:
+            message = await self.child.recv()
+            if message is None:
+                break
+            if message[0] != "hb":
+                self.answer = message
+                break
+            if not self._beat():
+                break
+        scope.cancel()
+
+    async def _watch_exit(self, scope: anyio.CancelScope) -> None:
+        # A forked grandchild may hold the pipe open; the leader's exit decides.
+        await self.child.wait_exit()
+        scope.cancel()
+
+    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+        cancelled = self.cancelled
+        assert cancelled is not None
+        try:
+            while not cancelled():  # noqa: ASYNC110 - a plain callable, polled
+                await anyio.sleep(_CANCEL_POLL)
+        except Exception as exc:
+            self.failure = exc
+        else:
+            self.why_stopped = ProcessOutcome.CANCELLED
+        scope.cancel()
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, fd: int, within: float) -> bool:
+    """Wait until ``fd`` is readable (``True``) or ``within`` seconds pass (``False``).
+
+    A cancellation of the calling task (a cancel scope around it) ends the wait too.
+    """
+    done: asyncio.Future[bool] = loop.create_future()
+
+    def settle(value: bool) -> None:
+        if not done.done():
+            done.set_result(value)
+
+    loop.add_reader(fd, settle, True)
+    timer = loop.call_later(within, settle, False)
+    try:
+        return await done
+    finally:
+        loop.remove_reader(fd)
+        timer.cancel()

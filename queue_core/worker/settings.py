@@ -1,0 +1,105 @@
+"""The worker's settings: each ``Worker(...)`` argument checked (``ConfigError`` naming
+the bad value and what would be accepted), environment defaults, and the worker's id."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from queue_core.records.durations import parse_duration, to_ms
+from queue_core.records.errors import ConfigError
+
+if TYPE_CHECKING:
+    from queue_core.app.steps.gate import StepGate
+
+__all__ = [
+    "ENV_SLOTS",
+    "ENV_TTL",
+    "check_max_tasks_per_child",
+    "check_slots",
+    "presence_ttl_ms",
+    "step_gate",
+    "worker_id",
+]
+
+ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
+ENV_TTL: Final = "QUEUE_CORE_WORKER_TTL"
+
+
+def check_slots(slots: object) -> int:
+    """``slots``, or env ``QUEUE_CORE_WORKER_SLOTS``, else 8; checked (``ConfigError``)."""
+    if slots is None:
+        env = os.environ.get(ENV_SLOTS)
+        try:
+            slots = int(env) if env else 8
+        except ValueError:
+            raise ConfigError(
+                f"invalid {ENV_SLOTS}: {env!r} — expected a positive integer",
+                code="invalid_option",
+                field="slots",
+                value=env,
+            ) from None
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
+        raise ConfigError(
+            f"invalid slots: {slots!r} — expected an integer from 1 to 10000",
+            code="invalid_option",
+            field="slots",
+            value=slots,
+        )
+    return slots
+
+
+def check_max_tasks_per_child(value: object) -> int | None:
+    """``max_tasks_per_child``: ``None`` or a positive integer (``ConfigError``)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ConfigError(
+        f"invalid max_tasks_per_child: {value!r} — expected a positive integer or None",
+        code="invalid_option",
+        field="max_tasks_per_child",
+        value=value,
+    )
+
+
+def presence_ttl_ms(ttl: float | str | None) -> int:
+    """``ttl``, or env ``QUEUE_CORE_WORKER_TTL``, else 15 s, in ms (``ConfigError``)."""
+    if ttl is not None:
+        return to_ms(parse_duration(ttl, field="presence_ttl"))
+    env = os.environ.get(ENV_TTL)
+    return to_ms(parse_duration(env, field=ENV_TTL)) if env else 15_000
+
+
+def step_gate(
+    flow_dirs: Sequence[str | os.PathLike[str]] | str | None,
+    http_hosts: Sequence[str] | str | None,
+) -> StepGate:
+    """What the worker allows flow-file steps: the arguments, else the environment, else
+    the defaults of :mod:`queue_core.app.steps.gate` (``ConfigError`` naming a bad entry)."""
+    from queue_core.app.steps.gate import (
+        ENV_FLOW_DIRS,
+        ENV_HTTP_HOSTS,
+        StepGate,
+        check_flow_dirs,
+        check_http_hosts,
+    )
+
+    dirs: tuple[Path, ...] | None = None
+    if flow_dirs is not None:
+        dirs = check_flow_dirs(flow_dirs)
+    elif (env := os.environ.get(ENV_FLOW_DIRS)) is not None:
+        dirs = check_flow_dirs(env, field=ENV_FLOW_DIRS)
+    hosts: tuple[str, ...] | None = None
+    if http_hosts is not None:
+        hosts = check_http_hosts(http_hosts)
+    elif (env := os.environ.get(ENV_HTTP_HOSTS)) is not None:
+        hosts = check_http_hosts(env, field=ENV_HTTP_HOSTS)
+    return StepGate(dirs, hosts)
+
+
+def worker_id() -> str:
+    """``hostname:pid:short-uuid``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,123 @@
+"""Claims and step-end events the SQS flows fold together (``folding.fold``), and the job
+operations they keep for later (``td``).
+
+Each advance normally follows the write that recorded its event; here the callers' advances
+are lost (as if each caller died right after its transaction), so several claims and
+events are pending when the next reap folds them at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from backends.sqs.flow_items import Exec
+from queue_core.records.flows import ExecutionState, StepState
+from queue_core.records.jobs import JobState, Outcome, Reason
+from queue_core.rules.flows import plan
+from queue_core.storage.flows import step_job_id
+from queue_core.testing.fixtures import LEASE, T0, dead_end, retry_end
+from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec
+from tests.backends.sqs.conftest import Factory
+
+S = StepState
+
+
+def _no_advance(storage: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(storage.flows, "after_ends", lambda eids, now: [])
+
+
+def _stored(storage: Any, execution_id: str) -> tuple[dict[str, S], dict[int, int]]:
+    """Each step's stored state (claims not overlaid) and the claims not folded yet."""
+    x = storage.flows._read(execution_id)
+    return {sid: cell[0] for (sid, _), cell in zip(x.steps, x.cells, strict=True)}, x.claims
+
+
+def test_a_retry_claimed_again_before_any_advance_is_running(
+    make_storage: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, reaper = make_storage(), make_storage()
+    new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=3)
+    worker.start_execution(new, now=T0)
+    _no_advance(worker, monkeypatch)
+    first = claim_steps(worker, T0 + 1)["a"]
+    assert worker.finish([retry_end(first.ref, 0)], now=T0 + 2) == [True]
+    assert claim_steps(worker, T0 + 3)["a"].attempt == 2
+    reaper.reap(now=T0 + 4)
+    assert _stored(reaper, new.id) == ({"a": S.RUNNING, "b": S.PENDING}, {})
+    assert reaper.get_job(step_job_id(new.id, 1)) is None
+
+
+def test_a_step_claimed_again_while_a_sibling_died_is_left_to_finish(
+    make_storage: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # b (after a in definition order) was retried and claimed again; a died meanwhile.
+    # Folded step by step in attempt order, b's retry made it queued when a's death was
+    # judged, so it was marked not_run while its second attempt ran.
+    worker, reaper = make_storage(), make_storage()
+    new = make_execution(make_spec({"a": [], "b": [], "c": ["a", "b"]}), max_attempts=2)
+    worker.start_execution(new, now=T0)
+    _no_advance(worker, monkeypatch)
+    got = claim_steps(worker, T0 + 1)
+    assert worker.finish([retry_end(got["b"].ref, 0)], now=T0 + 2) == [True]
+    b2 = claim_steps(worker, T0 + 3)["b"]
+    assert worker.finish([dead_end(got["a"].ref)], now=T0 + 4) == [True]
+    reaper.reap(now=T0 + 5)
+    assert _stored(reaper, new.id) == ({"a": S.DEAD, "b": S.RUNNING, "c": S.NOT_RUN}, {})
+    record = reaper.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.RUNNING
+    assert record.failed_step == "a"
+    # b's attempt is not stopped: it finishes, and then the execution fails
+    assert reaper.finish([dead_end(b2.ref)], now=T0 + 6) == [True]
+    record = reaper.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_a_queued_step_cancelled_after_its_retry_ends_the_execution(
+    make_storage: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the retry and the cancel are both events of attempt 1: the cancel is the later one
+    worker, reaper = make_storage(), make_storage()
+    new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=3)
+    worker.start_execution(new, now=T0)
+    _no_advance(worker, monkeypatch)
+    a = claim_steps(worker, T0 + 1)["a"]
+    assert worker.finish([retry_end(a.ref, 60_000)], now=T0 + 2) == [True]
+    assert worker.cancel(a.id, now=T0 + 3) is JobState.CANCELLED
+    reaper.reap(now=T0 + 4)
+    assert _stored(reaper, new.id) == ({"a": S.CANCELLED, "b": S.NOT_RUN}, {})
+    record = reaper.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.FAILED
+
+
+def test_step_jobs_keep_payload_bytes_until_released(make_storage: Factory) -> None:
+    s = make_storage()
+    new = make_execution(make_spec({"a": []}))
+    raw = b"\x00\xff binary \x80"
+    new = replace(new, jobs=tuple(replace(j, payload=raw) for j in new.jobs))
+    s.start_execution(new, now=T0)
+    (claimed,) = s.claim("w", ["default"], 1, LEASE, now=T0 + 1)
+    assert claimed.payload == raw
+
+
+def test_job_operations_left_by_the_version_before_the_plan_are_read() -> None:
+    new = make_execution(make_spec({"a": [], "b": ["a"], "c": ["a"], "d": ["a"]}))
+    steps = '[["a", []], ["b", ["a"]], ["c", ["a"]], ["d", ["a"]]]'
+    item = {"id": new.id, "st": "running", "sp": steps, "ss": "\n".join(["pending|0|"] * 4)}
+    item["dl"] = T0 + 60_000
+    item["td"] = '[["rel", 1], ["nr", 2], ["to", 3], ["cx", 1]]'
+    assert Exec(item).todo() == [
+        plan.Release("b", 1, T0 + 60_000),
+        plan.EndJob("c", 2, JobState.QUEUED, JobState.CANCELLED, Reason.NOT_RUN.value, None),
+        plan.EndJob(
+            "d",
+            3,
+            JobState.RUNNING,
+            JobState.TIMED_OUT,
+            Reason.FLOW_TIMEOUT.value,
+            Outcome.TIMED_OUT,
+        ),
+        plan.RequestCancel("b", 1),
+    ]
