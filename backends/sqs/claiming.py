@@ -16,6 +16,7 @@ from backends.sqs.errors import translate
 from backends.sqs.limits import rate_update
 from backends.sqs.pauses import Pauses
 from backends.sqs.store import Store
+from backends.sqs.tables import DUE_TYPE, due_by
 from queue_core.records.jobs import ClaimedJob, LeaseRef
 from queue_core.rules.leases import step_deadline
 
@@ -165,8 +166,8 @@ class Claiming:
             cands += self.db.query(
                 IndexName="ready",
                 KeyConditionExpression="rq = :rq",
-                FilterExpression="ra <= :now AND (attribute_not_exists(dx) OR dx > :now)",
-                ExpressionAttributeValues=vals(rq=self.keys.ready(q), now=t),
+                FilterExpression=f"{due_by('now')} AND (attribute_not_exists(dx) OR dx > :now)",
+                ExpressionAttributeValues={**vals(rq=self.keys.ready(q), now=t), **DUE_TYPE},
                 Limit=max(limit * 4, 20),
             )
         cands.sort(key=lambda it: it["rk"])

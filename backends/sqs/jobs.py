@@ -19,6 +19,7 @@ from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.pauses import Pauses
 from backends.sqs.store import SEQ, Store
+from backends.sqs.tables import DUE_TYPE, due_by
 from backends.sqs.writes import Writes
 from queue_core.records.errors import NotFound, StorageError
 from queue_core.records.jobs import AttemptRecord, JobRecord, JobState, NewJob, Reason
@@ -226,8 +227,8 @@ class Jobs:
         inq = ", ".join(names)
         with translate("count_pending"):
             unpaused, pause_values = self.pauses.pending_filter()
-            queued = f"st = :qd AND ra <= :by{unpaused}"
-            queued_values = vals(qd="queued", by=by, **pause_values)
+            queued = f"st = :qd AND {due_by('by')}{unpaused}"
+            queued_values = {**vals(qd="queued", by=by, **pause_values), **DUE_TYPE}
             n = self.db.count(
                 IndexName="due",
                 KeyConditionExpression="dp = :dp",

@@ -52,6 +52,7 @@ from backends.sqs.errors import translate
 from backends.sqs.limits import Limits
 from backends.sqs.pauses import Pauses
 from backends.sqs.store import Store
+from backends.sqs.tables import DUE_TYPE, due_by
 from queue_core.records.jobs import Enqueued, JobState, NewJob
 from queue_core.rules.control import round_robin_order
 
@@ -150,16 +151,22 @@ class RoundRobin:
         """Up to ``n`` claimable queued jobs of ``key`` at ``now`` (ready, not moved aside
         by a pause, schedule-to-start not passed), best first: one Query."""
         cond = (
-            "st = :q AND ra <= :now AND attribute_not_exists(hd)"
+            f"st = :q AND {due_by('now')} AND attribute_not_exists(hd)"
             " AND (attribute_not_exists(dx) OR dx > :now OR dp = :parked)"
         )
         return self.db.query(
             IndexName="deadtask",
             KeyConditionExpression="ltp = :p",
             FilterExpression=cond,
-            ExpressionAttributeValues=vals(
-                p=self.keys.turns(queue, group, key), q="queued", now=now, parked=self.keys.parked
-            ),
+            ExpressionAttributeValues={
+                **vals(
+                    p=self.keys.turns(queue, group, key),
+                    q="queued",
+                    now=now,
+                    parked=self.keys.parked,
+                ),
+                **DUE_TYPE,
+            },
             Limit=max(n, 1),
         )[: max(n, 1)]
 
