@@ -41,10 +41,20 @@ local CLAIM_NEEDED = {{7, 'tn'}, {8, 'pl'}, {9, 'ma'}, {13, 'eq'}, {15, 'att'}}
 local STATES = {queued = true, running = true, succeeded = true, dead = true,
                 cancelled = true, skipped = true, timed_out = true}
 
+-- whether claim.lua's HMGET f found a record at all (a missing hash reads all nil: the
+-- job is gone, not corrupt)
+local function claim_found(f)
+  for i = 1, #CLAIM_FIELDS do
+    if f[i] then return true end
+  end
+  return false
+end
+
 -- the fields of claim.lua's HMGET f that it cannot read ('st' included when it is no
--- state at all; a missing hash, st nil, is gone, not corrupt)
+-- state at all, or missing from a record that is there)
 local function claim_corrupt(f)
   local bad = corrupt_fields(f, CLAIM_INTS, CLAIM_NEEDED)
   if f[1] and not STATES[f[1]] then bad[#bad + 1] = "st='" .. shown(f[1]) .. "'" end
+  if not f[1] then bad[#bad + 1] = 'st missing' end
   return bad
 end

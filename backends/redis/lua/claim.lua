@@ -161,7 +161,7 @@ try = function(q, p, r, m, score, turn)
   local id = string.sub(m, 17)
   local k = jk(id)
   local f = redis.call('HMGET', k, unpack(CLAIM_FIELDS))
-  if f[1] ~= 'queued' and (not f[1] or STATES[f[1]]) then
+  if f[1] ~= 'queued' and (STATES[f[1]] or not (f[1] or claim_found(f))) then
     unready_later(r, m)
     return 'gone'
   end
@@ -191,8 +191,13 @@ try = function(q, p, r, m, score, turn)
       return 'gone'
     end
   end
-  -- mirrors queue_core.rules.leases.schedule_to_start_expired: left for reap
-  if f[2] and tonumber(f[3]) + tonumber(f[2]) <= NOW then return 'kept' end
+  -- mirrors queue_core.rules.leases.schedule_to_start_expired: left for reap, which finds
+  -- it in STS (added here when missing: a bound written to the hash after the job was
+  -- indexed would otherwise keep it queued and pending forever; found by nox -s fuzz)
+  if f[2] and tonumber(f[3]) + tonumber(f[2]) <= NOW then
+    redis.call('ZADD', STS, 'NX', tonumber(f[3]) + tonumber(f[2]), id)
+    return 'kept'
+  end
   local ck = f[4]
   if ck and f[5] and f[6] ~= '1' then
     local running = tonumber(redis.call('GET', P .. ':cr:' .. ck) or '0')

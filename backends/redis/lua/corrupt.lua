@@ -10,7 +10,7 @@ for b = 4, #ARGV - 2, 3 do
   local id, q, p = ARGV[b], ARGV[b + 1], ARGV[b + 2]
   local f = redis.call('HMGET', jk(id), unpack(CLAIM_FIELDS))
   local bad = claim_corrupt(f)
-  if f[1] and (f[1] == 'queued' or not STATES[f[1]]) and #bad > 0 then
+  if (f[1] == 'queued' or not STATES[f[1]]) and claim_found(f) and #bad > 0 then
     unready(id, q, p, redis.call('HGET', jk(id), 'mem'), f[4])
     count(q, 'queued', -1)
     local att = (tonumber(f[15]) or 0) + 1
