@@ -96,6 +96,10 @@ CASES: dict[str, tuple[str, Corrupt]] = {
     "redis-eq": ("redis", _redis("eq", None)),
     "redis-tn": ("redis", _redis("tn", b"\xff\xfe")),
     "redis-st": ("redis", _redis("st", "banana")),
+    # a hash without its state: the claim dropped it as a deleted job while the queue's
+    # count kept it queued, so a burst worker waited forever (found by nox -s fuzz)
+    "redis-st-gone": ("redis", _redis("st", None)),
+    "redis_cluster-st-gone": ("redis_cluster", _redis("st", None)),
     "redis_cluster-ma": ("redis_cluster", _redis("ma", "banana")),
     "redis_cluster-tn": ("redis_cluster", _redis("tn", b"\xff\xfe")),
     "sqs-ma": ("sqs", _dynamo("ma", "banana")),
@@ -104,6 +108,10 @@ CASES: dict[str, tuple[str, Corrupt]] = {
     "sqs-to": ("sqs", _dynamo("to", "soon")),  # the claim's deadline math: not a TypeError
     "sqs-task": ("sqs", _dynamo("task", None)),
     "sqs-pr-gone": ("sqs", _dynamo("pr", None)),  # the dashboard's counts: found by nox -s fuzz
+    # a run time that is text: moto failed every claim and count over it (a burst worker
+    # never ended, neighbours never ran); DynamoDB would hide the job forever
+    "sqs-ra": ("sqs", _dynamo("ra", "soon")),
+    "sqs-ra-bytes": ("sqs", _dynamo("ra", b"\x00")),
 }
 
 EXPECTED = {"postgres-options": Reason.BAD_PAYLOAD, "postgres-task_name": Reason.UNKNOWN_TASK}
@@ -247,5 +255,43 @@ def test_the_reaper_dead_letters_a_corrupt_running_job_once(
         q.run_worker(burst=True, install_signal_handlers=False)
         assert neighbour.status() is JobState.SUCCEEDED
         _reads_survive(q, victim.id)
+    finally:
+        q.close()
+
+
+LATE: dict[str, tuple[str, Corrupt]] = {
+    "sqlite": ("sqlite", _sqlite("schedule_to_start_ms", -220583854)),
+    "postgres": ("postgres", _postgres("schedule_to_start_ms", -220583854)),
+    "redis": ("redis", _redis("ss", "-220583854")),
+    "redis_cluster": ("redis_cluster", _redis("ss", "-220583854")),
+    "sqs": ("sqs", _dynamo("s2s", -220583854)),
+}
+
+
+@pytest.mark.parametrize("case", list(LATE))
+def test_a_start_bound_written_after_enqueue_ends_the_job_and_the_burst(
+    case: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A queued job given a schedule-to-start bound that has passed, written into its
+    record after it was enqueued (so no index knows it): a burst worker ends, the
+    neighbours run, and the job ends -- run (SQL and SQS read the bound from their
+    indexed expiry, which the write did not move) or ``schedule_to_start`` (Redis reads
+    it from the record). On Redis the claim left it in place for a reaper that never
+    heard of it, so the burst waited forever (found by ``nox -s fuzz``)."""
+    backend, corrupt = LATE[case]
+    q = _queue(request, tmp_path, backend)
+    try:
+        q.migrate()
+        task = q.task(name="poison.body", max_retries=0)(_body)
+        handles = [task.delay(n) for n in range(3)]
+        corrupt(q, handles[1].id)
+        q.run_worker(burst=True, install_signal_handlers=False, reap_interval=0.2, slots=3)
+        assert handles[0].status() is handles[2].status() is JobState.SUCCEEDED
+        info = q.storage().get_job(handles[1].id)
+        assert info is not None
+        assert (info.state, info.reason) in {
+            (JobState.SUCCEEDED, None),
+            (JobState.DEAD, "schedule_to_start"),
+        }, info
     finally:
         q.close()
