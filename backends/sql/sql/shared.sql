@@ -152,6 +152,13 @@ SELECT id, attempt, worker_id, started_at, CAST(:now AS bigint), CAST(:outcome A
     CAST(:reason AS text)
 FROM qc_jobs WHERE id = :job_id AND attempt = :number
 
+-- name: reindex_expiry
+-- A queued job that select_sts_expired found but schedule_to_start_expired does not judge
+-- expired (its expires_at was written apart from its bound): expires_at gets back
+-- rules.leases.queued_expiry of its run time and bound, so claims and the reaper agree.
+UPDATE qc_jobs SET expires_at = CAST(:expires_at AS bigint)
+WHERE seq = :seq AND state = 'queued'
+
 -- name: reap_job
 -- The job after a reap verdict (or a schedule-to-start expiry): :run_at and :place_at
 -- (rules.outcomes.reap_place_at) only when queued; expires_at mirrors
