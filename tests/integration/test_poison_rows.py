@@ -112,6 +112,8 @@ CASES: dict[str, tuple[str, Corrupt]] = {
     # never ended, neighbours never ran); DynamoDB would hide the job forever
     "sqs-ra": ("sqs", _dynamo("ra", "soon")),
     "sqs-ra-bytes": ("sqs", _dynamo("ra", b"\x00")),
+    # the dashboard's throughput filter compared it with numbers: moto failed the page
+    "sqs-enq-text": ("sqs", _dynamo("enq", "x")),
 }
 
 EXPECTED = {"postgres-options": Reason.BAD_PAYLOAD, "postgres-task_name": Reason.UNKNOWN_TASK}
@@ -293,5 +295,27 @@ def test_a_start_bound_written_after_enqueue_ends_the_job_and_the_burst(
             (JobState.SUCCEEDED, None),
             (JobState.DEAD, "schedule_to_start"),
         }, info
+    finally:
+        q.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_expiry_written_apart_from_the_bound_is_put_back_and_the_job_runs(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A queued job with no schedule-to-start bound whose ``expires_at`` says it expired:
+    the claims passed it by and the reaper, judging by the bound, left it -- queued
+    forever, a burst worker waiting on it (found by ``nox -s fuzz``). The reaper now puts
+    the expiry back from the bound and the job runs."""
+    corrupt = _sqlite if backend == "sqlite" else _postgres
+    q = _queue(request, tmp_path, backend)
+    try:
+        q.migrate()
+        task = q.task(name="poison.body", max_retries=0)(_body)
+        handles = [task.delay(n) for n in range(3)]
+        corrupt("expires_at", -39517)(q, handles[1].id)
+        q.run_worker(burst=True, install_signal_handlers=False, reap_interval=0.2, slots=3)
+        assert [h.status() for h in handles] == [JobState.SUCCEEDED] * 3
+        assert handles[1].result(timeout=1) == 2
     finally:
         q.close()
