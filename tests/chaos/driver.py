@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +147,11 @@ class Workers:
         self.stderr[proc.pid] = self.folder / f"worker{self.started}.err"
         return proc
 
-    def kill_one(self, rng: random.Random) -> None:
-        k = rng.randrange(len(self.procs))
+    def kill_one(self, rng: random.Random, among: Collection[int] = ()) -> None:
+        """SIGKILL a random worker (one whose pid is in ``among``, when any is) and start
+        a replacement."""
+        busy = [k for k, p in enumerate(self.procs) if p.pid in among]
+        k = rng.choice(busy) if busy else rng.randrange(len(self.procs))
         victim = self.procs[k]
         victim.send_signal(signal.SIGKILL)
         self.killed.append(victim.pid)
@@ -197,10 +200,16 @@ def drive(
     kill_every: tuple[float, float],
     timeout: float,
     poll: float = 0.1,
+    busy: Callable[[], Collection[int]] | None = None,
 ) -> Drive:
     """Until ``remaining()`` is 0, SIGKILL a random worker of ``pool`` every
     ``kill_every`` seconds (uniform, from ``rng``) and start a replacement; stop early
-    when ``timeout`` passes or a worker exits on its own. Stops ``pool`` at the end."""
+    when ``timeout`` passes or a worker exits on its own. Stops ``pool`` at the end.
+
+    ``busy``: the pids of workers running an attempt now (read from storage). A kill
+    that is due waits (up to :data:`AIM_S`) for a busy worker and kills one of those, so
+    the kills cut attempts rather than land on idle workers by chance (on SQS, whose
+    bodies are short next to moto's round trips, five random kills once all missed)."""
     out = Drive()
     t0 = time.monotonic()
     next_kill = t0 + rng.uniform(*kill_every)
@@ -214,14 +223,36 @@ def drive(
             if out.crashes:
                 break
             if now >= next_kill:
-                pool.kill_one(rng)
-                out.kills += 1
-                next_kill = now + rng.uniform(*kill_every)
+                among = busy() if busy is not None else ()
+                if among or busy is None or now >= next_kill + AIM_S:
+                    pool.kill_one(rng, among)
+                    out.kills += 1
+                    next_kill = now + rng.uniform(*kill_every)
             time.sleep(poll)
         out.seconds = time.monotonic() - t0
     finally:
         pool.stop()
     return out
+
+
+AIM_S = 2.0
+"""How long a due kill waits for a worker running an attempt before it kills any."""
+
+
+def busy_pids(q: Queue) -> Callable[[], set[int]]:
+    """The pids of the workers with an attempt running now, from storage (the running
+    jobs' open attempts): a worker id is ``host:pid:nonce`` (:mod:`queue_core.worker`)."""
+
+    def read() -> set[int]:
+        storage, pids = q.storage(), set()
+        for job in storage.list_jobs(state=JobState.RUNNING, limit=50):
+            for attempt in storage.list_attempts(job.id):
+                parts = (attempt.worker_id or "").split(":")
+                if attempt.outcome is None and len(parts) >= 3 and parts[-2].isdigit():
+                    pids.add(int(parts[-2]))
+        return pids
+
+    return read
 
 
 def _unfinished(q: Queue) -> int:
@@ -257,7 +288,14 @@ def run_chaos(
             args = [(i,) for i in range(jobs) if kind_of(i) == kind]
             ids[kind] = [h.id for h in tasks[kind].map(args)] if args else []
         pool = Workers(url, folder, workers, lease, slots)
-        run = drive(pool, rng, lambda: _unfinished(q), kill_every=kill_every, timeout=timeout)
+        run = drive(
+            pool,
+            rng,
+            lambda: _unfinished(q),
+            kill_every=kill_every,
+            timeout=timeout,
+            busy=busy_pids(q),
+        )
         report.kills, report.seconds = run.kills, run.seconds
         report.violations.extend(run.crashes)
         if run.left:

@@ -23,9 +23,11 @@ SIZES = {
     "redis-cluster": JOBS,
     "sqs": max(100, JOBS // 20),
 }
-# seconds between kills (uniform in the range); moto drains 100 jobs in ~30 s, so SQS is
-# killed every 2-4 s: with fewer kills (4-8 s: ~4 in a drain) all could land on idle workers
-KILL_EVERY = {"sqs": (2.0, 4.0)}
+# seconds between kills (uniform in the range); moto drains 100 jobs in ~20 s, so SQS is
+# killed every 1-2 s: with fewer kills (2-4 s: ~5 in a drain) all once landed on idle
+# workers, and even aimed at a worker storage shows running (driver.busy_pids) a kill can
+# come after a 50-150 ms body ended, moto's reads being slow
+KILL_EVERY = {"sqs": (1.0, 2.0)}
 FIXTURES = {
     "postgresql": "postgres_url",
     "redis": "redis_url",
