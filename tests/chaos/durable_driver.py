@@ -35,8 +35,8 @@ from pathlib import Path
 
 from queue_core import Outcome, Queue, StorageError
 from queue_core.flows import ExecutionState, StepRun, StepState
-from queue_core.records.jobs import AttemptRecord, JobRecord
-from tests.chaos.driver import Workers, drive
+from queue_core.records.jobs import JobRecord
+from tests.chaos.driver import Workers, busy_pids, drive
 from tests.chaos.durable_app import (
     CHILDREN,
     EVENT,
@@ -46,7 +46,7 @@ from tests.chaos.durable_app import (
     event_data,
     expected_workflow,
 )
-from tests.chaos.flows_driver import FlowChaosReport, _check_step, check_flows
+from tests.chaos.flows_driver import FlowChaosReport, _check_step, check_flows, storage_fault
 
 APP = "tests.chaos.durable_app:queue"
 _OPEN = (ExecutionState.QUEUED, ExecutionState.RUNNING, ExecutionState.WAITING)
@@ -114,6 +114,10 @@ class Target:
 # --------------------------------------------------------------------------- the drain
 
 
+FAULT_EVERY_S = 2.0
+"""The longest wait, from the drain's start, for each server fault (see _Progress)."""
+
+
 class _Progress:
     """The open executions, the events still to send, and the faults still to inject,
     advanced once per poll of :func:`tests.chaos.driver.drive`."""
@@ -138,8 +142,11 @@ class _Progress:
         self.restarts = restarts
         self.left = self.total
         self.next_events = 0.0
+        self.t0: float | None = None
 
     def __call__(self) -> int:
+        if self.t0 is None:
+            self.t0 = time.monotonic()
         try:
             if time.monotonic() >= self.next_events:
                 self._answer()
@@ -151,7 +158,12 @@ class _Progress:
             pass  # the server is down or just came back: try again at the next poll
         done = self.report.restarts
         if self.fault is not None and done < self.restarts and self.left > 0:  # mid-drain
-            if self.total - self.left >= self.total * (done + 1) / (self.restarts + 1):
+            # due when its share of the executions ended, or its share of FAULT_EVERY_S
+            # passed: only the ended prefix is counted, and one execution stalled by a
+            # kill (its lease running out) once held it until all ended at once
+            share = (done + 1) / (self.restarts + 1)
+            ended = self.total - self.left >= self.total * share
+            if ended or time.monotonic() - self.t0 >= FAULT_EVERY_S * (done + 1):
                 self.fault()
                 self.report.restarts += 1
         return self.left
@@ -206,7 +218,15 @@ def run_durable_chaos(
         started_wfs = {workflow.start(n).id: n for n in range(workflows)}
         pool = Workers(target.url, folder, workers, lease, 2, app=APP, env=target.env)
         progress = _Progress(q, started_flows, started_wfs, report, fault, restarts)
-        run = drive(pool, rng, progress, kill_every=kill_every, timeout=timeout, poll=0.2)
+        run = drive(
+            pool,
+            rng,
+            progress,
+            kill_every=kill_every,
+            timeout=timeout,
+            poll=0.2,
+            busy=busy_pids(q),
+        )
         report.kills, report.seconds = run.kills, run.seconds
         report.cut = cut_bodies(folder, pool.killed)
         report.violations.extend(run.crashes)
@@ -275,6 +295,7 @@ def check_durable(
         _check_workflow(q, ex_id, n, starts, ends, report, part)
     report.starts += part.steps_run
     report.lost_attempts += part.lost_attempts
+    report.fault_failed += part.fault_failed
     report.reruns += part.duplicates
     report.violations.extend(part.violations)
     _check_nothing_left(q, report)
@@ -328,7 +349,7 @@ def _check_function(
     if not attempts or attempts[-1].outcome is not Outcome.SUCCEEDED:
         v.append(f"{where}: last attempt {[a.outcome for a in attempts[-1:]]}")
     earlier = Counter(a.outcome for a in attempts[:-1])
-    faulted = [a for a in attempts[:-1] if a.outcome is Outcome.FAILED and _storage_fault(a)]
+    faulted = [a for a in attempts[:-1] if a.outcome is Outcome.FAILED and storage_fault(a)]
     other = [
         (a.number, a.outcome, a.error_class)
         for a in attempts[:-1]
@@ -357,12 +378,6 @@ def _check_function(
         for a in attempts
         if a.outcome is not None
     }
-
-
-def _storage_fault(attempt: AttemptRecord) -> bool:
-    """Whether ``attempt`` failed with a storage error (the server was down): the
-    function raised it from a memo write or a read of its run, not from its own code."""
-    return str(attempt.error_type or "").startswith("queue_core.records.errors.Storage")
 
 
 def _check_memo_step(

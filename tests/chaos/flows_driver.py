@@ -24,6 +24,7 @@ from typing import Any
 
 from queue_core import Outcome, Queue
 from queue_core.flows import ExecutionState, StepState
+from queue_core.records.jobs import AttemptRecord
 from tests.chaos.flows_app import STEPS, expected
 
 APP = "tests.chaos.flows_app:queue"
@@ -40,6 +41,7 @@ class FlowChaosReport:
     seconds: float = 0.0
     steps_run: int = 0  # step-body starts
     lost_attempts: int = 0
+    fault_failed: int = 0  # step attempts failed by a storage error (a server fault drain)
     duplicates: int = 0  # step-body starts beyond one per step (each from a lost attempt)
     stalled: int = 0  # executions not ended in time
     violations: list[str] = field(default_factory=list)
@@ -62,6 +64,12 @@ def _starts(folder: Path) -> dict[tuple[str, str], list[int]]:
             if kind == "S":
                 out[(ex, step)].append(int(attempt))
     return out
+
+
+def storage_fault(attempt: AttemptRecord) -> bool:
+    """Whether ``attempt`` failed with a storage error (the server was down): raised
+    from the worker's own storage calls, not from the body's code."""
+    return str(attempt.error_type or "").startswith("queue_core.records.errors.Storage")
 
 
 def check_flows(q: Queue, started: dict[str, int], folder: Path, report: FlowChaosReport) -> None:
@@ -98,9 +106,18 @@ def _check_step(
         v.append(f"{where}: attempts numbered {numbers}")
     if not outcomes or outcomes[-1] is not Outcome.SUCCEEDED:
         v.append(f"{where}: last attempt {outcomes[-1:]}")
-    if any(o is not Outcome.LOST for o in outcomes[:-1]):
-        v.append(f"{where}: earlier attempts {outcomes[:-1]} (only lost expected)")
+    faulted = {
+        a.number for a in run.attempts[:-1] if a.outcome is Outcome.FAILED and storage_fault(a)
+    }
+    other = [
+        (a.number, a.outcome, a.error_type)
+        for a in run.attempts[:-1]
+        if a.outcome is not Outcome.LOST and a.number not in faulted
+    ]
+    if other:
+        v.append(f"{where}: earlier attempts {other} (only lost or storage-failed expected)")
     report.lost_attempts += sum(o is Outcome.LOST for o in outcomes)
+    report.fault_failed += len(faulted)
     report.steps_run += len(started)
     if len(set(started)) != len(started):
         v.append(f"{where}: an attempt's body started twice {started} (released twice?)")
@@ -110,6 +127,6 @@ def _check_step(
         v.append(f"{where}: the succeeded attempt {numbers[-1]} never started a body")
     extra = [a for a in started if a != (numbers[-1] if numbers else None)]
     report.duplicates += len(extra)
-    lost = {a.number for a in run.attempts if a.outcome is Outcome.LOST}
+    lost = {a.number for a in run.attempts if a.outcome is Outcome.LOST} | faulted
     if not set(extra) <= lost:
         v.append(f"{where}: duplicate starts {extra} not explained by lost attempts {lost}")

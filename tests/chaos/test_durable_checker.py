@@ -19,6 +19,7 @@ from tests.chaos.durable_driver import (
     _check_memo_step,
     cut_bodies,
 )
+from tests.chaos.flows_driver import FlowChaosReport, _check_step
 
 _S, _L, _F, _OK = Outcome.SUSPENDED, Outcome.LOST, Outcome.FAILED, Outcome.SUCCEEDED
 _CLEAN = [(_S, "sleep"), (_L, None), (_S, "event"), (_S, "children"), (_OK, None)]
@@ -136,3 +137,24 @@ def test_kills_that_cut_a_body_are_counted_by_kind(tmp_path: Path) -> None:
     (tmp_path / "wf-13.log").write_text("S x a 1 13\nE x a 1 13\n")  # killed between bodies
     cut = cut_bodies(tmp_path, [11, 12, 13, 14])
     assert cut == Counter({"child": 1, "flow": 1, "step": 1})
+
+
+def _step(outcomes: list[Outcome], error: str) -> StepRun:
+    records = [_rec(n, o, None, error if o is _F else "") for n, o in enumerate(outcomes, 1)]
+    return StepRun(
+        step_id="b", state=StepState.SUCCEEDED, reason=None, job_id="j", attempts=records
+    )
+
+
+def test_a_flow_step_attempt_failed_by_a_storage_error_is_counted_and_explains_a_rerun() -> None:
+    part = FlowChaosReport("t", 1)
+    _check_step("x", "b", _step([_F, _L, _OK], "StorageUnavailable"), [1, 2, 3], part)
+    assert part.violations == []
+    assert (part.fault_failed, part.lost_attempts, part.duplicates) == (1, 1, 2)
+
+
+def test_a_flow_step_attempt_failed_by_its_own_error_is_reported() -> None:
+    part = FlowChaosReport("t", 1)
+    _check_step("x", "b", _step([_F, _OK], "ValueError"), [1, 2], part)
+    assert any("only lost or storage-failed expected" in v for v in part.violations)
+    assert part.fault_failed == 0
