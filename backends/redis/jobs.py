@@ -273,7 +273,9 @@ class RedisJobs:
             for n, k in enumerate(idx):
                 h, recs = res[2 * n], res[2 * n + 1]
                 if h:
-                    suffix = self.store.homes.suffix(home, h[b"q"].decode())
+                    # a hash without a readable queue still reads (salvaged, corrupt)
+                    queue = h.get(b"q", b"").decode(errors="replace")
+                    suffix = self.store.homes.suffix(home, queue)
                     found[k] = job_record(ids[k], h, recs, suffix)
         return [found[k] for k in sorted(found)]
 

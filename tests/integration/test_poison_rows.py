@@ -102,6 +102,11 @@ CASES: dict[str, tuple[str, Corrupt]] = {
     "redis_cluster-st-gone": ("redis_cluster", _redis("st", None)),
     "redis_cluster-ma": ("redis_cluster", _redis("ma", "banana")),
     "redis_cluster-tn": ("redis_cluster", _redis("tn", b"\xff\xfe")),
+    # another queue's name: the claim took it, its finish moved that queue's counts, and
+    # its own queue's running count never dropped (a burst worker waited forever)
+    "redis-q": ("redis", _redis("q", "banana")),
+    "redis-q-gone": ("redis", _redis("q", None)),
+    "redis_cluster-q": ("redis_cluster", _redis("q", "banana")),
     "sqs-ma": ("sqs", _dynamo("ma", "banana")),
     "sqs-pr": ("sqs", _dynamo("pr", "high")),
     "sqs-enq-gone": ("sqs", _dynamo("enq", None)),  # listed, not a KeyError

@@ -31,7 +31,8 @@ end
 -- the fields claim.lua reads of a ready job (HMGET order), the integer ones and the ones
 -- it needs: a job failing corrupt_fields with these is left to corrupt.lua
 local CLAIM_FIELDS = {'st', 'ss', 'ra', 'ck', 'cl', 'csk', 'tn', 'pl', 'ma', 'to', 'hb', 'op',
-                      'eq', 'ro', 'att', 'x', 'xi', 'xn', 'fd', 'rk', 'rl', 'rw', 'cb', 'cg'}
+                      'eq', 'ro', 'att', 'x', 'xi', 'xn', 'fd', 'rk', 'rl', 'rw', 'cb', 'cg',
+                      'q'}
 local CLAIM_INTS = {{2, 'ss'}, {3, 'ra'}, {5, 'cl'}, {9, 'ma'}, {10, 'to'}, {11, 'hb'},
                     {13, 'eq'}, {15, 'att'}, {19, 'fd'}, {21, 'rl'}, {22, 'rw'}}
 local CLAIM_NEEDED = {{7, 'tn'}, {8, 'pl'}, {9, 'ma'}, {13, 'eq'}, {15, 'att'}}
@@ -51,9 +52,15 @@ local function claim_found(f)
 end
 
 -- the fields of claim.lua's HMGET f that it cannot read ('st' included when it is no
--- state at all, or missing from a record that is there)
-local function claim_corrupt(f)
+-- state at all, or missing from a record that is there; 'q' when it names another queue
+-- than q, whose ready set holds the job: its finish would move that queue's counts, and
+-- this queue's running count would never drop)
+local function claim_corrupt(f, q)
   local bad = corrupt_fields(f, CLAIM_INTS, CLAIM_NEEDED)
+  if f[25] ~= q then
+    bad[#bad + 1] = f[25] and ("q='" .. shown(f[25]) .. "' (queued in '" .. shown(q) .. "')")
+      or 'q missing'
+  end
   if f[1] and not STATES[f[1]] then bad[#bad + 1] = "st='" .. shown(f[1]) .. "'" end
   if not f[1] then bad[#bad + 1] = 'st missing' end
   return bad

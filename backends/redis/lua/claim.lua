@@ -165,7 +165,7 @@ try = function(q, p, r, m, score, turn)
     unready_later(r, m)
     return 'gone'
   end
-  if #claim_corrupt(f) > 0 then
+  if #claim_corrupt(f, q) > 0 then
     -- a corrupt record: left in place, untouched, for corrupt.lua to dead-letter alone
     corrupt[#corrupt + 1] = id; corrupt[#corrupt + 1] = q; corrupt[#corrupt + 1] = p
     return 'kept'
