@@ -18,22 +18,12 @@ from backends.sql.schema import SCHEMA_VERSION
 from queue_core.records.control import ProgressUpdate
 from queue_core.records.jobs import JobState
 from queue_core.testing import LEASE, SEC, T0, claim_one, complete_end, new_job
+from tests.backends.sql.old_schemas import sqlite_at_version
 
-_V10 = Path(__file__).with_name("data") / "sqlite_schema_v10.sql"
 _ADDED_COLUMNS = (
     "progress", "progress_message", "progress_at", "concurrency_behavior",
     "concurrency_group", "debounce_key", "debounce_ms", "debounce_max_ms",
 )  # fmt: skip
-
-
-def _sqlite_v10(path: Path) -> None:
-    body = [ln for ln in _V10.read_text("utf-8").splitlines() if not ln.startswith("--")]
-    db = sqlite3.connect(path)
-    for statement in "\n".join(body).split("\n;\n"):
-        if statement.strip():
-            db.execute(statement)
-    db.commit()
-    db.close()
 
 
 def _check_kept(storage: SQLStorage, queued: str, done: str) -> None:
@@ -50,7 +40,7 @@ def _check_kept(storage: SQLStorage, queued: str, done: str) -> None:
 
 def test_a_version_10_sqlite_database_migrates_and_keeps_its_jobs(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    _sqlite_v10(path)
+    sqlite_at_version(path, 10)
     queued, done = new_job(), new_job()
     db = sqlite3.connect(path)
     insert = f"INSERT INTO qc_jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * 23)})"

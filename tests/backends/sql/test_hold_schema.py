@@ -20,19 +20,9 @@ from backends.sql.schema import SCHEMA_VERSION
 from queue_core.records.control import PauseKind
 from queue_core.records.jobs import JobState, NewJob
 from queue_core.testing import LEASE, SEC, T0, claim_one, complete_end, new_job
+from tests.backends.sql.old_schemas import sqlite_at_version
 
-_V13 = Path(__file__).with_name("data") / "sqlite_schema_v13.sql"
 _TASK = "tests.paused_before"
-
-
-def _sqlite_v13(path: Path) -> None:
-    body = [ln for ln in _V13.read_text("utf-8").splitlines() if not ln.startswith("--")]
-    db = sqlite3.connect(path)
-    for statement in "\n".join(body).split("\n;\n"):
-        if statement.strip():
-            db.execute(statement)
-    db.commit()
-    db.close()
 
 
 def _check_kept(storage: SQLStorage, paused: NewJob, queued: NewJob, done: str) -> None:
@@ -55,7 +45,7 @@ def test_a_version_13_sqlite_database_migrates_and_keeps_its_jobs_and_pauses(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    _sqlite_v13(path)
+    sqlite_at_version(path, 13)
     paused, queued, done = new_job(task_name=_TASK, priority=9), new_job(), new_job()
     db = sqlite3.connect(path)
     insert = f"INSERT INTO qc_jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' * 23)})"

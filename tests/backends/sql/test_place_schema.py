@@ -18,22 +18,12 @@ from backends.sql.records import JOB_COLUMNS, job_row
 from backends.sql.schema import SCHEMA_VERSION
 from queue_core.records.jobs import JobState
 from queue_core.testing import LEASE, SEC, T0, new_job
+from tests.backends.sql.old_schemas import sqlite_at_version
 
-_V13 = Path(__file__).with_name("data") / "sqlite_schema_v13.sql"
 _OLD_INDEX = (
     "CREATE INDEX ix_qc_jobs_ready ON qc_jobs (queue, priority DESC, run_at, seq) "
     "WHERE state = 'queued'"
 )
-
-
-def _sqlite_v13(path: Path) -> None:
-    body = [ln for ln in _V13.read_text("utf-8").splitlines() if not ln.startswith("--")]
-    db = sqlite3.connect(path)
-    for statement in "\n".join(body).split("\n;\n"):
-        if statement.strip():
-            db.execute(statement)
-    db.commit()
-    db.close()
 
 
 def _check_migrated(storage: SQLStorage, first: str, second: str, done: str) -> None:
@@ -53,7 +43,7 @@ def _check_migrated(storage: SQLStorage, first: str, second: str, done: str) -> 
 
 def test_a_version_13_sqlite_database_migrates_and_keeps_its_jobs(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    _sqlite_v13(path)
+    sqlite_at_version(path, 13)
     first = new_job(max_attempts=3, lost_delay_ms=5 * SEC)
     second, done = new_job(max_attempts=3), new_job()
     db = sqlite3.connect(path)

@@ -11,7 +11,6 @@ running one-step flow whose step job is queued.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -24,8 +23,7 @@ from queue_core.rules.flows.spec import FlowSpec, StepSpec
 from queue_core.storage.flows import NewExecution, step_job_id
 from queue_core.testing import LEASE, T0, complete_end, new_job
 from queue_core.testing.suite._durable_base import make_workflow
-
-V10 = Path(__file__).with_name("data") / "sqlite_schema_v10.sql"
+from tests.backends.sql.old_schemas import sqlite_at_version
 
 _V10_INDEXES = (
     "CREATE INDEX ix_qc_executions_deadline ON qc_executions (deadline_at)"
@@ -48,14 +46,6 @@ def _postgres_v10(url: str) -> None:
             conn.execute(text(ddl))
         conn.execute(text("UPDATE qc_meta SET value = '10' WHERE key = 'schema_version'"))
     engine.dispose()
-
-
-def _sqlite_v10(path: str) -> None:
-    db = sqlite3.connect(path)
-    try:
-        db.executescript(V10.read_text("utf-8").replace("\n;\n", ";\n"))
-    finally:
-        db.close()
 
 
 def _v10_rows(url: str) -> tuple[str, str, NewExecution]:
@@ -102,7 +92,7 @@ def _v10_rows(url: str) -> tuple[str, str, NewExecution]:
 
 def test_a_version_10_database_keeps_its_jobs_and_flows(url: str) -> None:
     if url.startswith("sqlite"):
-        _sqlite_v10(url.removeprefix("sqlite:///"))
+        sqlite_at_version(Path(url.removeprefix("sqlite:///")), 10)
     else:
         _postgres_v10(url)
     plain_id, step_id, old = _v10_rows(url)
