@@ -170,6 +170,17 @@ local function leave_running(id, q, ck)
   if ck then release_slot(ck) end
 end
 
+-- a round_robin job (hash k, queue q) queued again with ready time ra and ready-set
+-- member m: m into its key's index, the key into its group's turns (claim.lua's _rr.lua)
+local function index_round_robin(k, q, ra, m)
+  local rr = redis.call('HMGET', k, 'cb', 'ck', 'cg', 'tn')
+  if rr[1] == 'round_robin' and rr[2] then
+    local base = ':' .. q .. ':' .. (rr[3] or rr[4])
+    redis.call('ZADD', P .. ':rrj' .. base .. ':' .. rr[2], ra, m)
+    redis.call('ZADD', P .. ':rrt' .. base, 'NX', 0, rr[2])
+  end
+end
+
 -- keep_m: the job's previous ready-set member, to keep its place in line (a reap with
 -- lost delay 0, see reap.lua); nil = a fresh sequence number (the back of its ready time)
 local function to_queued(id, q, pr, ra, ss, keep_m)
@@ -179,13 +190,7 @@ local function to_queued(id, q, pr, ra, ss, keep_m)
   redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'rs', 'po')
   count(q, 'queued', 1)
   index_ready(id, q, pr, ra, ss, m)
-  -- a round_robin job: its new member into its key's index (claim.lua's _rr.lua)
-  local rr = redis.call('HMGET', k, 'cb', 'ck', 'cg', 'tn')
-  if rr[1] == 'round_robin' and rr[2] then
-    local base = ':' .. q .. ':' .. (rr[3] or rr[4])
-    redis.call('ZADD', P .. ':rrj' .. base .. ':' .. rr[2], ra, m)
-    redis.call('ZADD', P .. ':rrt' .. base, 'NX', 0, rr[2])
-  end
+  index_round_robin(k, q, ra, m)
   if ra <= NOW then wake(q) end
 end
 

@@ -36,12 +36,7 @@ local function requeue_in_place(id, q, pr, ra, place, ss, m)
   else
     redis.call('ZADD', bk(q), ra, m)
   end
-  local rr = redis.call('HMGET', k, 'cb', 'ck', 'cg', 'tn')
-  if rr[1] == 'round_robin' and rr[2] then
-    local base = ':' .. q .. ':' .. (rr[3] or rr[4])
-    redis.call('ZADD', P .. ':rrj' .. base .. ':' .. rr[2], ra, m)
-    redis.call('ZADD', P .. ':rrt' .. base, 'NX', 0, rr[2])
-  end
+  index_round_robin(k, q, ra, m)
 end
 
 local limit, xlimit = tonumber(ARGV[4]), tonumber(ARGV[6])
