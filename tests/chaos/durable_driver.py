@@ -1,4 +1,4 @@
-"""The chaos drain with flows and durable workflows, under SIGKILLs and server restarts.
+"""The chaos drain with flows and durable workflows, under SIGKILLs and server faults.
 
 :func:`run_durable_chaos` starts ``flows`` diamond executions and ``workflows`` executions
 of :mod:`tests.chaos.durable_app`'s workflow, runs ``workers`` ``queue-core worker``
@@ -58,7 +58,7 @@ class DurableChaosReport:
     """What one drain with flows and workflows did and what the check found."""
 
     backend: str
-    fault: str  # what was done to it: "SIGKILL" or "SIGKILL + <server> restart"
+    fault: str  # what was done to it: "SIGKILL" or "SIGKILL + <server fault>"
     flows: int
     workflows: int
     kills: int = 0
@@ -90,7 +90,7 @@ class DurableChaosReport:
 
 TABLE_HEADER = (
     "| backend | faults | flows | workflows | kills | kills mid-body (wf step / child / "
-    "flow step) | server restarts | body starts "
+    "flow step) | server faults | body starts "
     "| attempts lost | suspended (spent 0) | failed by storage error (spent 0) "
     "| bodies re-run (all explained) | events sent | stuck | wrong end | violations | drain |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -208,7 +208,7 @@ def run_durable_chaos(
     """Run the drain (see the module docstring); return the checked report."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    name = "SIGKILL" + (f" + {fault_name} restart" if fault is not None else "")
+    name = "SIGKILL" + (f" + {fault_name}" if fault is not None else "")
     report = DurableChaosReport(backend, name, flows, workflows)
     q = target.open()
     try:

@@ -6,11 +6,14 @@ Server mode, not in-process mocks, so worker subprocesses can share the same fak
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -42,6 +45,37 @@ class _LinearizedDynamoDB:
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB"):
             with self._lock:
                 return list(self._app(environ, start_response))
+        return self._app(environ, start_response)
+
+
+class Throttle:
+    """WSGI wrapper: while :attr:`rate` is above 0, that share of the DynamoDB and SQS
+    requests is answered as AWS answers a throttled one (HTTP 400,
+    ``ProvisionedThroughputExceededException`` for DynamoDB, ``ThrottlingException``
+    for SQS) without reaching moto, so botocore's retries and then queue-core's
+    ``StorageUnavailable`` paths run as under real throttling (the chaos drain's fault)."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self._app = app
+        self.rate = 0.0
+        self.throttled = 0
+        self._rng = random.Random(7)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if self.rate > 0 and target and self._rng.random() < self.rate:
+            self.throttled += 1
+            if target.startswith("DynamoDB"):
+                code = "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"
+                ctype = "application/x-amz-json-1.0"
+            else:
+                code, ctype = "com.amazonaws.sqs#ThrottlingException", "application/x-amz-json-1.0"
+            body = json.dumps({"__type": code, "message": "Rate exceeded (test throttle)"})
+            start_response(
+                "400 Bad Request",
+                [("Content-Type", ctype), ("x-amzn-ErrorType", code.rsplit("#", 1)[1])],
+            )
+            return [body.encode()]
         return self._app(environ, start_response)
 
 
@@ -106,6 +140,8 @@ def _cheap_transaction_backups() -> None:
 
 
 class _MotoServer(ThreadedMotoServer):
+    throttle: Throttle
+
     def _server_entry(self) -> None:
         _cheap_transaction_backups()
         from moto.moto_server.werkzeug_app import (
@@ -115,7 +151,9 @@ class _MotoServer(ThreadedMotoServer):
         )
         from werkzeug.serving import make_server
 
-        app = _LinearizedDynamoDB(DomainDispatcherApplication(create_backend_app))
+        app = self.throttle = Throttle(
+            _LinearizedDynamoDB(DomainDispatcherApplication(create_backend_app))
+        )
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
         )
@@ -123,9 +161,10 @@ class _MotoServer(ThreadedMotoServer):
         self._server.serve_forever()
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """The endpoint URL of a moto server running for the whole session."""
+@contextmanager
+def moto_server() -> Iterator[tuple[str, _MotoServer]]:
+    """A moto server of the caller's own: (its endpoint URL, the server, whose
+    ``throttle`` the caller may turn up)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -138,16 +177,20 @@ def moto_endpoint() -> Iterator[str]:
     with socket.create_connection(("127.0.0.1", port), timeout=10):
         pass
     try:
-        yield endpoint
+        yield endpoint, server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """The endpoint URL of a moto server running for the whole session."""
+    with moto_server() as (endpoint, _):
+        yield endpoint
 
 
 @pytest.fixture
 def sqs_url(moto_endpoint: str) -> str:
     """An ``sqs://`` URL on the session's moto server with a fresh prefix (test isolation)."""
     prefix = f"t{uuid.uuid4().hex[:12]}"
-    return (
-        f"sqs://?region=us-east-1&table={TABLE}&prefix={prefix}"
-        f"&endpoint_url={moto_endpoint}"
-    )
+    return f"sqs://?region=us-east-1&table={TABLE}&prefix={prefix}&endpoint_url={moto_endpoint}"

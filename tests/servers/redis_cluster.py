@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -71,7 +71,21 @@ def _cluster_info(port: int) -> str:
     return out.stdout
 
 
-def _start_node(i: int, workdir: str, taken: set[int]) -> RedisServer:
+def _node_args(port: int, extra_args: Sequence[str]) -> list[str]:
+    return [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        f"nodes-{port}.conf",
+        "--cluster-node-timeout",
+        "5000",
+        *extra_args,
+    ]
+
+
+def _start_node(
+    i: int, workdir: str, taken: set[int], extra_args: Sequence[str] = ()
+) -> RedisServer:
     """Start node ``i`` on a free port pair; a port taken meanwhile by another process
     (parallel test sessions) is retried on another pair, up to 5 times."""
     for attempt in range(5):
@@ -81,19 +95,38 @@ def _start_node(i: int, workdir: str, taken: set[int]) -> RedisServer:
             return start_redis_server(
                 port=port,
                 workdir=tempfile.mkdtemp(prefix=f"node{i}-", dir=workdir),
-                extra_args=[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    f"nodes-{port}.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                ],
+                extra_args=_node_args(port, extra_args),
             )
         except RuntimeError:
             if attempt == 4:
                 raise
     raise AssertionError("unreachable")
+
+
+def restart_node(node: RedisServer, down: float, extra_args: Sequence[str] = ()) -> RedisServer:
+    """Stop ``node`` (SIGTERM: it writes its AOF, when it keeps one, and exits), stay down
+    ``down`` seconds, start it again on its port and data directory (its
+    ``nodes-<port>.conf`` keeps its id and slots) and wait until it reports
+    ``cluster_state:ok``. ``extra_args`` as given when the cluster was started."""
+    node.process.terminate()
+    node.process.wait(15)
+    if node.process.stderr:
+        node.process.stderr.close()
+    time.sleep(down)
+    new = start_redis_server(
+        port=node.port, workdir=node.workdir, extra_args=_node_args(node.port, extra_args)
+    )
+    _wait_ok([new])
+    return new
+
+
+def _wait_ok(nodes: Sequence[RedisServer], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all("cluster_state:ok" in _cluster_info(n.port) for n in nodes):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the redis cluster did not reach cluster_state:ok within {timeout} s")
 
 
 def _join(nodes: list[RedisServer]) -> None:
@@ -124,10 +157,11 @@ def _join(nodes: list[RedisServer]) -> None:
         raise RuntimeError(f"redis-cli --cluster create failed: {create.stdout}{create.stderr}")
 
 
-def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
+def start_redis_cluster(masters: int = 3, extra_args: Sequence[str] = ()) -> RedisClusterServers:
     """Start ``masters`` cluster-enabled servers, create the cluster, wait for ``ok``
     (``redis-cli --cluster create`` wants 3 masters or more; a 1-master cluster is one
-    node given every slot with ``CLUSTER ADDSLOTSRANGE``).
+    node given every slot with ``CLUSTER ADDSLOTSRANGE``). ``extra_args`` go to every
+    node (``--appendonly yes`` for nodes whose data survives :func:`restart_node`).
 
     Raises:
         RuntimeError: a node did not start, the cluster could not be made, or it did not
@@ -138,14 +172,10 @@ def start_redis_cluster(masters: int = 3) -> RedisClusterServers:
     taken: set[int] = set()
     try:
         for i in range(masters):
-            nodes.append(_start_node(i, workdir, taken))
+            nodes.append(_start_node(i, workdir, taken, extra_args))
         _join(nodes)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if all("cluster_state:ok" in _cluster_info(n.port) for n in nodes):
-                return RedisClusterServers(tuple(nodes), workdir)
-            time.sleep(0.1)
-        raise RuntimeError("the redis cluster did not reach cluster_state:ok within 30 s")
+        _wait_ok(nodes)
+        return RedisClusterServers(tuple(nodes), workdir)
     except BaseException:
         for node in nodes:
             stop_redis_server(node)
