@@ -237,10 +237,14 @@ _LOCAL: dict[str, list[list[str]]] = {
 """In-repo benchmarks run by ``nox -s bench`` and their arguments (one run per list);
 the others need a server of yours or run for minutes (see each script's docstring)."""
 
-_HISTORY = ["sqlite", "postgres", "redis", "-n", "5000", "-k", "50000", "--reps", "3"]
-"""``bench/history_cost.py``'s arguments in ``nox -s bench``: what a kept history costs a
-drain, short enough for the session (a few minutes); the 300,000 and 1,000,000 points
-of docs/guides/performance.md are run by hand."""
+_HISTORY = ["sqlite", "postgres", "redis", "-n", "20000", "-k", "100000", "300000", "1000000"]
+"""``bench/history_cost.py``'s arguments in ``nox -s bench``: what a kept history costs the
+same 20,000-job drain after 100,000, 300,000 and 1,000,000 kept jobs (one growing history
+per backend, 3 alternating repetitions at each point): about an hour and a half on a
+2-core machine, most of it filling the histories."""
+
+_HISTORY_QUICK = ["sqlite", "postgres", "redis", "-n", "5000", "-k", "50000", "--reps", "3"]
+"""The same with ``--quick-history``: one 50,000-job point (a few minutes)."""
 
 
 def _harness_copy() -> Path:
@@ -267,12 +271,14 @@ def bench(session: nox.Session) -> None:
     the ratios compare figures measured minutes apart on the same machine. It prints the
     ratio table and writes it to ``.bench/RATIOS.md``. Options after ``--``:
     ``--all-peers`` (every system of the harness: a long run), ``--no-local``,
-    ``--no-peers``, ``--no-history``; anything else (e.g. ``--quick``) goes to run_all.py.
-    Last, the history table (``bench/history_cost.py``, ``_HISTORY``): the same drain on a
-    fresh store and after a kept history, per backend, written to ``.bench/HISTORY.md``.
+    ``--no-peers``, ``--no-history``, ``--quick-history``; anything else (e.g.
+    ``--quick``) goes to run_all.py. Last, the history table (``bench/history_cost.py``,
+    ``_HISTORY``, or ``_HISTORY_QUICK`` with ``--quick-history``): the same drain on a
+    fresh store and after 100,000, 300,000 and 1,000,000 kept jobs, per backend, written
+    to ``.bench/HISTORY.md``.
     """
     args = list(session.posargs)
-    own = ("--all-peers", "--no-local", "--no-peers", "--no-history")
+    own = ("--all-peers", "--no-local", "--no-peers", "--no-history", "--quick-history")
     flags = {a for a in args if a in own}
     passthrough = [a for a in args if a not in flags]
     if "--no-local" not in flags:
@@ -285,7 +291,8 @@ def bench(session: nox.Session) -> None:
         out = ROOT / ".bench" / "HISTORY.md"
         out.parent.mkdir(exist_ok=True)
         script = str(ROOT / "bench" / "history_cost.py")
-        session.run(PY, script, *_HISTORY, "--out", str(out), external=True)
+        history = _HISTORY_QUICK if "--quick-history" in flags else _HISTORY
+        session.run(PY, script, *history, "--out", str(out), external=True)
         session.log(f"wrote {out}")
 
 

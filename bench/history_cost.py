@@ -99,12 +99,32 @@ class Store:
         finally:
             client.close()
 
+    def drop(self, url: str) -> None:
+        """Remove a fresh store once measured (Redis's ``used_memory``, the per-job size of
+        the history, counts every database of the server)."""
+        if self.backend == "sqlite":
+            path = Path(url.removeprefix("sqlite:///"))
+            for p in path.parent.glob(path.name + "*"):
+                p.unlink()
+        elif self.backend == "redis":
+            import redis
+
+            client = redis.Redis.from_url(url)
+            try:
+                client.flushdb()
+            finally:
+                client.close()
+        else:
+            db = url.rsplit("/", 1)[1]
+            self.sql(url.rsplit("/", 1)[0] + "/postgres", f'DROP DATABASE "{db}" WITH (FORCE)')
+
     def sql(self, url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg
 
         dsn = url.replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(dsn, autocommit=True) as conn:
-            return list(conn.execute(query, params).fetchall()) if query else []
+            cur = conn.execute(query, params)
+            return list(cur.fetchall()) if cur.description is not None else []
 
     def server_cpu(self, url: str) -> float:
         """CPU seconds the server has used so far: PostgreSQL's postmaster and its ended
@@ -183,70 +203,96 @@ def _fill(app: Any, backend: str, url: str, workdir: Path, k: int, start: int) -
         done += m
 
 
-def run_backend(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_backend(backend: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One history store filled up to each K of ``args.k`` in turn (each point adds to the
+    last: one fill of the largest K), measured against fresh stores at every point."""
     workdir = Path(tempfile.mkdtemp(prefix="qc-hist-"))
     (workdir / f"{_d.APP_MODULE}.py").write_text(_d.APP_SOURCE)
+    points: list[dict[str, Any]] = []
     try:
         with _stores(backend, workdir, args.naptime) as fresh:
             store = Store(backend, fresh, workdir)
             hist_url = fresh("hist")
             app = _d._load_app(workdir, hist_url)
             empty = store.size(hist_url)
-            t0 = time.perf_counter()
-            _fill(app, backend, hist_url, workdir, args.k, 10**9)
             app.queue.close()
-            fill_s = time.perf_counter() - t0
-            per_job = (store.size(hist_url) - empty) / args.k
-            print(
-                f"{backend}: {args.k:,} kept jobs in {fill_s:.0f} s; "
-                f"{per_job:,.0f} bytes per kept job",
-                flush=True,
-            )
-            report = store.table_report(hist_url)
-            if report:
-                print(report, flush=True)
-            rows: list[float] = []
-            claims: list[float] = []
-            cpus: list[float] = []
-            for r in range(args.reps):
-                order = ("fresh", "hist") if r % 2 == 0 else ("hist", "fresh")
-                rates: dict[str, float] = {}
-                buffers: dict[str, float] = {}
-                cpu: dict[str, float] = {}
-                for which in order:
-                    url = fresh(f"fresh{r}") if which == "fresh" else hist_url
-                    app = _d._load_app(workdir, url)
-                    _d.enqueue_bulk(app, args.n, start=r * args.n)
-                    app.queue.close()
-                    store.before_drain(url)
-                    time.sleep(0.5)  # ended backends reaped: their CPU is before the drain
-                    cpu0 = _own_children_cpu(), store.server_cpu(url)
-                    fig = _d.drain(backend, app, url, workdir, args.n, None)
-                    time.sleep(0.5)
-                    worker_ms = (_own_children_cpu() - cpu0[0]) * 1e6 / args.n
-                    server_ms = (store.server_cpu(url) - cpu0[1]) * 1e6 / args.n
-                    cpu[which] = worker_ms + server_ms
-                    rates[which] = fig["steady"]
-                    stmts, buffers[which] = store.statements(url, args.n)
-                    print(
-                        f"  rep {r} {which:<5} {fig['steady']:8,.0f} jobs/s steady "
-                        f"({fig['total']:,.0f} spawn->exit); CPU per job: worker "
-                        f"{worker_ms:.0f} us + server {server_ms:.0f} us"
-                        + (f"  [{stmts}]" if stmts else ""),
-                        flush=True,
-                    )
-                rows.append(rates["hist"] / rates["fresh"])
-                cpus.append(cpu["fresh"] / cpu["hist"])
-                if buffers["fresh"]:
-                    claims.append(buffers["hist"] / buffers["fresh"])
+            kept = 0  # filled so far (the measured drains add to it too: not counted in K)
+            for k in args.k:
+                app = _d._load_app(workdir, hist_url)
+                t0 = time.perf_counter()
+                _fill(app, backend, hist_url, workdir, k - kept, 10**9 + kept)
+                app.queue.close()
+                kept = k
+                fill_s = time.perf_counter() - t0
+                per_job = (store.size(hist_url) - empty) / k
                 print(
-                    f"  rep {r} ratio {rows[-1]:.2f}x (by CPU per job {cpus[-1]:.2f}x)", flush=True
+                    f"{backend}: {k:,} kept jobs ({fill_s:.0f} s to fill this step); "
+                    f"{per_job:,.0f} bytes per kept job",
+                    flush=True,
                 )
+                report = store.table_report(hist_url)
+                if report:
+                    print(report, flush=True)
+                res = _measure(backend, args, store, fresh, hist_url, workdir, k)
+                points.append({"k": k, "per_job": per_job, **res})
             if backend == "postgres":
                 print(store.table_report(hist_url), flush=True)
-            return {"ratios": rows, "per_job": per_job, "claims": claims, "cpus": cpus}
+            return points
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _measure(
+    backend: str,
+    args: argparse.Namespace,
+    store: Store,
+    fresh: Callable[[str], str],
+    hist_url: str,
+    workdir: Path,
+    k: int,
+) -> dict[str, list[float]]:
+    """``args.reps`` alternating N-job drains on a new empty store and on the history
+    store: the ratios of each repetition."""
+    rows: list[float] = []
+    claims: list[float] = []
+    cpus: list[float] = []
+    for r in range(args.reps):
+        order = ("fresh", "hist") if r % 2 == 0 else ("hist", "fresh")
+        rates: dict[str, float] = {}
+        buffers: dict[str, float] = {}
+        cpu: dict[str, float] = {}
+        for which in order:
+            url = fresh(f"fresh{k}x{r}") if which == "fresh" else hist_url
+            app = _d._load_app(workdir, url)
+            _d.enqueue_bulk(app, args.n, start=r * args.n)
+            app.queue.close()
+            store.before_drain(url)
+            time.sleep(0.5)  # ended backends reaped: their CPU is before the drain
+            cpu0 = _own_children_cpu(), store.server_cpu(url)
+            fig = _d.drain(backend, app, url, workdir, args.n, None)
+            time.sleep(0.5)
+            worker_ms = (_own_children_cpu() - cpu0[0]) * 1e6 / args.n
+            server_ms = (store.server_cpu(url) - cpu0[1]) * 1e6 / args.n
+            cpu[which] = worker_ms + server_ms
+            rates[which] = fig["steady"]
+            stmts, buffers[which] = store.statements(url, args.n)
+            print(
+                f"  K={k:,} rep {r} {which:<5} {fig['steady']:8,.0f} jobs/s steady "
+                f"({fig['total']:,.0f} spawn->exit); CPU per job: worker "
+                f"{worker_ms:.0f} us + server {server_ms:.0f} us"
+                + (f"  [{stmts}]" if stmts else ""),
+                flush=True,
+            )
+            if which == "fresh":
+                store.drop(url)
+        rows.append(rates["hist"] / rates["fresh"])
+        cpus.append(cpu["fresh"] / cpu["hist"])
+        if buffers["fresh"]:
+            claims.append(buffers["hist"] / buffers["fresh"])
+        print(
+            f"  K={k:,} rep {r} ratio {rows[-1]:.2f}x (by CPU per job {cpus[-1]:.2f}x)", flush=True
+        )
+    return {"ratios": rows, "claims": claims, "cpus": cpus}
 
 
 @contextmanager
@@ -296,7 +342,14 @@ def main(argv: list[str] | None = None) -> None:
         help="backends to run (default: sqlite postgres)",
     )
     ap.add_argument("-n", type=int, default=10_000, help="jobs per measured drain (default 10000)")
-    ap.add_argument("-k", type=int, default=50_000, help="kept finished jobs (default 50000)")
+    ap.add_argument(
+        "-k",
+        type=int,
+        nargs="+",
+        default=[50_000],
+        help="kept finished jobs: one or more increasing points, measured in one growing "
+        "history (default 50000)",
+    )
     ap.add_argument("--reps", type=int, default=3, help="alternating repetitions (default 3)")
     ap.add_argument(
         "--naptime",
@@ -305,36 +358,39 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--out", default=None, help="also write the final Markdown table to this file")
     args = ap.parse_args(argv)
+    if any(b <= a for a, b in zip(args.k, args.k[1:], strict=False)) or args.k[0] <= 0:
+        ap.error(f"-k wants increasing positive counts, got {args.k}")
     load = os.getloadavg()
+    ks = ", ".join(f"{k:,}" for k in args.k)
     print(
-        f"history_cost: N={args.n:,} K={args.k:,} reps={args.reps} "
+        f"history_cost: N={args.n:,} K={ks} reps={args.reps} "
         f"naptime={args.naptime or 'server default'}; "
         f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cpus",
         flush=True,
     )
     summary = []
     table = [
-        f"| backend (N={args.n:,}, K={args.k:,}, {args.reps} reps) | drain after K / fresh, "
+        f"| backend (N={args.n:,}, {args.reps} reps) | K kept | drain after K / fresh, "
         "by rate (reps) | by CPU per job (reps) | claim buffers per job, after K / fresh "
         "| bytes per kept job |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for backend in args.backends:
-        res = run_backend(backend, args)
-        table.append(_table_row(backend, res))
-        summary.append(
-            f"HISTORY {backend}: after {args.k:,} kept, drain at "
-            f"{statistics.median(res['ratios']):.2f}x the fresh-store rate "
-            f"(reps {', '.join(f'{x:.2f}' for x in res['ratios'])}), "
-            f"{statistics.median(res['cpus']):.2f}x by CPU per job (worker + server; reps "
-            f"{', '.join(f'{x:.2f}' for x in res['cpus'])}); "
-            f"{res['per_job']:,.0f} bytes per kept job"
-            + (
-                f"; claim buffers per job {statistics.median(res['claims']):.2f}x fresh"
-                if res["claims"]
-                else ""
+        for res in run_backend(backend, args):
+            table.append(_table_row(backend, res))
+            summary.append(
+                f"HISTORY {backend}: after {res['k']:,} kept, drain at "
+                f"{statistics.median(res['ratios']):.2f}x the fresh-store rate "
+                f"(reps {', '.join(f'{x:.2f}' for x in res['ratios'])}), "
+                f"{statistics.median(res['cpus']):.2f}x by CPU per job (worker + server; reps "
+                f"{', '.join(f'{x:.2f}' for x in res['cpus'])}); "
+                f"{res['per_job']:,.0f} bytes per kept job"
+                + (
+                    f"; claim buffers per job {statistics.median(res['claims']):.2f}x fresh"
+                    if res["claims"]
+                    else ""
+                )
             )
-        )
     load = os.getloadavg()
     print("\n".join(summary) + f"\n(load at end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print("\n" + "\n".join(table))
@@ -352,8 +408,8 @@ def _table_row(backend: str, res: dict[str, Any]) -> str:
         return f"**{statistics.median(values):.2f}x** ({reps})"
 
     return (
-        f"| {backend} | {cell(res['ratios'])} | {cell(res['cpus'])} | {cell(res['claims'])} "
-        f"| {res['per_job']:,.0f} |"
+        f"| {backend} | {res['k']:,} | {cell(res['ratios'])} | {cell(res['cpus'])} "
+        f"| {cell(res['claims'])} | {res['per_job']:,.0f} |"
     )
 
 
