@@ -240,8 +240,8 @@ the others need a server of yours or run for minutes (see each script's docstrin
 _HISTORY = ["sqlite", "postgres", "redis", "-n", "20000", "-k", "100000", "300000", "1000000"]
 """``bench/history_cost.py``'s arguments in ``nox -s bench``: what a kept history costs the
 same 20,000-job drain after 100,000, 300,000 and 1,000,000 kept jobs (one growing history
-per backend, 3 alternating repetitions at each point): about an hour and a half on a
-2-core machine, most of it filling the histories."""
+per backend, 3 alternating repetitions at each point): about 20 minutes on a quiet 2-core
+machine, most of it filling the histories."""
 
 _HISTORY_QUICK = ["sqlite", "postgres", "redis", "-n", "5000", "-k", "50000", "--reps", "3"]
 """The same with ``--quick-history``: one 50,000-job point (a few minutes)."""
