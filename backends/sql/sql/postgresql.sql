@@ -203,8 +203,12 @@ VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED) qc_jobs
 -- name: next_due
 -- An idle worker's wait: the earliest ready time after now of a queued job (not set
 -- aside) in the queues, NULL when none, and the server's now: per queue, a skip scan of
--- ix_qc_jobs_ready over its priorities (one index seek per priority present), then the
--- first run_at after now at each (a seek), so the read does not grow with the queued jobs.
+-- ix_qc_jobs_ready over its priorities (one index seek per priority present), then at
+-- each priority, in that index's order (coalesce(place_at, run_at)): the first place
+-- after now (a seek: a lower bound of the run_at of every job placed there, equal to it
+-- for a job not placed, so at worst one early wake) and the run_at after now of the jobs
+-- placed at or before now (reaped jobs in their backoff, ready jobs waiting for a limit:
+-- what a claim walks too). Delayed jobs are never walked: the read does not grow with them.
 WITH RECURSIVE p(q, pr) AS (
     SELECT u.q, (SELECT max(priority) FROM qc_jobs
         WHERE state = 'queued' AND held IS NULL AND queue = u.q)
@@ -213,7 +217,13 @@ WITH RECURSIVE p(q, pr) AS (
     SELECT p.q, (SELECT max(priority) FROM qc_jobs
         WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority < p.pr)
     FROM p WHERE p.pr IS NOT NULL)
-SELECT min((SELECT min(run_at) FROM qc_jobs
-        WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
-            AND run_at > {now})) AS due, {now} AS now_ms
+SELECT min(LEAST(
+        (SELECT coalesce(place_at, run_at) FROM qc_jobs
+            WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
+                AND coalesce(place_at, run_at) > {now}
+            ORDER BY coalesce(place_at, run_at) LIMIT 1),
+        (SELECT min(run_at) FROM qc_jobs
+            WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
+                AND coalesce(place_at, run_at) <= {now} AND run_at > {now}))) AS due,
+    {now} AS now_ms
 FROM p WHERE p.pr IS NOT NULL

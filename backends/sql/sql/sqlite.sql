@@ -105,8 +105,12 @@ RETURNING qc_jobs.id, qc_jobs.concurrency_key
 -- An idle worker's wait: the earliest ready time after :now of a queued job (not set
 -- aside) in the queues (a JSON list), NULL when none: per queue, a skip scan of
 -- ix_qc_jobs_ready over its priorities (one seek per priority present, the next lower
--- one found by a seek too), then the first run_at after :now at each (a seek), so the
--- read does not grow with the queued jobs.
+-- one found by a seek too), then at each priority, in that index's order (its place,
+-- coalesce(place_at, run_at)): the first place after :now (a seek; a lower bound of the
+-- run_at of every job placed there, equal to it for a job not placed, place_at being
+-- none, so at worst one early wake), and the run_at after :now of the jobs placed at or
+-- before :now (reaped jobs in their backoff, ready jobs waiting for a limit: the entries
+-- a claim walks too). Delayed jobs are never walked, so the read does not grow with them.
 WITH RECURSIVE p(q, pr) AS (
     SELECT value, (SELECT max(priority) FROM qc_jobs
         WHERE state = 'queued' AND held IS NULL AND queue = value)
@@ -115,7 +119,13 @@ WITH RECURSIVE p(q, pr) AS (
     SELECT q, (SELECT max(priority) FROM qc_jobs
         WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority < p.pr)
     FROM p WHERE pr IS NOT NULL)
-SELECT min((SELECT min(run_at) FROM qc_jobs
-        WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
-            AND run_at > :now)) AS due, :now AS now_ms
+SELECT nullif(min(min(
+        coalesce((SELECT coalesce(place_at, run_at) FROM qc_jobs
+            WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
+                AND coalesce(place_at, run_at) > :now
+            ORDER BY coalesce(place_at, run_at) LIMIT 1), 9223372036854775807),
+        coalesce((SELECT min(run_at) FROM qc_jobs
+            WHERE state = 'queued' AND held IS NULL AND queue = p.q AND priority = p.pr
+                AND coalesce(place_at, run_at) <= :now AND run_at > :now),
+            9223372036854775807))), 9223372036854775807) AS due, :now AS now_ms
 FROM p WHERE pr IS NOT NULL
