@@ -242,20 +242,20 @@ AIM_S = 2.0
 
 
 def busy_pids(q: Queue) -> Callable[[], set[int]]:
-    """The pids of the workers with an attempt running now, from storage (the running
-    jobs' open attempts): a worker id is ``host:pid:nonce`` (:mod:`queue_core.worker`)."""
+    """The pids of the workers with an attempt running now, from storage: the running
+    jobs' open attempts name their worker, whose record (``list_workers``) has its pid."""
 
     def read() -> set[int]:
-        storage, pids = q.storage(), set()
+        storage = q.storage()
+        running: set[str | None] = set()
         try:
             for job in storage.list_jobs(state=JobState.RUNNING, limit=50):
-                for attempt in storage.list_attempts(job.id):
-                    parts = (attempt.worker_id or "").split(":")
-                    if attempt.outcome is None and len(parts) >= 3 and parts[-2].isdigit():
-                        pids.add(int(parts[-2]))
+                running.update(
+                    a.worker_id for a in storage.list_attempts(job.id) if a.outcome is None
+                )
+            return {w.pid for w in storage.list_workers() if w.id in running}
         except StorageError:
-            pass  # a server fault drain: the server is down now; aim at the next poll
-        return pids
+            return set()  # a server fault drain: the server is down now; aim at the next poll
 
     return read
 
