@@ -184,11 +184,11 @@ class Claiming:
             batch, rest = _pick(run, cands)
             if not batch:
                 break
-            batch, rates = self._rated(run, batch, t)
+            batch, rates, at = self._rated(run, batch, t)
             if not batch:
                 cands = rest
                 continue
-            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
+            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, at, rates)
             try:
                 self.db.write(actions)
             except TxCancelled as exc:
@@ -201,7 +201,7 @@ class Claiming:
                     time.sleep(0.01)
                 cands = [it for bi, it in enumerate(batch) if bi not in drop] + rest
                 continue
-            self._taken(run, starts, rates, t)
+            self._taken(run, starts, rates, at)
             cands = rest
         return raced
 
@@ -231,11 +231,11 @@ class Claiming:
             batch = turns.batch(gk, run.room)
             if not batch:
                 break
-            kept, rates = self._rated(run, batch, t)
+            kept, rates, at = self._rated(run, batch, t)
             if len(kept) < len(batch):  # a spent rate: its key is passed over
                 turns.failed(gk, [], {str(it["ck"]) for it in batch if it not in kept}, False)
                 continue
-            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, t, rates)
+            actions, owners, starts = self._start_actions(batch, worker_id, lease_ms, at, rates)
             actions.append(turns.write(gk, batch))
             try:
                 self.db.write(actions)
@@ -249,16 +249,18 @@ class Claiming:
                     time.sleep(random.uniform(0, 0.01))  # noqa: S311 - jitter, not security
                 turns.failed(gk, lost, full, group)
                 continue
-            self._taken(run, starts, rates, t)
+            self._taken(run, starts, rates, at)
             turns.taken(gk, batch)
         return raced
 
     def _rated(
         self, run: _ClaimRun, batch: list[Item], t: int
-    ) -> tuple[list[Item], list[tuple[dict[str, Any], int] | None]]:
-        """``batch`` without the rate-limited jobs over their rate, and per job the
-        update taking its rate claim and the claim's ``start_by`` (``None``: not rate
-        limited)."""
+    ) -> tuple[list[Item], list[tuple[dict[str, Any], int] | None], int]:
+        """``batch`` without the rate-limited jobs over their rate, per job the update
+        taking its rate claim and the claim's ``start_by`` (``None``: not rate limited),
+        and the time the batch starts at. A batch holding a rate grant starts at the
+        grant's time: an attempt's ``started_at`` is never before the grant that let it
+        start, so the recorded starts keep the rate in every window too."""
         kept: list[Item] = []
         updates: list[tuple[dict[str, Any], int] | None] = []
         # On the storage's clock a grant counts from now, not from the claim's start: the
@@ -273,7 +275,7 @@ class Claiming:
                     continue
             kept.append(it)
             updates.append(update)
-        return kept, updates
+        return kept, updates, at if any(u is not None for u in updates) else t
 
     def _start_actions(
         self,
