@@ -12,6 +12,8 @@
 local RUN = P .. ':run'
 local STS = P .. ':sts'
 local FIN = P .. ':fin'
+local FINS = P .. ':fins'
+local FINQ = P .. ':finseq'
 local DZ = P .. ':dz'
 local QS = P .. ':queues'
 local ALL = P .. ':jobs'

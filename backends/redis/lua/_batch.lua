@@ -19,6 +19,35 @@ end
 -- read those counts or sorted sets
 local function defer_counts() DEFER = {}; ZD = {ZREM = {}, ZADD = {}}; TPD = {} end
 
+-- The retention index of finished jobs is the stream P:fins: appending is O(1) whatever
+-- the history holds (a sorted set's insert slows as it grows: docs/guides/performance.md).
+-- One entry per write, id <NOW>-<P:finseq>, field 'm' = the msgpacked members
+-- "<state>|<job id>|<queue>"; each job hash keeps its entry's id as 'fx', so prune.lua
+-- knows an entry of a job that has run again since (flow_rerun) and passes it over.
+-- An id must grow: a NOW older than the stream's last entry (a caller's clock behind
+-- another's, a test's explicit time) goes to the sorted set P:fin, score NOW, which
+-- prune.lua reads first (it is also the index written by versions before the stream).
+local function fin_write(fx, ms)
+  local r = redis.pcall('XADD', FINS, fx, 'm', cmsgpack.pack(ms))
+  if type(r) == 'table' and r.err then
+    local args = {}
+    for _, m in ipairs(ms) do args[#args + 1] = NOW; args[#args + 1] = m end
+    call_chunked('ZADD', FIN, args)
+  end
+end
+
+-- m joins the retention index; returns the id of its entry (one per batch)
+local function fin_add(m)
+  if not ZD then
+    local fx = NOW .. '-' .. redis.call('INCR', FINQ)
+    fin_write(fx, {m})
+    return fx
+  end
+  if not ZD.FX then ZD.FX = NOW .. '-' .. redis.call('INCR', FINQ); ZD.FM = {} end
+  ZD.FM[#ZD.FM + 1] = m
+  return ZD.FX
+end
+
 local function flush_counts()
   local pending, z, tp = DEFER, ZD, TPD
   DEFER, ZD, TPD = nil, nil, nil
@@ -34,4 +63,5 @@ local function flush_counts()
   end
   for key, args in pairs(z.ZREM) do call_chunked('ZREM', key, args) end
   for key, args in pairs(z.ZADD) do call_chunked('ZADD', key, args) end
+  if z.FX then fin_write(z.FX, z.FM) end
 end

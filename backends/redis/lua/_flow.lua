@@ -77,7 +77,7 @@ flow_rerun = function(e, id, t, deadline)
   redis.call('PERSIST', ak(id))
   local budget = 1
   for i = 1, #t.h, 2 do if t.h[i] == 'ma' then budget = tonumber(t.h[i + 1]) end end
-  redis.call('HDEL', k, 'rs', 'res', 'fa', 'did', 'cr', 'lc', 'fd')
+  redis.call('HDEL', k, 'rs', 'res', 'fa', 'fx', 'did', 'cr', 'lc', 'fd')
   redis.call('HSET', k, 'ma', tonumber(f[2]) + budget)
   if deadline ~= '' then redis.call('HSET', k, 'fd', deadline) end
   if f[7] then redis.call('INCR', P .. ':ca:' .. f[7]) end

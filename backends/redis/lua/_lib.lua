@@ -79,7 +79,7 @@ local function release_slot(ck)
   unpark_one(ck)
 end
 
--- the job reaches a final state and is indexed for prune (P:fin), which deletes it once
+-- the job reaches a final state and is indexed for prune (fin_add), which deletes it once
 -- finished_at <= now - retention; retention 0 keeps no finished job but still leaves it to
 -- the next prune, like every backend (queue_core.rules.outcomes.parse_retention).
 -- lease = true also drops the lease fields of a running job (same HDEL); res, when not
@@ -87,18 +87,19 @@ end
 local function terminal(id, q, state, reason, ck, lease, res)
   if ck then incr(P .. ':ca:' .. ck, -1) end
   local k = jk(id)
+  local fx = fin_add(state .. '|' .. id .. '|' .. q)
   if reason then
     if res then
-      redis.call('HSET', k, 'st', state, 'fa', NOW, 'rs', reason, 'res', res)
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'fx', fx, 'rs', reason, 'res', res)
     else
-      redis.call('HSET', k, 'st', state, 'fa', NOW, 'rs', reason)
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'fx', fx, 'rs', reason)
     end
     if lease then redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd') end
   else
     if res then
-      redis.call('HSET', k, 'st', state, 'fa', NOW, 'res', res)
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'fx', fx, 'res', res)
     else
-      redis.call('HSET', k, 'st', state, 'fa', NOW)
+      redis.call('HSET', k, 'st', state, 'fa', NOW, 'fx', fx)
     end
     if lease then
       redis.call('HDEL', k, 'rs', 'tok', 'le', 'dl', 'hd')
@@ -106,7 +107,6 @@ local function terminal(id, q, state, reason, ck, lease, res)
       redis.call('HDEL', k, 'rs')
     end
   end
-  zop('ZADD', FIN, NOW, state .. '|' .. id .. '|' .. q)
   redis.call('PEXPIRE', k, RET + 86400000)
   redis.call('PEXPIRE', ak(id), RET + 86400000)
   count(q, state, 1)

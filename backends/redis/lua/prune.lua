@@ -1,14 +1,18 @@
 -- prune: delete up to `limit` finished jobs whose finished_at <= now - retention.
--- P:fin members are "<state>|<job id>|<queue>" so the counts stay right even when the
--- EXPIRE backstop removed the job's hash first. A job of a stored workflow is not the
--- retention's (its function reads it on its next run): it moves to the execution's
--- P:xh:<e> (its backstop expiry removed) and goes with the execution.
+-- The retention index (fin_add in _batch.lua) is the stream P:fins plus the sorted set
+-- P:fin (out-of-order finishes, what an entry taken in part leaves, and the index of
+-- versions before the stream); the sorted set is read first. Members are
+-- "<state>|<job id>|<queue>" so the counts stay right even when the EXPIRE backstop
+-- removed the job's hash first. A job of a stored workflow is not the retention's (its
+-- function reads it on its next run): it moves to the execution's P:xh:<e> (its backstop
+-- expiry removed) and goes with the execution.
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, limit
 -- Returns: the ids of the jobs deleted: not those kept back for a workflow, but those
 --          deleted with their execution (on a Redis Cluster the caller then drops their
 --          entries in the job directory, backends/redis/homes.py)
-local ms = redis.call('ZRANGEBYSCORE', FIN, '-inf', NOW - RET, 'LIMIT', 0, tonumber(ARGV[4]))
+local CUT = NOW - RET
+local budget = tonumber(ARGV[4])
 local ids = {}
 local function drop_job(m)
   local state, id, q = string.match(m, '^([^|]*)|([^|]*)|(.*)$')
@@ -25,8 +29,7 @@ local function drop_job(m)
   redis.call('ZREM', ALL, id)
   count(q, state, -1)
 end
-for _, m in ipairs(ms) do
-  redis.call('ZREM', FIN, m)
+local function take(m)
   local id = string.match(m, '^[^|]*|([^|]*)|')
   local x = redis.call('HGET', jk(id), 'x')
   if x and redis.call('HGET', P .. ':x:' .. x, 'k') == 'workflow' then
@@ -35,6 +38,39 @@ for _, m in ipairs(ms) do
     redis.call('PERSIST', ak(id))
   else
     drop_job(m)
+  end
+end
+local ms = redis.call('ZRANGEBYSCORE', FIN, '-inf', CUT, 'LIMIT', 0, budget)
+for _, m in ipairs(ms) do
+  redis.call('ZREM', FIN, m)
+  take(m)
+end
+budget = budget - #ms
+-- the stream, oldest entry first: a member whose job hash names another entry ('fx') has
+-- run again since (its count went then) and is passed over; a job hash gone (the EXPIRE
+-- backstop) still counts
+while budget > 0 and CUT >= 0 do
+  local es = redis.call('XRANGE', FINS, '-', CUT, 'COUNT', math.min(budget, 100))
+  if #es == 0 then break end
+  for _, e in ipairs(es) do
+    if budget == 0 then break end
+    local fx, left = e[1], {}
+    local members = cmsgpack.unpack(e[2][2])
+    for _, m in ipairs(members) do
+      local id = string.match(m, '^[^|]*|([^|]*)|')
+      local now_fx = redis.call('HGET', jk(id), 'fx')
+      if now_fx == fx or (not now_fx and redis.call('EXISTS', jk(id)) == 0) then
+        if budget > 0 then
+          take(m)
+          budget = budget - 1
+        else
+          left[#left + 1] = tonumber(string.match(fx, '^(%d+)'))
+          left[#left + 1] = m
+        end
+      end
+    end
+    redis.call('XDEL', FINS, fx)
+    if #left > 0 then call_chunked('ZADD', FIN, left) end  -- the entry's rest, still due
   end
 end
 -- finished flow executions go with the same cutoff (their step jobs finished no later

@@ -72,6 +72,26 @@ class ResumeContract(ContractBase):
         assert record is not None and record.state is _E.SUCCEEDED
         assert [a.number for a in storage.list_attempts(b_id)] == [1, 2]
 
+    def test_a_step_run_again_is_pruned_by_its_last_end_only(
+        self, storage_with_retention: StorageWithRetention
+    ) -> None:
+        """A resumed step's first end no longer counts for the retention: a prune after
+        the retry keeps the queued job (and its count); its second end is pruned once."""
+        storage = storage_with_retention("0")
+        eid, b_id = self._failed_flow(storage)
+        assert workflows_of(storage).resume_execution(eid, now=T0 + MIN) is _E.RUNNING
+        storage.prune(now=T0 + MIN + 1)
+        assert job_of(storage, b_id).state is JobState.QUEUED
+        [queue] = storage.stats(now=T0 + MIN + 1)
+        assert (queue.ready, queue.dead) == (1, 0)
+        storage.finish(
+            [complete_end(claim_steps(storage, T0 + MIN + 2)["b"].ref)], now=T0 + MIN + 3
+        )
+        while storage.prune(now=T0 + MIN + 4):
+            pass
+        assert storage.get_job(b_id) is None
+        assert storage.stats(now=T0 + MIN + 4) == []
+
     def test_retry_refuses_an_execution_that_did_not_fail(self, storage: Storage) -> None:
         flows = workflows_of(storage)
         new = make_execution(make_spec({"a": []}))

@@ -81,12 +81,13 @@ def test_retention_zero_leaves_no_keys_after_a_prune(
 ) -> None:
     s = RedisStorage.from_url(redis_server.url(DB, retention="0"))
     try:
-        # creates the few fixed keys (sequence, wake-up list) and the minute's throughput
-        # counters (one hash per minute, expiring after the hour: test_throughput_keys.py)
+        # creates the few fixed keys (sequence, wake-up list, the retention stream and its
+        # sequence) and the minute's throughput counters (one hash per minute, expiring
+        # after the hour: test_throughput_keys.py)
         _run_jobs(s, 1, T0)
         assert s.prune(now=T0) == 1
         baseline = db.dbsize()
-        assert baseline <= 3
+        assert baseline <= 5
         _run_jobs(s, JOBS, T0)
         assert s.get_job("job-7") is not None  # kept until the next prune
         assert _prune_all(s, T0) == JOBS
