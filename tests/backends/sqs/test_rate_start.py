@@ -1,4 +1,5 @@
-"""Rate-limited claims on SQS + DynamoDB: the grant counts from the claim's write."""
+"""Rate-limited claims on SQS + DynamoDB: the grant, and the attempt's start, count from
+the claim's write."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def test_on_the_storage_clock_a_grant_counts_from_its_write(make_storage: Factor
     s.enqueue([job], now=T0)
     (claimed,) = s.claim("w", ["default"], 1, 30_000)
     assert claimed.start_by is not None
-    # the reads before the grant took "300 ms": the body keeps its whole RATE_START_MS
-    assert claimed.start_by - RATE_START_MS > claimed.started_at
+    # the reads before the grant took "300 ms": the attempt starts at the grant's reading
+    # of the clock, not the claim's first, and its body keeps the whole RATE_START_MS
+    assert claimed.started_at > T0
+    assert claimed.start_by == claimed.started_at + RATE_START_MS
     assert s.rate_usage("k", 1000, now=claimed.start_by) == 1
