@@ -90,7 +90,7 @@ def _pytest(session: nox.Session, *args: str) -> None:
 @nox.session(python=False)
 def tests(session: nox.Session) -> None:
     """The default test run: every test except the long ``soak`` and ``fuzz`` ones."""
-    _pytest(session, "-m", "not soak and not fuzz", "-q")
+    _pytest(session, "-m", "not soak and not fuzz", "-q", "--durations=25")
 
 
 @nox.session(python=False)
