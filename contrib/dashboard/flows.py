@@ -88,7 +88,10 @@ def timeline(
     t0 = min(s[8] for s in spans)
     total = max(max(s[9] for s in spans) - t0, 1.0)
     bars = []
-    for span in sorted(spans, key=lambda s: (s[8], s[2])):
+    # starts in one millisecond (a step whose dependency ended and started it at once):
+    # the one that ended first, then the earlier step, then the earlier attempt
+    order = {step.step_id: i for i, step in enumerate(steps)}
+    for span in sorted(spans, key=lambda s: (s[8], s[9], order.get(s[1], len(order)), s[2])):
         label, step_id, number, outcome, reason, job_id, started, finished, start, end, done = span
         bars.append(
             TimelineBar(

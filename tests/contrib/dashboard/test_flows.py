@@ -4,6 +4,7 @@ attempt, ``extract #1``, ``extract #2``), over HTTP and in a real browser."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from contrib.dashboard import create_app
 from contrib.dashboard.flows import timeline
 from queue_core import JobContext, Queue, RetryPolicy, Storage
 from queue_core.flows import ExecutionState, StepState
+from queue_core.records.flows import StepRun
+from queue_core.records.jobs import AttemptRecord, Outcome
 from tests.contrib.dashboard.conftest import local_client, run_burst
 
 
@@ -75,6 +78,35 @@ def test_timeline_has_one_bar_per_attempt_in_start_order(flowed: tuple[Queue, li
     bars, not_started = timeline(queue.execution(waiting).steps(), now_ms=0)
     assert bars == [] and [s.step_id for s in not_started] == ["extract", "load"]
     assert not_started[1].state is StepState.PENDING
+
+
+def _attempt(number: int, start_ms: int, end_ms: int, outcome: Outcome) -> AttemptRecord:
+    at = datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc)
+    end = datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+    return AttemptRecord(
+        number=number, outcome=outcome, reason=None, error_class=None, error_type=None,
+        message=None, traceback=None, worker_id="w", started_at=at, finished_at=end,
+        mode="thread",
+    )  # fmt: skip
+
+
+def test_attempts_started_in_one_millisecond_keep_the_order_they_ran_in() -> None:
+    """A dependency's retry that ends in the millisecond its dependent starts in (a fast
+    body): the timeline shows the retry first, not the dependent's lower attempt number."""
+    t = 1_700_000_000_000
+    steps = [
+        StepRun(step_id="extract", state=StepState.SUCCEEDED, reason=None, job_id="e.0",
+                attempts=[_attempt(1, t, t + 5, Outcome.FAILED),
+                          _attempt(2, t + 20, t + 20, Outcome.SUCCEEDED)]),
+        StepRun(step_id="load", state=StepState.SUCCEEDED, reason=None, job_id="e.1",
+                attempts=[_attempt(1, t + 20, t + 21, Outcome.SUCCEEDED)]),
+    ]  # fmt: skip
+    bars, _ = timeline(steps, now_ms=0)
+    assert [b.label for b in bars] == ["extract #1", "extract #2", "load #1"]
+    steps[1] = StepRun(step_id="load", state=StepState.SUCCEEDED, reason=None, job_id="e.1",
+                       attempts=[_attempt(1, t + 20, t + 20, Outcome.SUCCEEDED)])  # fmt: skip
+    bars, _ = timeline(steps, now_ms=0)  # ended in the same millisecond too: step order
+    assert [b.label for b in bars] == ["extract #1", "extract #2", "load #1"]
 
 
 def test_pages_over_http(flowed: tuple[Queue, list[str]]) -> None:
