@@ -25,6 +25,7 @@ from backends.redis.records import (
     opt,
     reaped_jobs,
     running_attempt,
+    with_last,
 )
 from backends.redis.store import RedisStore
 from queue_core.records.errors import LeaseLost, NotFound
@@ -276,7 +277,7 @@ class RedisJobs:
                     # a hash without a readable queue still reads (salvaged, corrupt)
                     queue = h.get(b"q", b"").decode(errors="replace")
                     suffix = self.store.homes.suffix(home, queue)
-                    found[k] = job_record(ids[k], h, recs, suffix)
+                    found[k] = job_record(ids[k], h, with_last(recs, h.get(b"la")), suffix)
         return [found[k] for k in sorted(found)]
 
     def get_job(self, job_id: str) -> JobRecord | None:
@@ -292,10 +293,10 @@ class RedisJobs:
         (home,) = self.store.homes.find([job_id])
         with translate_errors("list_attempts"):
             pipe = self.store.client.pipeline(transaction=True)
-            pipe.hmget(keys.job(job_id, home), ["st", "att", "wid", "sa"])
+            pipe.hmget(keys.job(job_id, home), ["st", "att", "wid", "sa", "la"])
             pipe.lrange(keys.attempts(job_id, home), 0, -1)
-            (st, att, wid, sa), recs = pipe.execute()
-        out = [attempt_from_json(raw) for raw in recs]
+            (st, att, wid, sa, la), recs = pipe.execute()
+        out = [attempt_from_json(raw) for raw in with_last(recs, la)]
         if st == b"running":
             out.append(running_attempt(att, wid, sa))
         return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "reaped_jobs",
     "running_attempt",
     "str_or_none",
+    "with_last",
 ]
 
 STATES = {s.value.encode(): s for s in JobState}
@@ -154,6 +156,25 @@ def attempt_from_json(raw: bytes | str) -> AttemptRecord:
         finished_at=dt_from_ms(fa),
         mode=mode,
     )
+
+
+_LA = re.compile(rb"(\d+)\|(\d+)\|(-?\d+)\|(\w+)\|(\w*)\|(.*)", re.S)
+
+
+def with_last(recs: list[bytes], la: bytes | None) -> list[bytes]:
+    """A job's attempt list with its newest record appended when the job hash keeps it
+    (field ``la``: a record naming no reason and no error, written by ``record_attempt``
+    in ``lua/_lib.lua``), as the JSON array the list would hold. An ``la`` that does not
+    decode is appended as it is, so reading it fails as a corrupt list entry does."""
+    if la is None:
+        return recs
+    m = _LA.fullmatch(la)
+    if m is None:
+        return [*recs, la]
+    n, sa, d, outcome, mode, wid = m.groups()
+    rec = [int(n), wid.decode(errors="replace"), int(sa), int(sa) + int(d), outcome.decode()]
+    rec += [None] * 5 + [mode.decode() or None]
+    return [*recs, json.dumps(rec).encode()]
 
 
 def running_attempt(att: bytes, wid: bytes | None, sa: bytes | None) -> AttemptRecord:

@@ -113,6 +113,20 @@ local function terminal(id, q, state, reason, ck, lease, res)
   tp_add(q, state, 1)
 end
 
+-- A job's newest attempt record, when it names no reason and no error (outcome and mode
+-- only: every first-time success), is kept in the job hash, not in its attempt list: field
+-- 'la' = 'number|started|finished - started|outcome|mode|worker', short enough for the
+-- hash to stay a listpack, so a job that succeeds on its first attempt is one key, not two.
+-- The next record moves it to the list first (record_attempt); readers append it to the
+-- list (la_json here, backends/redis/records.py with_last in Python).
+local LA = '^(%d+)|(%d+)|(-?%d+)|([%w_]+)|([%w_]*)|(.*)$'
+local function la_json(la)
+  local n, sa, d, outcome, mode, wid = string.match(la, LA)
+  if not n then return nil end
+  return '[' .. n .. ',' .. cjson.encode(wid) .. ',' .. sa .. ',' .. (tonumber(sa) + tonumber(d)) ..
+    ',"' .. outcome .. '",null,null,null,null,null,' .. (mode == '' and 'null' or '"' .. mode .. '"') .. ']'
+end
+
 -- a dead-letter entry for job id; f = the job's fields read by DEAD_FIELDS: the spec as
 -- enqueued ('ld' is the attempt-1 lost delay; a retry's update lives in 'lc'), which
 -- retry_dead.lua replays (mirrors queue_core.rules.outcomes.replay_job)
@@ -123,6 +137,8 @@ local function dead_letter(id, reason, em, ec)
   local did = string.format('%016x', redis.call('INCR', P .. ':dseq'))
   local dk = P .. ':d:' .. did
   local recs = redis.call('LRANGE', ak(id), 0, -1)
+  local la = redis.call('HGET', jk(id), 'la')
+  if la then recs[#recs + 1] = la_json(la) end
   local args = {'jid', id, 'rs', reason, 'da', NOW, 'at', '[' .. table.concat(recs, ',') .. ']'}
   for i, name in ipairs(DEAD_FIELDS) do
     if f[i] then args[#args + 1] = name; args[#args + 1] = f[i] end
@@ -144,8 +160,25 @@ end
 -- (att and sa are numbers as stored; a corrupt one is recorded as 0 / null, so the list
 -- stays JSON: queue_core.records.corrupt)
 local function record_attempt(id, att, wid, sa, info)
-  redis.call('RPUSH', ak(id), '[' .. (tonumber(att) or 0) .. ',' .. cjson.encode(wid) .. ',' ..
-    (tonumber(sa) or 'null') .. ',' .. NOW .. ',' .. string.sub(info, 2))
+  local k = jk(id)
+  local prev = redis.call('HGET', k, 'la')
+  if prev then
+    local rec = la_json(prev)
+    if rec then redis.call('RPUSH', ak(id), rec) end
+  end
+  local n, s = tonumber(att), tonumber(sa)
+  local outcome, mode = string.match(info,
+    '^%["([%w_]+)",%s*null,%s*null,%s*null,%s*null,%s*null,%s*(.-)%]$')
+  if mode == 'null' then mode = '' else mode = mode and string.match(mode, '^"([%w_]+)"$') end
+  if mode and n and s and type(wid) == 'string' and n == math.floor(n) and n >= 0 and
+      s == math.floor(s) and s >= 0 and s < 1e14 then
+    redis.call('HSET', k, 'la', n .. '|' .. s .. '|' .. (tonumber(NOW) - s) .. '|' .. outcome .. '|' ..
+      mode .. '|' .. wid)
+    return
+  end
+  if prev then redis.call('HDEL', k, 'la') end
+  redis.call('RPUSH', ak(id), '[' .. (n or 0) .. ',' .. cjson.encode(wid) .. ',' ..
+    (s or 'null') .. ',' .. NOW .. ',' .. string.sub(info, 2))
 end
 
 -- dead-letter job id, whose record is corrupt (the fields of `bad`), with reason
