@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from queue_core.app.job_ids import new_job_id
 from queue_core.records.jobs import (
     Action,
     AttemptEnd,
+    AttemptRecord,
     ClaimedJob,
     Decision,
     ErrorInfo,
@@ -33,6 +35,7 @@ __all__ = [
     "MIN",
     "SEC",
     "T0",
+    "attempt_record",
     "cancel_end",
     "claim_one",
     "complete_end",
@@ -112,6 +115,37 @@ def error_info(
         error_type=f"{module}.{error_class}",
         message=message,
         traceback=traceback,
+    )
+
+
+def attempt_record(
+    number: int = 1,
+    outcome: Outcome | None = None,
+    *,
+    reason: str | None = None,
+    error_class: str | None = None,
+    error_type: str | None = None,
+    message: str | None = None,
+    traceback: str | None = None,
+    worker_id: str | None = "w",
+    started_at: datetime | None = None,
+    finished_at: datetime | None = None,
+    mode: str | None = "thread",
+) -> AttemptRecord:
+    """An :class:`AttemptRecord` (``outcome`` ``None``: still running) with the fields a
+    test does not name left empty: no reason, no error, worker ``w``, no times."""
+    return AttemptRecord(
+        number=number,
+        outcome=outcome,
+        reason=reason,
+        error_class=error_class,
+        error_type=error_type,
+        message=message,
+        traceback=traceback,
+        worker_id=worker_id,
+        started_at=started_at,
+        finished_at=finished_at,
+        mode=mode,
     )
 
 

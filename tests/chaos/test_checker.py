@@ -9,6 +9,7 @@ import pytest
 
 from queue_core import JobState, Outcome, Queue
 from queue_core.records.jobs import AttemptRecord, JobRecord
+from queue_core.testing.fixtures import attempt_record
 from tests.chaos.app import LIMIT, register
 from tests.chaos.driver import ChaosReport, _check_concurrency_slots, _check_job
 
@@ -22,11 +23,7 @@ def _job(state: JobState, attempts: int, reason: str | None = None) -> JobRecord
 
 
 def _rec(number: int, outcome: Outcome) -> AttemptRecord:
-    return AttemptRecord(
-        number=number, outcome=outcome, reason=None, error_class=None, error_type=None,
-        message=None, traceback=None, worker_id="w", started_at=None, finished_at=None,
-        mode="thread",
-    )  # fmt: skip
+    return attempt_record(number, outcome)
 
 
 def test_a_clean_recovered_job_counts_as_lost_and_recovered_and_ran_twice() -> None:

@@ -12,6 +12,7 @@ import pytest
 from queue_core import JobState, Outcome
 from queue_core.flows import StepRun, StepState
 from queue_core.records.jobs import AttemptRecord, JobRecord
+from queue_core.testing.fixtures import attempt_record
 from tests.chaos.durable_app import MAX_ATTEMPTS
 from tests.chaos.durable_driver import (
     DurableChaosReport,
@@ -28,10 +29,9 @@ _CLEAN = [(_S, "sleep"), (_L, None), (_S, "event"), (_S, "children"), (_OK, None
 def _rec(
     number: int, outcome: Outcome, reason: str | None = None, error: str = ""
 ) -> AttemptRecord:
-    return AttemptRecord(
-        number=number, outcome=outcome, reason=reason, error_class=error or None,
-        error_type=f"queue_core.records.errors.{error}" if error else None, message=None,
-        traceback=None, worker_id="w", started_at=None, finished_at=None, mode="thread",
+    return attempt_record(
+        number, outcome, reason=reason, error_class=error or None,
+        error_type=f"queue_core.records.errors.{error}" if error else None,
     )  # fmt: skip
 
 

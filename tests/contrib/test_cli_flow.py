@@ -27,6 +27,7 @@ import pytest
 from contrib.cli.flows import timeline_rows
 from queue_core import AttemptRecord, Outcome, Queue
 from queue_core.flows import ExecutionInfo, ExecutionState, StepRun, StepState
+from queue_core.testing.fixtures import attempt_record
 from queue_core.worker import Worker
 
 pytest.importorskip("yaml", reason="flow files need the flows extra (PyYAML, pydantic)")
@@ -479,10 +480,9 @@ def _attempt(
     def at(second: int | None) -> datetime | None:
         return None if second is None else datetime(2026, 11, 30, 12, 0, second, tzinfo=UTC)
 
-    return AttemptRecord(
-        number=number, outcome=None if outcome is None else Outcome(outcome),
-        reason="exit_code" if outcome == "failed" else None, error_class=None,
-        error_type=None, message=None, traceback=None, worker_id="w",
+    return attempt_record(
+        number, None if outcome is None else Outcome(outcome),
+        reason="exit_code" if outcome == "failed" else None,
         started_at=at(start), finished_at=at(end), mode="async",
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from queue_core.records.jobs import AttemptRecord, JobRecord, dt_from_ms
 from queue_core.storage.protocol import Storage
-from queue_core.testing.fixtures import DAY
+from queue_core.testing.fixtures import DAY, attempt_record
 
 __all__ = [
     "ContractBase",
@@ -61,19 +61,7 @@ def job_of(storage: Storage, job_id: str) -> JobRecord:
 
 def running_record(number: int, worker_id: str, started_at: int) -> AttemptRecord:
     """The record of an attempt that is still running."""
-    return AttemptRecord(
-        number=number,
-        outcome=None,
-        reason=None,
-        error_class=None,
-        error_type=None,
-        message=None,
-        traceback=None,
-        worker_id=worker_id,
-        started_at=dt_from_ms(started_at),
-        finished_at=None,
-        mode=None,
-    )
+    return attempt_record(number, worker_id=worker_id, started_at=dt_from_ms(started_at), mode=None)
 
 
 def numbered(ids: Sequence[str], name: str = "job") -> dict[str, str]:

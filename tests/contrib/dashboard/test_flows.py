@@ -17,6 +17,7 @@ from queue_core import JobContext, Queue, RetryPolicy, Storage
 from queue_core.flows import ExecutionState, StepState
 from queue_core.records.flows import StepRun
 from queue_core.records.jobs import AttemptRecord, Outcome
+from queue_core.testing.fixtures import attempt_record
 from tests.contrib.dashboard.conftest import local_client, run_burst
 
 
@@ -83,11 +84,7 @@ def test_timeline_has_one_bar_per_attempt_in_start_order(flowed: tuple[Queue, li
 def _attempt(number: int, start_ms: int, end_ms: int, outcome: Outcome) -> AttemptRecord:
     at = datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc)
     end = datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
-    return AttemptRecord(
-        number=number, outcome=outcome, reason=None, error_class=None, error_type=None,
-        message=None, traceback=None, worker_id="w", started_at=at, finished_at=end,
-        mode="thread",
-    )  # fmt: skip
+    return attempt_record(number, outcome, started_at=at, finished_at=end)
 
 
 def test_attempts_started_in_one_millisecond_keep_the_order_they_ran_in() -> None:
