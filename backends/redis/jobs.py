@@ -277,7 +277,8 @@ class RedisJobs:
                     # a hash without a readable queue still reads (salvaged, corrupt)
                     queue = h.get(b"q", b"").decode(errors="replace")
                     suffix = self.store.homes.suffix(home, queue)
-                    found[k] = job_record(ids[k], h, with_last(recs, h.get(b"la")), suffix)
+                    recs = with_last(recs, h.get(b"la"), h.get(b"lw"))
+                    found[k] = job_record(ids[k], h, recs, suffix)
         return [found[k] for k in sorted(found)]
 
     def get_job(self, job_id: str) -> JobRecord | None:
@@ -293,10 +294,10 @@ class RedisJobs:
         (home,) = self.store.homes.find([job_id])
         with translate_errors("list_attempts"):
             pipe = self.store.client.pipeline(transaction=True)
-            pipe.hmget(keys.job(job_id, home), ["st", "att", "wid", "sa", "la"])
+            pipe.hmget(keys.job(job_id, home), ["st", "att", "wid", "sa", "la", "lw"])
             pipe.lrange(keys.attempts(job_id, home), 0, -1)
-            (st, att, wid, sa, la), recs = pipe.execute()
-        out = [attempt_from_json(raw) for raw in with_last(recs, la)]
+            (st, att, wid, sa, la, lw), recs = pipe.execute()
+        out = [attempt_from_json(raw) for raw in with_last(recs, la, lw)]
         if st == b"running":
             out.append(running_attempt(att, wid, sa))
         return out

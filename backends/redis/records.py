@@ -158,21 +158,22 @@ def attempt_from_json(raw: bytes | str) -> AttemptRecord:
     )
 
 
-_LA = re.compile(rb"(\d+)\|(\d+)\|(-?\d+)\|(\w+)\|(\w*)\|(.*)", re.S)
+_LA = re.compile(rb"(\d+)\|(\d+)\|(-?\d+)\|(\w+)\|(\w*)")
 
 
-def with_last(recs: list[bytes], la: bytes | None) -> list[bytes]:
+def with_last(recs: list[bytes], la: bytes | None, lw: bytes | None) -> list[bytes]:
     """A job's attempt list with its newest record appended when the job hash keeps it
-    (field ``la``: a record naming no reason and no error, written by ``record_attempt``
-    in ``lua/_lib.lua``), as the JSON array the list would hold. An ``la`` that does not
-    decode is appended as it is, so reading it fails as a corrupt list entry does."""
+    (fields ``la`` and ``lw``, its worker: a record naming no reason and no error, written
+    by ``record_attempt`` in ``lua/_lib.lua``), as the JSON array the list would hold. An
+    ``la`` that does not decode is appended as it is, so reading it fails as a corrupt
+    list entry does."""
     if la is None:
         return recs
     m = _LA.fullmatch(la)
-    if m is None:
+    if m is None or lw is None:
         return [*recs, la]
-    n, sa, d, outcome, mode, wid = m.groups()
-    rec = [int(n), wid.decode(errors="replace"), int(sa), int(sa) + int(d), outcome.decode()]
+    n, sa, d, outcome, mode = m.groups()
+    rec = [int(n), lw.decode(errors="replace"), int(sa), int(sa) + int(d), outcome.decode()]
     rec += [None] * 5 + [mode.decode() or None]
     return [*recs, json.dumps(rec).encode()]
 

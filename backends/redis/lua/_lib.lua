@@ -114,15 +114,16 @@ local function terminal(id, q, state, reason, ck, lease, res)
 end
 
 -- A job's newest attempt record, when it names no reason and no error (outcome and mode
--- only: every first-time success), is kept in the job hash, not in its attempt list: field
--- 'la' = 'number|started|finished - started|outcome|mode|worker', short enough for the
--- hash to stay a listpack, so a job that succeeds on its first attempt is one key, not two.
--- The next record moves it to the list first (record_attempt); readers append it to the
--- list (la_json here, backends/redis/records.py with_last in Python).
-local LA = '^(%d+)|(%d+)|(-?%d+)|([%w_]+)|([%w_]*)|(.*)$'
-local function la_json(la)
-  local n, sa, d, outcome, mode, wid = string.match(la, LA)
-  if not n then return nil end
+-- only: every first-time success), is kept in the job hash, not in its attempt list:
+-- field 'la' = 'number|started|finished - started|outcome|mode' and field 'lw' = its
+-- worker, each as short as the hash's other fields ('wid' holds the same worker id), so
+-- the hash stays a listpack and a job that succeeds on its first attempt is one key, not
+-- two. The next record moves it to the list first (record_attempt); readers append it to
+-- the list (la_json here, backends/redis/records.py with_last in Python).
+local LA = '^(%d+)|(%d+)|(-?%d+)|([%w_]+)|([%w_]*)$'
+local function la_json(la, wid)
+  local n, sa, d, outcome, mode = string.match(la, LA)
+  if not n or not wid then return nil end
   return '[' .. n .. ',' .. cjson.encode(wid) .. ',' .. sa .. ',' .. (tonumber(sa) + tonumber(d)) ..
     ',"' .. outcome .. '",null,null,null,null,null,' .. (mode == '' and 'null' or '"' .. mode .. '"') .. ']'
 end
@@ -137,8 +138,8 @@ local function dead_letter(id, reason, em, ec)
   local did = string.format('%016x', redis.call('INCR', P .. ':dseq'))
   local dk = P .. ':d:' .. did
   local recs = redis.call('LRANGE', ak(id), 0, -1)
-  local la = redis.call('HGET', jk(id), 'la')
-  if la then recs[#recs + 1] = la_json(la) end
+  local la = redis.call('HMGET', jk(id), 'la', 'lw')
+  if la[1] then recs[#recs + 1] = la_json(la[1], la[2]) end
   local args = {'jid', id, 'rs', reason, 'da', NOW, 'at', '[' .. table.concat(recs, ',') .. ']'}
   for i, name in ipairs(DEAD_FIELDS) do
     if f[i] then args[#args + 1] = name; args[#args + 1] = f[i] end
@@ -161,9 +162,9 @@ end
 -- stays JSON: queue_core.records.corrupt)
 local function record_attempt(id, att, wid, sa, info)
   local k = jk(id)
-  local prev = redis.call('HGET', k, 'la')
-  if prev then
-    local rec = la_json(prev)
+  local prev = redis.call('HMGET', k, 'la', 'lw')
+  if prev[1] then
+    local rec = la_json(prev[1], prev[2])
     if rec then redis.call('RPUSH', ak(id), rec) end
   end
   local n, s = tonumber(att), tonumber(sa)
@@ -173,10 +174,10 @@ local function record_attempt(id, att, wid, sa, info)
   if mode and n and s and type(wid) == 'string' and n == math.floor(n) and n >= 0 and
       s == math.floor(s) and s >= 0 and s < 1e14 then
     redis.call('HSET', k, 'la', n .. '|' .. s .. '|' .. (tonumber(NOW) - s) .. '|' .. outcome .. '|' ..
-      mode .. '|' .. wid)
+      mode, 'lw', wid)
     return
   end
-  if prev then redis.call('HDEL', k, 'la') end
+  if prev[1] then redis.call('HDEL', k, 'la', 'lw') end
   redis.call('RPUSH', ak(id), '[' .. (n or 0) .. ',' .. cjson.encode(wid) .. ',' ..
     (s or 'null') .. ',' .. NOW .. ',' .. string.sub(info, 2))
 end

@@ -77,6 +77,21 @@ def test_a_failure_goes_to_the_list_and_the_later_success_reads_after_it(
     assert job is not None and job.error is not None and job.error.error_class == "ValueError"
 
 
+def test_a_pod_named_worker_keeps_the_hash_a_listpack(
+    s: RedisStorage, raw: redis.Redis[bytes]
+) -> None:
+    """A Kubernetes pod's worker id (about 40 characters) fits a listpack value as the
+    hash's own ``wid`` does: the record keeps it in a field of its own."""
+    wid = "myapp-worker-7d9f8c6b5-x2x9k:1:abcdef12"
+    jid = enqueue_one(s, now=T0)
+    c = claim_one(s, now=T0, worker_id=wid)
+    assert s.finish([complete_end(c.ref)], now=T0 + 1) == [True]
+    job_key, _ = _keys(s, raw, jid)
+    assert raw.object("encoding", job_key) == b"listpack"
+    (a,) = s.list_attempts(jid)
+    assert a.worker_id == wid
+
+
 def test_a_long_worker_id_is_kept_whole(s: RedisStorage, raw: redis.Redis[bytes]) -> None:
     wid = "ip-10-0-12-34.eu-west-1.compute.internal|with|bars:123456:0123456789abcdef"
     jid = enqueue_one(s, now=T0)
@@ -96,9 +111,9 @@ def test_records_written_before_the_hash_field_read_the_same(
     assert s.finish([complete_end(c.ref)], now=T0 + 9) == [True]
     before = (s.list_attempts(jid), s.get_job(jid))
     job_key, list_key = _keys(s, raw, jid)
-    (la,) = raw.hmget(job_key, ["la"])
-    assert la is not None
-    raw.rpush(list_key, *with_last([], la))
-    raw.hdel(job_key, "la")
+    la, lw = raw.hmget(job_key, ["la", "lw"])
+    assert la is not None and lw == b"w1"
+    raw.rpush(list_key, *with_last([], la, lw))
+    raw.hdel(job_key, "la", "lw")
     after = (s.list_attempts(jid), s.get_job(jid))
     assert after == before
