@@ -354,7 +354,11 @@ def test_steps_retry_inside_the_attempt_and_sync_and_async_steps_mix(queue: Queu
     assert c.result(timeout=5) == 7
 
 
-def test_a_child_never_waited_for_still_runs(queue: Queue) -> None:
+def test_a_child_never_waited_for_still_runs() -> None:
+    """On the storage's real clock: the function's end is recorded on its next run, which
+    is ready at the attempt's start plus the time it ran (``DurableRun.now``, the worker's
+    monotonic clock), a time a frozen manual storage clock never reaches."""
+    queue = Queue(storage=MemoryStorage())
     ran: list[int] = []
 
     @queue.task
@@ -366,10 +370,13 @@ def test_a_child_never_waited_for_still_runs(queue: Queue) -> None:
         ctx.run(note, 1)
         return "done"
 
-    execution = fire_and_forget.start()
-    drain(queue)
-    assert execution.result(timeout=5) == "done"
-    assert ran == [1]
+    try:
+        execution = fire_and_forget.start()
+        drain(queue)
+        assert execution.result(timeout=5) == "done"
+        assert ran == [1]
+    finally:
+        queue.close()
 
 
 def test_a_replay_that_changed_its_children_is_refused(queue: Queue) -> None:
