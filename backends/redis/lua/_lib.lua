@@ -159,10 +159,11 @@ end
 -- an attempt record: JSON [number, worker, started, finished, outcome, reason,
 -- error_class, error_type, message, traceback, mode]; info is the JSON of the last 7
 -- (att and sa are numbers as stored; a corrupt one is recorded as 0 / null, so the list
--- stays JSON: queue_core.records.corrupt)
-local function record_attempt(id, att, wid, sa, info)
+-- stays JSON: queue_core.records.corrupt); prev: the job's {'la', 'lw'} when the caller's
+-- HMGET read them already (finish.lua), else nil (read here)
+local function record_attempt(id, att, wid, sa, info, prev)
   local k = jk(id)
-  local prev = redis.call('HMGET', k, 'la', 'lw')
+  prev = prev or redis.call('HMGET', k, 'la', 'lw')
   if prev[1] then
     local rec = la_json(prev[1], prev[2])
     if rec then redis.call('RPUSH', ak(id), rec) end

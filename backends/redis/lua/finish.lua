@@ -19,12 +19,13 @@ local out = {}
 for b = 3, #ARGV - 1, S do
   local id = ARGV[b + 1]
   local k = jk(id)
-  local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss', 'x')
+  local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss', 'x',
+    'la', 'lw')
   if f[1] ~= 'running' or f[2] ~= ARGV[b + 2] or f[3] ~= ARGV[b + 3] then
     out[#out + 1] = 0
   else
     local q, ck, act = f[4], f[5], ARGV[b + 4]
-    record_attempt(id, f[2], f[6], f[7], ARGV[b + 10])
+    record_attempt(id, f[2], f[6], f[7], ARGV[b + 10], {f[11], f[12]})
     leave_running(id, q, ck)
     if ARGV[b + 13] == '1' then redis.call('HINCRBY', k, 'ma', 1) end
     if ARGV[b + 14] ~= '' then redis.call('HSET', k, 'pg', ARGV[b + 14], 'pa', NOW) end
