@@ -44,6 +44,10 @@ def declare(q: Queue) -> dict[str, Any]:
     @q.task(name="fc.limited", rate_limit="10/s")
     def limited(i: int) -> None:
         _log("limited", i)
+        # longer than a worker's 4 slots can start at 10/s (4 / 0.6 s = 6.7/s): while one
+        # worker's slots are full the rate still has room, so the other worker starts
+        # bodies too -- a fast worker cannot take every grant of a run
+        time.sleep(0.6)
 
     @q.task(name="fc.shared_a", rate_limit=partner)
     def shared_a(i: int) -> None:
