@@ -43,6 +43,7 @@ from queue_core.records.durations import parse_duration, to_ms
 from queue_core.records.errors import ConfigError, NotFound
 from queue_core.records.flows import ExecutionInfo, ExecutionState
 from queue_core.rules import RetryPolicy
+from queue_core.rules.flows import dag
 from queue_core.rules.flows.spec import (
     ConcurrencySpec,
     FlowSpec,
@@ -161,6 +162,8 @@ class Flow:
             self._fields = _spec_fields(spec)
             self._steps = spec.steps
             self._fixed = True
+        self._ids = {s.id: i for i, s in enumerate(self._steps)}
+        """Step id -> index, for checking each step added (``dag.check_next``)."""
         self._step_of_task: dict[int, str] = {}
         if schedule is not None:
             self._schedule(schedule, queue)
@@ -207,6 +210,11 @@ class Flow:
 
     def __repr__(self) -> str:
         return f"<Flow {self.name!r} steps={[s.id for s in self._steps]}>"
+
+    def _add(self, step: StepSpec) -> None:
+        """Append a step that ``dag.check_next`` accepted."""
+        self._ids[step.id] = len(self._steps)
+        self._steps = (*self._steps, step)
 
     # ------------------------------------------------------------------ declaring
 
@@ -266,10 +274,10 @@ class Flow:
                 raise _invalid("id", step_id, "a step id (the function's name by default)")
             ts = build_spec(is_async=inspect.iscoroutinefunction(fn), options=options)
             task_name = f"{self.name}.{step_id}"
-            steps = (*self._steps, _step_spec(step_id, task_name, ts, deps))
-            FlowSpec(**self._fields, steps=steps)  # unknown dependency, cycle, duplicate id
+            step = _step_spec(step_id, task_name, ts, deps)
+            dag.check_next(step.node, self._ids)  # bad or duplicate id, unknown dependency
             task: Task[Any, Any] = self._owner.task(name=task_name, **options)(fn)
-            self._steps = steps
+            self._add(step)
             self._step_of_task[builtins_id(task)] = step_id
             return task
 
@@ -331,9 +339,8 @@ class Flow:
             **_option_fields(ts, tuple(self._dep_id(d) for d in depends_on)),
         )
         _check_templates(step)
-        steps = (*self._steps, step)
-        FlowSpec(**self._fields, steps=steps)  # unknown dependency, cycle, duplicate id
-        self._steps = steps
+        dag.check_next(step.node, self._ids)  # bad or duplicate id, unknown dependency
+        self._add(step)
         return id
 
     def _refuse_if_fixed(self) -> None:

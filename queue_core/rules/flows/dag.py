@@ -31,6 +31,7 @@ from queue_core.records.errors import ConfigError
 __all__ = [
     "RESERVED_PARAMETERS",
     "Node",
+    "check_next",
     "dependents",
     "find_cycle",
     "topological_order",
@@ -76,42 +77,10 @@ def validate(nodes: Sequence[Node], *, collection: str = "steps") -> None:
         raise _refuse(collection, "a flow needs at least one step", [])
     seen: dict[str, int] = {}
     for i, node in enumerate(nodes):
-        path = f"{collection}[{i}].id"
-        if not isinstance(node.id, str) or not _ID.fullmatch(node.id):
-            raise _refuse(
-                path,
-                f"invalid step id {node.id!r} — expected 1 to 128 letters, digits, '_', "
-                "'-' or '.', not starting with '-' or '.'",
-                node.id,
-            )
-        if node.id in seen:
-            raise _refuse(
-                path,
-                f"duplicate step id {node.id!r} (first used by {collection}[{seen[node.id]}])",
-                node.id,
-            )
+        _check_id(i, node, seen, collection)
         seen[node.id] = i
     for i, node in enumerate(nodes):
-        listed: set[str] = set()
-        for j, dep in enumerate(node.depends_on):
-            path = f"{collection}[{i}].depends_on[{j}]"
-            if dep == node.id:
-                raise _refuse(path, f"step {node.id!r} depends on itself", dep)
-            if dep not in seen:
-                known = ", ".join(repr(k) for k in seen)
-                raise _refuse(path, f"unknown step id {dep!r} — the steps are {known}", dep)
-            if dep in listed:
-                raise _refuse(path, f"dependency {dep!r} is listed twice", dep)
-            listed.add(dep)
-            if node.results_as_parameters and dep in RESERVED_PARAMETERS:
-                raise _refuse(
-                    path,
-                    f"step {node.id!r} receives its dependencies' results as parameters, "
-                    f"and {dep!r} is the parameter of the "
-                    f"{'execution input' if dep == 'input' else 'job context'}: rename "
-                    f"step {dep!r}",
-                    dep,
-                )
+        _check_deps(i, node, seen, collection)
     cycle = find_cycle(nodes)
     if cycle is not None:
         first = seen[cycle[0]]
@@ -121,6 +90,61 @@ def validate(nodes: Sequence[Node], *, collection: str = "steps") -> None:
             f"dependency cycle: {' -> '.join(cycle)} (each step depends on the next)",
             cycle,
         )
+
+
+def check_next(node: Node, seen: Mapping[str, int], *, collection: str = "steps") -> None:
+    """Refuse ``node`` as the next step of a sound graph whose step ids are ``seen``
+    (id -> index); the same refusal :func:`validate` gives the grown graph, in O(the
+    step's dependencies). A graph grown this way has no cycle: a new step's dependencies
+    are steps that exist, and none of them depends on it.
+
+    Raises:
+        ConfigError: ``code="invalid_flow"``, as :func:`validate`.
+    """
+    i = len(seen)
+    _check_id(i, node, seen, collection)
+    _check_deps(i, node, seen, collection)
+
+
+def _check_id(i: int, node: Node, seen: Mapping[str, int], collection: str) -> None:
+    path = f"{collection}[{i}].id"
+    if not isinstance(node.id, str) or not _ID.fullmatch(node.id):
+        raise _refuse(
+            path,
+            f"invalid step id {node.id!r} — expected 1 to 128 letters, digits, '_', "
+            "'-' or '.', not starting with '-' or '.'",
+            node.id,
+        )
+    if node.id in seen:
+        raise _refuse(
+            path,
+            f"duplicate step id {node.id!r} (first used by {collection}[{seen[node.id]}])",
+            node.id,
+        )
+
+
+def _check_deps(i: int, node: Node, seen: Mapping[str, int], collection: str) -> None:
+    listed: set[str] = set()
+    for j, dep in enumerate(node.depends_on):
+        path = f"{collection}[{i}].depends_on[{j}]"
+        if dep == node.id:
+            raise _refuse(path, f"step {node.id!r} depends on itself", dep)
+        if dep not in seen:
+            ids = seen if node.id in seen else (*seen, node.id)  # check_next: not yet in
+            known = ", ".join(repr(k) for k in ids)
+            raise _refuse(path, f"unknown step id {dep!r} — the steps are {known}", dep)
+        if dep in listed:
+            raise _refuse(path, f"dependency {dep!r} is listed twice", dep)
+        listed.add(dep)
+        if node.results_as_parameters and dep in RESERVED_PARAMETERS:
+            raise _refuse(
+                path,
+                f"step {node.id!r} receives its dependencies' results as parameters, "
+                f"and {dep!r} is the parameter of the "
+                f"{'execution input' if dep == 'input' else 'job context'}: rename "
+                f"step {dep!r}",
+                dep,
+            )
 
 
 def find_cycle(nodes: Sequence[Node]) -> list[str] | None:

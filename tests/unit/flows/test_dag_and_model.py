@@ -58,6 +58,45 @@ def test_validate_refusals(nodes: list[dag.Node], path: str, words: str) -> None
     assert words in str(info.value)
 
 
+def _grown_refusal(nodes: list[dag.Node]) -> str | None:
+    """What ``check_next`` says of each node added in turn, the first refusal."""
+    seen: dict[str, int] = {}
+    for node in nodes:
+        try:
+            dag.check_next(node, seen)
+        except ConfigError as exc:
+            return f"{exc.field}|{exc}"
+        seen[node.id] = len(seen)
+    return None
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        [N("a"), N("b"), N("a")],
+        [N("a"), N("-x")],
+        [N("a"), N("b", ("a", "zz"))],
+        [N("a"), N("b", ("b",))],
+        [N("a"), N("b", ("a", "a"))],
+        [N("input"), N("load", ("input",))],
+        [N("ctx"), N("load", ("ctx",))],
+        [N("a"), N("b", ("a",)), N("c", ("b", "a")), N("d", ("c", "e"))],
+        [N("a"), N("b", ("a",)), N("c", ("a", "b"))],
+    ],
+)
+def test_a_flow_grown_step_by_step_is_refused_as_validate_refuses_it(
+    nodes: list[dag.Node],
+) -> None:
+    # ``Flow.step`` checks each step as it is added (a 1,000-step flow in linear time);
+    # the refusal must be the one the whole definition gets, path and words alike
+    try:
+        dag.validate(nodes)
+        whole = None
+    except ConfigError as exc:
+        whole = f"{exc.field}|{exc}"
+    assert _grown_refusal(nodes) == whole
+
+
 def test_script_steps_may_depend_on_ids_that_are_not_identifiers() -> None:
     dag.validate([N("extract-orders"), N("load", ("extract-orders",), results_as_parameters=False)])
 
