@@ -6,7 +6,8 @@ on the event loop under their deadline (a task each); plain sync bodies on the r
 :class:`~queue_core.worker.threads.BodyThreads`, whose ends come back to
 :meth:`Runner._thread_done` on the loop; process-isolated bodies through its
 :class:`~queue_core.worker.process_runs.ProcessRuns`. Jobs with per-call options and
-flow steps are prepared on the loop (:meth:`Runner._run`).
+the other flow steps are prepared on the loop (:meth:`Runner._run`); a code step's sync
+body reads its inputs on its body thread (:meth:`Runner.start_step_thread`).
 
 Before a body runs, its payload is decoded and its arguments are bound to the task's
 signature; a payload that does not decode, or arguments that no longer fit (a deploy
@@ -25,9 +26,10 @@ import anyio.abc
 from anyio import to_thread
 
 from queue_core.app.context import JobContext
+from queue_core.app.steps.names import FILE_STEP_TASKS
 from queue_core.app.task import Task
 from queue_core.records.errors import SerializationError, StorageUnavailable
-from queue_core.records.jobs import Reason, dt_from_ms
+from queue_core.records.jobs import ClaimedJob, Reason, dt_from_ms
 from queue_core.storage.protocol import Storage
 from queue_core.worker.durable import carries_payload
 from queue_core.worker.flowsteps import step_call
@@ -83,6 +85,16 @@ def bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, An
         which = "" if name == task.name else f" (task {task.name})"
         return f"arguments no longer fit {name}{plain}{which}: {str(exc).removeprefix('got an ')}"
     return None
+
+
+class _Unbuilt(Exception):
+    """A step's call could not be built on its body thread (:meth:`Runner.start_step_thread`):
+    its inputs could not be read (``unavailable``: storage was) or do not bind."""
+
+    def __init__(self, cause: BaseException, *, unavailable: bool = False) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.unavailable = unavailable
 
 
 class Runner:
@@ -141,8 +153,8 @@ class Runner:
             timing=timing,
             threads=self.threads,
         )
-        self._fits: dict[tuple[str, int, tuple[str, ...]], str | None] = {}
-        """Per task and call shape: why such a call does not bind, or ``None``."""
+        self._fits: dict[tuple[int, bool, int, tuple[str, ...]], bool] = {}
+        """Per body, ``ctx`` injection and call shape: whether such a call binds."""
         self._specs: dict[str, Any] = {}
         """Flow definitions (``FlowSpec``) read for script and http steps, by spec hash."""
 
@@ -162,17 +174,20 @@ class Runner:
     ) -> TypeError | None:
         """Why ``args``/``kwargs`` no longer bind to ``task``'s body, or ``None``.
 
-        Binding depends only on the call's shape (how many positional arguments, which
-        keywords), so the answer is kept per shape: one dict lookup per job.
+        Binding depends only on the body and the call's shape (how many positional
+        arguments, which keywords), so whether it fits is kept per body and shape: one
+        dict lookup per job, also for the many step tasks a flow makes of one function.
         """
-        shape = (task.name, len(args), tuple(kwargs))
+        shape = (id(task.func), task.takes_ctx, len(args), tuple(kwargs))
         try:
-            why = self._fits[shape]
+            fits = self._fits[shape]
         except KeyError:
-            why = self._fits[shape] = bind_error(task, args, kwargs)
-            if len(self._fits) > _FITS_KEPT:
+            why = bind_error(task, args, kwargs)
+            if len(self._fits) >= _FITS_KEPT:
                 self._fits.clear()
-        return None if why is None else TypeError(why)
+            self._fits[shape] = fits = why is None
+            return None if why is None else TypeError(why)
+        return None if fits else TypeError(bind_error(task, args, kwargs) or "")
 
     def decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
         """The body's arguments, or ``None`` after dead-lettering a bad payload."""
@@ -241,6 +256,47 @@ class Runner:
         dumps = self.serializer.dumps_result
         self.threads.submit(att, lambda: dumps(func(*args, **kwargs)))
 
+    def direct_step(self, job: ClaimedJob, task: Task[Any, Any]) -> bool:
+        """Whether step ``job`` starts with :meth:`start_step_thread`: a code step's sync,
+        thread-isolated body without per-call options (a workflow's function, script and
+        http steps and the rest go through :meth:`spawn`)."""
+        return not (
+            task.is_async
+            or job.options
+            or job.task_name in FILE_STEP_TASKS
+            or carries_payload(job, task)
+            or self.isolation_of(task) != "thread"
+        )
+
+    def start_step_thread(self, att: Attempt, task: Task[Any, Any]) -> None:
+        """A code step's sync body on a body thread that first reads the step's inputs
+        (``get_step_inputs``) itself: no hop through the loop and ``to_thread``. A call
+        that cannot be built ends as :meth:`_step_decode` ends it (:class:`_Unbuilt`)."""
+        ctx = self.context(att, loop=False) if task.takes_ctx else None
+        listeners = self.listeners.all
+        func = scoped(listeners, att.job, task.func) if listeners else task.func
+        dumps, loads = self.serializer.dumps_result, self.serializer.loads_result
+        timing = self.timing
+
+        def call() -> Any:
+            try:
+                kwargs = step_call(
+                    self.storage, att.job, task.signature, loads, self._specs, self.gate
+                )
+            except StorageUnavailable as exc:
+                raise _Unbuilt(exc, unavailable=True) from exc
+            except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
+                raise _Unbuilt(exc) from exc
+            misfit = self.misfit(task, (), kwargs)
+            if misfit is not None:
+                raise _Unbuilt(misfit)
+            if ctx is not None:
+                kwargs["ctx"] = ctx
+            att.deadline = deadline_of(att, timing.monotonic())  # from the body's start
+            return dumps(func(**kwargs))
+
+        self.threads.submit(att, call)
+
     def start_process(self, att: Attempt, task: Task[Any, Any]) -> None:
         """Hand a plain process-isolated attempt to a body thread."""
         decoded = self.decode(att, task)
@@ -302,7 +358,12 @@ class Runner:
         try:
             if att.ended:  # timed out (stuck), lease lost or released meanwhile
                 return
-            if att.mode == "process":  # a process attempt on a body thread
+            if not ok and isinstance(value, _Unbuilt):  # a step's call was not built
+                if value.unavailable:
+                    recorder.unavailable(att, error_info(value.cause))
+                else:
+                    recorder.dead(att, Reason.BAD_PAYLOAD, error_info(value.cause))
+            elif att.mode == "process":  # a process attempt on a body thread
                 if ok:
                     self.process.end(att, value)
                 else:

@@ -180,6 +180,26 @@ def test_misfit_arguments_on_the_other_paths(queue: Queue, kind: str) -> None:
     assert queue.dead_letters()[0].reason == "bad_payload"
 
 
+def test_a_misfit_names_its_own_task_when_tasks_share_a_body(queue: Queue) -> None:
+    # whether a call binds is remembered per body and call shape (a flow makes many
+    # step tasks of one function); the dead letter still names the task that ran
+    before = Queue(storage=queue.storage())
+
+    def body(a: int) -> int:
+        return a
+
+    for name in ("first", "second"):
+        before.task(name=name)(lambda a, b: None)
+        queue.task(name=name)(body)
+    fine = queue.enqueue("first", args=(1,))
+    bad = [before.enqueue(name, kwargs={"a": 1, "b": 2}) for name in ("first", "second")]
+    drain(queue)
+    assert fine.result(timeout=1) == 1
+    messages = [job.attempts()[0].message or "" for job in bad]
+    assert [m.startswith("arguments no longer fit body(a)") for m in messages] == [True, True]
+    assert ["(task first)" in messages[0], "(task second)" in messages[1]] == [True, True]
+
+
 def test_ctx_is_not_an_argument_of_the_payload(queue: Queue) -> None:
     @queue.task(name="greet")
     def greet(name: str, ctx: JobContext) -> str:
