@@ -76,6 +76,11 @@ class Dialect(Protocol):
         """This thread's cached cursor on ``conn`` for one hot statement, or ``None``."""
         ...
 
+    def read_cursor(self, conn: Any) -> Any:
+        """A cursor on ``conn`` for reads that need no scope (no lock, no transaction:
+        each statement reads a committed state), or ``None`` to read in a plain scope."""
+        ...
+
     def make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         """The SQLAlchemy engine that creates and migrates the schema."""
         ...

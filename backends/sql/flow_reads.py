@@ -139,8 +139,9 @@ class FlowReads:
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (reads the
-        results of the step's dependencies only)."""
-        with self.store.stmt() as cur:
+        results of the step's dependencies only, finished and unchanging: no common
+        snapshot needed, so SQLite reads without the write lock)."""
+        with self.store.read() as cur:
             x = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchone()
             if x is None:
                 raise NotFound(f"no flow execution with id {execution_id!r}")

@@ -237,6 +237,10 @@ class PostgreSQL:
         """This thread's cached tuple-row cursor on ``conn`` (:mod:`~backends.sql.pg_hot`)."""
         return pg_hot.cursors(self.hot, conn).cur
 
+    def read_cursor(self, conn: Any) -> None:
+        """Reads run in a plain scope (no lock to skip)."""
+        return None
+
     def make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         """A SQLAlchemy engine (preparing nothing behind PgBouncer)."""
         from sqlalchemy import create_engine

@@ -212,6 +212,16 @@ class SQLite:
         """No cached cursor: every scope takes the write lock."""
         return None
 
+    def read_cursor(self, conn: Any) -> Any:
+        """A file database's reads skip the process's write lock: in WAL mode a reader
+        on this thread's own connection never waits for a writer (the one in-memory
+        database shares a connection, so its reads take the lock)."""
+        if self.shared_connection:
+            return None
+        cur = conn.cursor()
+        cur.row_factory = sqlite3.Row
+        return cur
+
     def make_engine(self, pool_size: int, max_overflow: int, echo: bool) -> Any:
         """A SQLAlchemy engine on the same file, ``BEGIN IMMEDIATE`` per transaction."""
         from sqlalchemy import Connection, create_engine, event

@@ -5,7 +5,8 @@ statements through one :class:`Store`:
 
 * ``store.tx()``: a write transaction on this thread's DBAPI connection; ``with`` yields a
   cursor. ``store.stmt()``: one statement (atomic on its own), or reads. ``store.hot()``:
-  ``stmt`` on the dialect's cached cursor (PostgreSQL's claim and finish). Driver errors
+  ``stmt`` on the dialect's cached cursor (PostgreSQL's claim and finish).
+  ``store.read()``: reads that need no common snapshot (SQLite: without the write lock). Driver errors
   are translated on the way out (:mod:`backends.sql.errors`), and a connection that
   failed is forgotten so the thread reconnects next time.
 * ``store.q``: the named statements of the dialect (:mod:`backends.sql.queries`).
@@ -117,6 +118,13 @@ class Store:
         conn = self._conn()
         return Scope(self, conn, False, self.dialect.hot_cursor(conn))
 
+    def read(self) -> Scope:
+        """Reads whose statements need not share one snapshot (each reads a committed
+        state): SQLite reads a file without the process's write lock; else :meth:`stmt`."""
+        conn = self._conn()
+        cur = self.dialect.read_cursor(conn)
+        return Scope(self, conn, False) if cur is None else Scope(self, conn, None, cur)
+
     def resolve_now(self, cur: Any, now: int | None) -> int:
         """``now``, or the storage's clock read on ``cur``."""
         return now if now is not None else self.dialect.server_now(cur)
@@ -221,7 +229,9 @@ class Scope:
 
     __slots__ = ("_conn", "_cursor", "_store", "_write")
 
-    def __init__(self, store: Store, conn: Any, write: bool, cursor: Any = None) -> None:
+    def __init__(self, store: Store, conn: Any, write: bool | None, cursor: Any = None) -> None:
+        """``write``: a transaction (``True``), one statement or reads (``False``), or
+        ``None``: reads on ``cursor`` that the dialect neither enters nor leaves."""
         self._store = store
         self._conn = conn
         self._write = write
@@ -234,7 +244,7 @@ class Scope:
         if self._cursor is not None:
             return self._cursor
         try:
-            return self._store.dialect.enter(self._conn, self._write)
+            return self._store.dialect.enter(self._conn, self._write is True)
         except BaseException as exc:
             if watch is not None:
                 watch.disarm(self._conn)
@@ -248,11 +258,16 @@ class Scope:
         tb: TracebackType | None,
     ) -> None:
         try:
+            if self._write is None:
+                self._cursor.close()
+                if exc is not None:
+                    self._fail(exc, entered=False)
+                return
             if exc is not None:
                 self._fail(exc, entered=True)
                 return
             try:
-                self._store.dialect.leave(self._conn, self._write)
+                self._store.dialect.leave(self._conn, self._write is True)
             except BaseException as err:
                 self._fail(err, entered=False)
                 raise
@@ -263,7 +278,9 @@ class Scope:
     def _fail(self, exc: BaseException, *, entered: bool) -> None:
         """Clean up after ``exc``; raise its translation when it has one."""
         s, d = self._store, self._store.dialect
-        healthy = d.abort(self._conn, self._write) if entered else d.abort_quietly(self._conn)
+        healthy = (
+            d.abort(self._conn, self._write is True) if entered else d.abort_quietly(self._conn)
+        )
         if _is_unavailable(exc) or not healthy:
             s.conns.discard(self._conn)
         pair = translated(exc, s.masked, secret=s.secret)

@@ -381,7 +381,9 @@ class ClaimLoop:
             self.recorder.dead(att, Reason.UNKNOWN_TASK, error_info(exc))
             self.run.free(att)
             return
-        if task.is_async or job.options or job.execution_id is not None:
+        if job.execution_id is not None and runner.direct_step(job, task):
+            runner.start_step_thread(att, task)
+        elif task.is_async or job.options or job.execution_id is not None:
             runner.spawn(att)
         elif runner.isolation_of(task) == "process":
             runner.start_process(att, task)
