@@ -147,3 +147,44 @@ def test_a_storage_fault_reading_a_steps_inputs_is_no_bad_payload() -> None:
         ("succeeded", None),
     ]
     assert queue.dead_letters() == []
+
+
+@pytest.mark.parametrize("body", ["sync", "async"])
+def test_a_step_call_that_cannot_be_built_is_dead_lettered_as_bad_payload(body: str) -> None:
+    """A code step whose body (after a deploy) wants a parameter no dependency gives: the
+    attempt ends ``bad_payload`` at once, on the body thread's path (sync) as on the
+    loop's (async), and the execution fails."""
+    from queue_core import Queue, RetryPolicy
+    from queue_core.records.flows import ExecutionState
+
+    queue = Queue(storage=MemoryStorage())
+    flow = queue.flow("etl", retry=RetryPolicy(max_attempts=3))
+    ran: list[int] = []
+
+    @flow.step()
+    def a() -> int:
+        return 1
+
+    if body == "sync":
+
+        @flow.step(depends_on=[a])
+        def b(a: int, c: int) -> int:
+            ran.append(a)
+            return a + c
+
+    else:
+
+        @flow.step(depends_on=[a])
+        async def b(a: int, c: int) -> int:
+            ran.append(a)
+            return a + c
+
+    execution = flow.start()
+    queue.run_worker(burst=True, install_signal_handlers=False)
+    assert execution.status() is ExecutionState.FAILED
+    assert ran == []
+    [step] = [s for s in execution.steps() if s.step_id == "b"]
+    assert [(r.outcome, r.reason, r.error_class) for r in step.attempts] == [
+        ("failed", "bad_payload", "TypeError"),
+    ]
+    assert [d.reason for d in queue.dead_letters()] == ["bad_payload"]
