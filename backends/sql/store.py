@@ -6,8 +6,8 @@ statements through one :class:`Store`:
 * ``store.tx()``: a write transaction on this thread's DBAPI connection; ``with`` yields a
   cursor. ``store.stmt()``: one statement (atomic on its own), or reads. ``store.hot()``:
   ``stmt`` on the dialect's cached cursor (PostgreSQL's claim and finish).
-  ``store.read()``: reads that need no common snapshot (SQLite: without the write lock). Driver errors
-  are translated on the way out (:mod:`backends.sql.errors`), and a connection that
+  ``store.read()``: reads that need no common snapshot (SQLite: without the write lock).
+  Driver errors are translated on the way out (:mod:`backends.sql.errors`), and a connection that
   failed is forgotten so the thread reconnects next time.
 * ``store.q``: the named statements of the dialect (:mod:`backends.sql.queries`).
 * ``store.now(now)``: a statement's ``now`` (PostgreSQL: ``None`` = the server's clock);

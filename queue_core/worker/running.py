@@ -96,6 +96,13 @@ class _Unbuilt(Exception):
         self.cause = cause
         self.unavailable = unavailable
 
+    def record(self, recorder: Recorder, att: Attempt) -> None:
+        """End ``att`` as :meth:`Runner._step_decode` would have."""
+        if self.unavailable:
+            recorder.unavailable(att, error_info(self.cause))
+        else:
+            recorder.dead(att, Reason.BAD_PAYLOAD, error_info(self.cause))
+
 
 class Runner:
     """Starts bodies and tells the recorder how they ended.
@@ -359,10 +366,7 @@ class Runner:
             if att.ended:  # timed out (stuck), lease lost or released meanwhile
                 return
             if not ok and isinstance(value, _Unbuilt):  # a step's call was not built
-                if value.unavailable:
-                    recorder.unavailable(att, error_info(value.cause))
-                else:
-                    recorder.dead(att, Reason.BAD_PAYLOAD, error_info(value.cause))
+                value.record(recorder, att)
             elif att.mode == "process":  # a process attempt on a body thread
                 if ok:
                     self.process.end(att, value)
