@@ -54,6 +54,13 @@ _TRIES = 200
 """Optimistic-lock retries of one advance before it is left to the reaper."""
 FIELDS = ["fl", "sh", "st", "rs", "fs", "mp", "to", "dl", "ca", "sa", "fa", "ck", "cl", "cb", "v"]
 FIELDS += ["sp", *(f"c.{s.value}" for s in StepState), "k", "aw", "pi", "px"]
+_FAST_FIELDS = [f for f in FIELDS if f != "sp"]
+"""An advance's fields: the step list (``sp``, O(steps) bytes) comes from
+:attr:`RedisFlows._indexes`."""
+
+
+_INDEXES_KEPT = 1024
+"""Executions whose step index ``get_step_inputs`` keeps (all forgotten past this many)."""
 
 
 def _s(value: object) -> str:
@@ -212,6 +219,10 @@ class RedisFlows:
         self.store = store
         self._start = store.script("flow_start")
         self._apply_ops = store.script("flow_apply")
+        self._indexes: dict[str, tuple[bytes, StepIndex]] = {}
+        """Step indexes read: execution id -> (spec hash, index). A step's dependencies
+        never change (a workflow only adds steps): ``get_step_inputs`` of a step the index
+        knows, and an advance whose step counters sum to its length, read no step list."""
 
     # ------------------------------------------------------------------ reading
 
@@ -234,6 +245,7 @@ class RedisFlows:
             return None
         f = dict(zip(FIELDS, row, strict=True))
         index = _index(f["sp"] or b"[]")
+        self._remember(eid, f["sh"], index)
         states = [_step(xs[str(i).encode()]) for i in range(len(index.ids))]
         x = f, index, states, [_event(e) for e in events]
         return (x, dict(zip(_MORE, extra, strict=True))) if more else x
@@ -342,13 +354,16 @@ class RedisFlows:
         key = self.store.key
         with translate_errors("read execution"):
             pipe = self.store.client.pipeline(transaction=True)
-            pipe.hmget(key("x", eid), FIELDS)
+            pipe.hmget(key("x", eid), _FAST_FIELDS)
             pipe.lrange(key("xe", eid), 0, -1)
             row, raw = pipe.execute()
-        f = dict(zip(FIELDS, row, strict=True))
+        f = dict(zip(_FAST_FIELDS, row, strict=True))
         if f["st"] is None or int(f["c.pending"] or -1) < 0:  # no counters: stored before them
             return None if f["st"] is None else False
         counts = {s: int(f[f"c.{s.value}"] or 0) for s in StepState}
+        index = self._fast_index(eid, f["sh"], sum(counts.values()))
+        if index is None:
+            return False
         events = [_event(e) for e in raw]
 
         def read(steps: Sequence[int], deps: Sequence[int]) -> Any:
@@ -363,8 +378,23 @@ class RedisFlows:
             states = dict(zip([*steps, *deps], (_step(v)[0] for v in got), strict=True))
             return states, dict(zip(deps, map(int, unmet[0] if deps else ()), strict=True))
 
-        done = folding.fold_fast(_head(f), _index(f["sp"] or b"[]"), counts, events, read, now)
+        done = folding.fold_fast(_head(f), index, counts, events, read, now)
         return False if done is None else (f, len(events), done.head.state, done.ops, done.finished)
+
+    def _fast_index(self, eid: str, sh: bytes | None, steps: int) -> StepIndex | None:
+        """``eid``'s step index of ``steps`` steps: remembered, else read (``sp``, no step
+        states); ``None`` when the steps read are not the ``steps`` counted (a workflow
+        added one between the two reads: the caller reads the whole execution)."""
+        known = self._indexes.get(eid)
+        if known is not None and known[0] == (sh or b"") and len(known[1].ids) == steps:
+            return known[1]
+        with translate_errors("read execution"):
+            sp = self.store.client.hget(self.store.key("x", eid), "sp")
+        index = _index(sp or b"[]")
+        if len(index.ids) != steps:
+            return None
+        self._remember(eid, sh, index)
+        return index
 
     def _try(
         self, eid: str, now: int, judge: Callable[[ExecutionView], Transition] | None
@@ -581,18 +611,40 @@ class RedisFlows:
         ]  # fmt: skip
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """``SupportsFlows.get_step_inputs``: the input and the dependencies' results."""
+        """``SupportsFlows.get_step_inputs``: the input and the dependencies' results, in
+        one round trip when the execution's step index is known (same spec hash)."""
+        known = self._indexes.get(execution_id)
+        if known is not None and step_id in known[1].pos:
+            got = self._inputs(execution_id, known[1], step_id, ["in", "sh"])
+            if got[0][1] == known[0]:
+                return got[1]
+        x = self.store.key("x", execution_id)
         with translate_errors("get_step_inputs"):
-            inp, sp = self.store.client.hmget(self.store.key("x", execution_id), ["in", "sp"])
+            sh, sp = self.store.client.hmget(x, ["sh", "sp"])
         if sp is None:
             raise NotFound(f"no flow execution with id {execution_id!r}")
         index = _index(sp)
         if step_id not in index.pos:
             raise NotFound(f"execution {execution_id} has no step {step_id!r}")
+        self._remember(execution_id, sh, index)
+        return self._inputs(execution_id, index, step_id, ["in"])[1]
+
+    def _remember(self, eid: str, sh: bytes | None, index: StepIndex) -> None:
+        """Keep ``eid``'s step index as read with its spec hash (:attr:`_indexes`)."""
+        if len(self._indexes) >= _INDEXES_KEPT:
+            self._indexes.clear()
+        self._indexes[eid] = (sh or b"", index)
+
+    def _inputs(
+        self, eid: str, index: StepIndex, step_id: str, fields: list[str]
+    ) -> tuple[list[bytes | None], StepInputs]:
+        """``fields`` of the execution (``in`` first) and the step's inputs, one pipeline."""
         deps = index.depends_on[index.pos[step_id]]
-        got: list[bytes | None] = []
-        if deps:  # only the dependencies' results (a step's inputs, not the execution's)
-            results = self.store.key("xo", execution_id)
-            with translate_errors("get_step_inputs"):
-                got = self.store.client.hmget(results, [str(index.pos[d]) for d in deps])
-        return StepInputs(input=inp or b"", results=dict(zip(deps, got, strict=True)))
+        with translate_errors("get_step_inputs"):
+            pipe = self.store.client.pipeline(transaction=False)
+            pipe.hmget(self.store.key("x", eid), fields)
+            if deps:  # only the dependencies' results (a step's inputs, not the execution's)
+                pipe.hmget(self.store.key("xo", eid), [str(index.pos[d]) for d in deps])
+            row, *got = pipe.execute()
+        results = dict(zip(deps, got[0] if deps else (), strict=True))
+        return row, StepInputs(input=row[0] or b"", results=results)

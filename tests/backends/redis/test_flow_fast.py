@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from backends.redis import RedisStorage
+from backends.redis import flows as redis_flows
 from backends.redis.flows import RedisFlows
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import AttemptEnd
@@ -19,6 +20,7 @@ from queue_core.testing.fixtures import T0, complete_end, dead_end, retry_end
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
 
 _S = StepState
+index_of = redis_flows._index
 
 
 def _counters_match(storage: RedisStorage, raw: redis.Redis[bytes], eid: str) -> None:
@@ -138,3 +140,32 @@ def test_an_execution_without_counters_is_advanced_on_the_full_view(
     assert fast == ["none", "none", "none"]
     record = storage.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.SUCCEEDED
+
+
+def test_step_inputs_read_the_step_list_once_and_follow_a_changed_spec(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # get_step_inputs keeps each execution's step index (keyed by its spec hash): the
+    # step list (O(steps) bytes) is read once, and an id stored again with another
+    # spec (pruned, then reused) is read again, not answered from the old one
+    spec = make_spec({"root": [], "a": ["root"], "b": ["root"]})
+    new = make_execution(spec, max_attempts=3)
+    storage.start_execution(new, now=T0)
+    root = claim_steps(storage, T0 + 1)["root"]
+    storage.finish([complete_end(root.ref)], now=T0 + 2)
+    lists: list[bytes] = []
+
+    def counted(sp: bytes) -> Any:
+        lists.append(sp)
+        return index_of(sp)
+
+    monkeypatch.setattr(redis_flows, "_index", counted)
+    for step in ("a", "b", "a"):
+        assert storage.get_step_inputs(new.id, step).results == {"root": b'"ok"'}
+    assert len(lists) <= 1  # the finish's advance may have read it already
+    before = len(lists)
+    p = storage.keys.prefix
+    other = '[["root",[]],["a",[]],["b",["a"]]]'
+    raw.hset(f"{p}:x:{new.id}", mapping={"sh": "another", "sp": other})
+    assert storage.get_step_inputs(new.id, "b").results == {"a": None}
+    assert len(lists) == before + 1
