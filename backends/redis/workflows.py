@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 
 from backends.redis.errors import translate_errors
-from backends.redis.flows import Blobs, More, RedisFlows, Row, encode_ops
+from backends.redis.flow_encode import Blobs, encode_ops
+from backends.redis.flows import More, RedisFlows, Row
 from backends.redis.jobs import RedisJobs
 from backends.redis.store import RedisStore
 from queue_core.records.errors import ConfigError, LeaseLost, NotFound, StorageError
