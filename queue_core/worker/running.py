@@ -88,8 +88,8 @@ def bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, An
 
 
 class _Unbuilt(Exception):
-    """A step's call could not be built on its body thread (:meth:`Runner.start_step_thread`):
-    its inputs could not be read (``unavailable``: storage was) or do not bind."""
+    """A step's call could not be built (:meth:`Runner._step_kwargs`): its inputs could
+    not be read (``unavailable``: storage was) or do not bind."""
 
     def __init__(self, cause: BaseException, *, unavailable: bool = False) -> None:
         super().__init__(str(cause))
@@ -97,7 +97,7 @@ class _Unbuilt(Exception):
         self.unavailable = unavailable
 
     def record(self, recorder: Recorder, att: Attempt) -> None:
-        """End ``att`` as :meth:`Runner._step_decode` would have."""
+        """End ``att``: queued again at once (storage), or dead-lettered ``bad_payload``."""
         if self.unavailable:
             recorder.unavailable(att, error_info(self.cause))
         else:
@@ -210,34 +210,39 @@ class Runner:
         return args, kwargs
 
     async def _step_decode(self, att: Attempt, task: Task[Any, Any]) -> Decoded | None:
-        """A flow step's arguments, built from storage (``get_step_inputs``) by
-        parameter name; ``None`` after dead-lettering a call that cannot be built."""
+        """A flow step's arguments (:meth:`_step_kwargs` in a thread); ``None`` after
+        ending an attempt whose call cannot be built."""
+        try:
+            kwargs = await to_thread.run_sync(self._step_kwargs, att, task, limiter=self.limiter)
+        except _Unbuilt as exc:
+            exc.record(self.recorder, att)
+            return None
+        return (), kwargs
+
+    def _step_kwargs(self, att: Attempt, task: Task[Any, Any]) -> dict[str, Any]:
+        """A flow step's keyword arguments, built from storage (``get_step_inputs``) by
+        parameter name (blocking: a thread's).
+
+        Raises:
+            _Unbuilt: the inputs could not be read, or do not bind to the body.
+        """
         job = att.job
         try:
-            kwargs: dict[str, Any] = await to_thread.run_sync(
-                step_call,
-                self.storage,
-                job,
-                task.signature,
-                self.serializer.loads_result,
-                self._specs,
-                self.gate,
-                limiter=self.limiter,
-            )
+            kwargs = step_call(
+                self.storage, job, task.signature, self.serializer.loads_result,
+                self._specs, self.gate,
+            )  # fmt: skip
         except StorageUnavailable as exc:  # a storage fault is never a bad payload
-            self.recorder.unavailable(att, error_info(exc))
-            return None
+            raise _Unbuilt(exc, unavailable=True) from exc
         except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
-            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(exc))
-            return None
+            raise _Unbuilt(exc) from exc
         flow = getattr(kwargs.get("call"), "flow", None)  # a script or http step's call
         if flow is not None:
             att.label = f"{flow}.{job.step_id}"
         misfit = self.misfit(task, (), kwargs)
         if misfit is not None:
-            self.recorder.dead(att, Reason.BAD_PAYLOAD, error_info(misfit))
-            return None
-        return (), kwargs
+            raise _Unbuilt(misfit)
+        return kwargs
 
     # ------------------------------------------------------------------ starts
 
@@ -278,25 +283,14 @@ class Runner:
     def start_step_thread(self, att: Attempt, task: Task[Any, Any]) -> None:
         """A code step's sync body on a body thread that first reads the step's inputs
         (``get_step_inputs``) itself: no hop through the loop and ``to_thread``. A call
-        that cannot be built ends as :meth:`_step_decode` ends it (:class:`_Unbuilt`)."""
+        that cannot be built ends as on the loop (:class:`_Unbuilt`)."""
         ctx = self.context(att, loop=False) if task.takes_ctx else None
         listeners = self.listeners.all
         func = scoped(listeners, att.job, task.func) if listeners else task.func
-        dumps, loads = self.serializer.dumps_result, self.serializer.loads_result
-        timing = self.timing
+        dumps, timing = self.serializer.dumps_result, self.timing
 
         def call() -> Any:
-            try:
-                kwargs = step_call(
-                    self.storage, att.job, task.signature, loads, self._specs, self.gate
-                )
-            except StorageUnavailable as exc:
-                raise _Unbuilt(exc, unavailable=True) from exc
-            except Exception as exc:  # noqa: BLE001 - the step's call cannot be built
-                raise _Unbuilt(exc) from exc
-            misfit = self.misfit(task, (), kwargs)
-            if misfit is not None:
-                raise _Unbuilt(misfit)
+            kwargs = self._step_kwargs(att, task)
             if ctx is not None:
                 kwargs["ctx"] = ctx
             att.deadline = deadline_of(att, timing.monotonic())  # from the body's start
