@@ -31,6 +31,10 @@ _indexes: dict[str, StepIndex] = {}
 """The :class:`StepIndex` of each flow spec by its hash (immutable: read once per process)."""
 _specs: dict[str, str] = {}
 """Spec JSON by content hash (immutable)."""
+_flow_specs: dict[str, str] = {}
+"""The spec hash of each flow execution (not a workflow) whose step inputs this process
+read: the next step's inputs are one statement, checked against the stored hash (an
+execution id stored again after a prune may have another spec)."""
 
 
 def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
@@ -138,23 +142,46 @@ class FlowReads:
         return out
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (reads the
-        results of the step's dependencies only, finished and unchanging: no common
-        snapshot needed, so SQLite reads without the write lock)."""
+        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs`: one
+        statement once this process has read the execution (:data:`_flow_specs`); reads
+        only finished, unchanging rows (no common snapshot needed, so SQLite reads
+        without the write lock)."""
         with self.store.read() as cur:
+            sh = _flow_specs.get(execution_id)
+            index = None if sh is None else _indexes.get(sh)
+            if index is not None and step_id in index.pos:
+                found = self._inputs(cur, execution_id, index, step_id, sh)
+                if found is not None:
+                    return found
             x = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchone()
             if x is None:
                 raise NotFound(f"no flow execution with id {execution_id!r}")
             index = index_of(cur, self.q, x)
-            i = index.pos.get(step_id)
-            if i is None:
+            if step_id not in index.pos:
                 raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-            deps = dict.fromkeys(index.depends_on[i])
-            params = {"e": execution_id, "idxs": self.store.array([index.pos[d] for d in deps])}
-            rows = cur.execute(self.q["flow_step_rows"], params).fetchall() if deps else []
+            found = self._inputs(cur, execution_id, index, step_id, None)
+        if found is None:  # deleted since (pruned)
+            raise NotFound(f"no flow execution with id {execution_id!r}")
+        if x["kind"] != WORKFLOW:  # a workflow's steps grow: its index is read each time
+            _remember(_flow_specs, execution_id, x["spec_hash"])
+        return found
+
+    def _inputs(
+        self, cur: Any, eid: str, index: StepIndex, step_id: str, spec_hash: str | None
+    ) -> StepInputs | None:
+        """Step ``step_id``'s inputs by ``index`` (one statement); ``None``: no execution
+        ``eid``, or (``spec_hash`` given) not a flow of that spec (an id stored again)."""
+        deps = dict.fromkeys(index.depends_on[index.pos[step_id]])
+        params = {"e": eid, "idxs": self.store.array([index.pos[d] for d in deps])}
+        rows = cur.execute(self.q["flow_step_inputs"], params).fetchall()
+        if not rows or (
+            spec_hash is not None
+            and (rows[0]["spec_hash"] != spec_hash or rows[0]["kind"] == WORKFLOW)
+        ):
+            return None
         got = {r["idx"]: r["result"] for r in rows}
-        results = {d: _bytes(got[index.pos[d]]) for d in deps}
-        return StepInputs(input=bytes(x["input"]), results=results)
+        results = {d: _bytes(got.get(index.pos[d])) for d in deps}
+        return StepInputs(input=bytes(rows[0]["input"]), results=results)
 
     def workflow_state(self, execution_id: str) -> WorkflowState | None:
         """See :meth:`queue_core.storage.abilities.SupportsWorkflows.workflow_state`: one

@@ -45,6 +45,13 @@ WHERE s.execution_id = :e ORDER BY s.idx
 SELECT idx, state, reason, job_id, unmet, result FROM qc_flow_steps
 WHERE execution_id = :e AND idx {in:idxs:int}
 
+-- name: flow_step_inputs
+-- A step's inputs in one read: the execution's input, spec hash and kind (to check the
+-- step index the caller used) with the rows of the step's dependencies.
+SELECT e.input, e.spec_hash, e.kind, s.idx, s.result FROM qc_executions e
+LEFT JOIN qc_flow_steps s ON s.execution_id = e.id AND s.idx {in:idxs:int}
+WHERE e.id = :e
+
 -- name: flow_step_deps
 SELECT step_id, deps FROM qc_flow_steps WHERE execution_id = :e ORDER BY idx
 

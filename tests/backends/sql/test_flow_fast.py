@@ -14,7 +14,9 @@ from sqlalchemy import create_engine, text
 
 from backends.memory import MemoryStorage
 from backends.sql import SQLStorage
+from backends.sql import flow_reads
 from backends.sql.flows import Flows
+from queue_core.records.errors import NotFound
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import AttemptEnd
 from queue_core.rules.flows import decide
@@ -198,3 +200,41 @@ def test_a_batch_of_ends_is_folded_on_the_fast_path_like_memory(
     assert seen[1][0] is ExecutionState.SUCCEEDED
     assert max(folds, default=0) >= 12  # the siblings' ends were folded in one batch
     assert spy.full_decisions == 0  # (list_steps above reads the steps: not counted)
+
+
+def test_step_inputs_are_one_read_and_follow_an_id_stored_again_with_another_spec(
+    storage: SQLStorage, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # after an execution's first step inputs, the next are one statement, checked
+    # against the stored spec hash: an id stored again with another spec (pruned, then
+    # reused) is read again, not answered from the step index kept for the old one
+    spec = make_spec({"root": [], "a": ["root"], "b": ["root"]})
+    new = make_execution(spec, max_attempts=3)
+    storage.start_execution(new, now=T0)
+    root = claim_steps(storage, T0 + 1)["root"]
+    assert storage.finish([complete_end(root.ref)], now=T0 + 2) == [True]
+    heads: list[str] = []
+    index_of = flow_reads.index_of
+
+    def counted(cur: Any, q: Any, head: Any) -> Any:
+        heads.append(head["spec_hash"])
+        return index_of(cur, q, head)
+
+    monkeypatch.setattr(flow_reads, "index_of", counted)
+    for step in ("a", "b", "a", "root"):
+        got = storage.get_step_inputs(new.id, step)
+        assert got.input == new.input
+        assert got.results == ({} if step == "root" else {"root": b'"ok"'})
+    assert len(heads) == 1  # the first read only
+    _sql(url, "UPDATE qc_executions SET spec_hash = 'another' WHERE id = :e", e=new.id)
+    _sql(url, "UPDATE qc_flow_steps SET deps = :d WHERE execution_id = :e AND step_id = :s",
+         d='["a"]', e=new.id, s="b")  # fmt: skip
+    _sql(url, "UPDATE qc_flow_steps SET deps = '[]' WHERE execution_id = :e AND step_id = 'a'",
+         e=new.id)  # fmt: skip
+    assert storage.get_step_inputs(new.id, "b").results == {"a": None}
+    assert heads == [new.spec_hash, "another"]
+    assert storage.get_step_inputs(new.id, "a").results == {}
+    with pytest.raises(NotFound, match="no step 'zz'"):
+        storage.get_step_inputs(new.id, "zz")
+    with pytest.raises(NotFound, match="no flow execution"):
+        storage.get_step_inputs("nope", "a")
