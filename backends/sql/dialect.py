@@ -114,6 +114,11 @@ class Dialect(Protocol):
 
     # ------------------------------------------------------------------ batch statements
 
+    def many(self, cur: Any, name: str, rows: Sequence[Any]) -> None:
+        """``executemany`` of statement ``name`` over ``rows`` (PostgreSQL: a large batch
+        as one statement over arrays, when the dialect has ``<name>_arrays``)."""
+        ...
+
     def insert(
         self,
         cur: Any,

@@ -489,7 +489,7 @@ class Flows:
         if x.releases:
             self._release(x)
         if rows:
-            cur.executemany(q["flow_update_step"], rows)
+            self.store.dialect.many(cur, "flow_update_step", rows)
         finished = x.finished
         x.ds = x.db = 0
         x.changed = x.started = x.finished = False
@@ -516,7 +516,7 @@ class Flows:
         found = x.cur.execute(self.q["flow_step_jobs"], params).fetchall()
         jobs = [(NewJob(payload=bytes(r["payload"]), **json.loads(r["job"])), r["idx"])
                 for r in found]  # fmt: skip
-        x.cur.executemany(self.q["flow_insert_job"], [
+        self.store.dialect.many(x.cur, "flow_insert_job", [
             job_row(j, x.t) + (j.execution_id, j.step_id, deadline[i]) for j, i in jobs
         ])  # fmt: skip
         for j, _ in jobs:  # a round_robin flow's steps take turns (SPEC §13)

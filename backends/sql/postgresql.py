@@ -25,7 +25,7 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -132,6 +132,8 @@ parse and plan most large finishes anew (a drain's batch sizes vary), and the cl
 build their text each time."""
 
 _NULL_END = (None,) * len(FINISH_ROW)
+MANY_MIN = 16
+"""From this many rows, :meth:`PostgreSQL.many` sends one statement over arrays."""
 _COPY_TEMPLATE = f"COPY qc_jobs ({', '.join(pgcopy.TEMPLATE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 
@@ -281,6 +283,19 @@ class PostgreSQL:
         cur.execute(self.q["notify"])
 
     # ------------------------------------------------------------------ batch statements
+
+    def many(self, cur: Any, name: str, rows: Sequence[Any]) -> None:
+        """``executemany``, or for :data:`MANY_MIN` rows or more, statement
+        ``<name>_arrays`` when there is one: the rows as one array per parameter
+        (``c0``, ``c1``... for positional rows), one statement instead of a statement per
+        row (a 998-step fan-out's release: 2 instead of 1,996)."""
+        arrays = self.q.get(f"{name}_arrays")
+        if arrays is None or len(rows) < MANY_MIN:
+            cur.executemany(self.q[name], rows)
+        elif isinstance(rows[0], Mapping):
+            cur.execute(arrays, {k: [r[k] for r in rows] for k in rows[0]})
+        else:
+            cur.execute(arrays, {f"c{i}": list(c) for i, c in enumerate(zip(*rows, strict=True))})
 
     def insert(
         self,

@@ -285,6 +285,10 @@ class SQLite:
 
     # ------------------------------------------------------------------ batch statements
 
+    def many(self, cur: Any, name: str, rows: Sequence[Any]) -> None:
+        """``executemany``: the rows run in-process, no round trip to save."""
+        cur.executemany(self.q[name], rows)
+
     def insert(
         self,
         cur: Any,

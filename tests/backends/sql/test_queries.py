@@ -21,7 +21,8 @@ def test_shared_statements_are_written_once_and_each_dialect_adds_only_its_own()
                    "next_due"}  # fmt: skip
     pg_only = {"insert_jobs", "insert_job", "lock_key", "try_lock_key", "flow_lock_key",
                "claim", "renew", "finish", "server_now", "notify", "jobs_dead_rows",
-               "vacuum_jobs", "next_due"}  # fmt: skip
+               "vacuum_jobs", "next_due", "flow_insert_job_arrays",
+               "flow_update_step_arrays"}  # fmt: skip
     assert set(SQLITE) == shared | sqlite_only and not shared & sqlite_only
     assert set(POSTGRESQL) == shared | pg_only and not shared & pg_only
     assert len(shared) >= 70
@@ -36,6 +37,10 @@ def test_shared_statements_get_each_dialects_parameter_style() -> None:
         assert not re.search(r"(?<![:\w]):[a-z_]", pg) and "{" not in pg, name
         assert re.sub(r":([a-z_]+)", r"%(\1)s", lite).count("%(") <= pg.count("%("), name
     assert POSTGRESQL["flow_insert_job"].count("%s") == SQLITE["flow_insert_job"].count("?") == 26
+    # PostgreSQL.many's one-statement forms take an array for each parameter of the row form
+    assert POSTGRESQL["flow_insert_job_arrays"].count("%(c") == 26
+    row = set(re.findall(r"%\((\w+)\)s", POSTGRESQL["flow_update_step"]))
+    assert set(re.findall(r"%\((\w+)\)b", POSTGRESQL["flow_update_step_arrays"])) == row
     assert "IN (SELECT value FROM json_each(:ids))" in SQLITE["select_for_dead"]
     assert "= ANY(CAST(%(ids)s AS text[]))" in POSTGRESQL["select_for_dead"]
     assert "<> ALL(CAST(%(excluded)s AS bigint[]))" in POSTGRESQL["select_ready"]
