@@ -153,8 +153,8 @@ class Finishing:
         flows, store, d = self.flows(), self.store, self.store.dialect
         values = [v for _, v, _ in items]
         with store.tx() as cur:
-            t = store.resolve_now(cur, now)
-            x = flows.open(cur, eid, t)
+            x = flows.open(cur, eid, now)
+            t = x.t if x is not None else store.resolve_now(cur, now)
             ids = {v.id for v in values}
             if (
                 x is not None
@@ -166,8 +166,12 @@ class Finishing:
                 took = [v.id in done for v in values]
                 pairs = zip(items, took, strict=True)
                 flows.ended(x, [_ended(v, sid) for (_, v, sid), ok in pairs if ok])
+                # successes release through Flows._release, which wakes the workers
+                # itself; a retry or a freed concurrency slot wakes them here
+                wake = any(ok and v.requeue for v, ok in zip(values, took, strict=True))
+                wake = wake or any(k is not None for k in done.values())
             else:
-                took = []
+                took, wake = [], True
                 for e, v, sid in items:
                     took.append(v.id in d.finish_batch(cur, [v], t, steps=True))
                     if took[-1] and v.dead_id is not None:
@@ -178,7 +182,8 @@ class Finishing:
                         flows.ended(x, [_ended(v, sid)])
             if any(took):
                 self._reports(cur, [e for e, _, _ in items], took, t)
-                store.notify(cur)
+                if wake:
+                    store.notify(cur)
         return took
 
 

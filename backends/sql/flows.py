@@ -141,7 +141,7 @@ class Flows:
         self,
         cur: Any,
         eid: str,
-        t: int,
+        t: int | None,
         *,
         key_held: bool = False,
         jobs: bool = False,
@@ -150,12 +150,14 @@ class Flows:
         """Lock execution ``eid`` (a sub-execution's parent first, unless given as
         ``parent``; then its concurrency key unless held, then its row: the first locks
         of every flow transaction; with ``jobs`` its active step jobs too, for a caller
-        that locks one of them next); ``None``: no such execution."""
+        that locks one of them next); ``None``: no such execution. ``t``: the time, or
+        ``None``: the storage's clock (PostgreSQL: read with the first statement)."""
         q, locking = self.q, self.store.dialect.locking
         if locking:
-            row = cur.execute(q["flow_conc_key_of"], {"e": eid}).fetchone()
+            row = cur.execute(q["flow_conc_key_of"], {"e": eid, "now": t}).fetchone()
             if row is None:
                 return None
+            t = row["now_ms"]
             if row["parent_id"] is not None and parent is None:
                 parent = self.open(cur, row["parent_id"], t)
             if not key_held and row["conc_key"] is not None:
@@ -163,6 +165,8 @@ class Flows:
         found = cur.execute(q["flow_lock_execution"], {"e": eid}).fetchone()
         if found is None:
             return None
+        if t is None:
+            t = self.store.resolve_now(cur, None)
         head = {k: found[k] for k in found.keys()}
         if not locking and head["parent_id"] is not None and parent is None:
             parent = self.open(cur, head["parent_id"], t)

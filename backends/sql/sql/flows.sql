@@ -18,7 +18,8 @@ INSERT INTO qc_flow_steps (execution_id, idx, step_id, state, deps, job, payload
 VALUES (:e, :idx, :step_id, 'pending', :deps, :job, :payload, :unmet)
 
 -- name: flow_conc_key_of
-SELECT conc_key, parent_id FROM qc_executions WHERE id = :e
+-- PostgreSQL's first read of a flow transaction (no lock yet), with the transaction's time.
+SELECT conc_key, parent_id, {now} AS now_ms FROM qc_executions WHERE id = :e
 
 -- name: flow_lock_execution
 SELECT id, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
