@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from backends.memory.records import Job
@@ -208,6 +209,16 @@ class MemoryFlows:
             deps = e.index.depends_on[e.index.pos[step_id]]
             results = {d: e.results.get(e.index.pos[d]) for d in deps}
             return StepInputs(input=e.new.input, results=results)
+
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """See :class:`queue_core.storage.abilities.SupportsStepInputsBatch`."""
+        out: list[StepInputs | None] = []
+        for eid, sid in steps:
+            try:
+                out.append(self.get_step_inputs(eid, sid))
+            except NotFound:
+                out.append(None)
+        return out
 
     # ------------------------------------------------------------------ from the job parts
 

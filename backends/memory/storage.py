@@ -323,6 +323,9 @@ class MemoryStorage(
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         return self.flows.get_step_inputs(execution_id, step_id)
 
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        return self.flows.get_step_inputs_batch(steps)
+
     def workflow_state(self, execution_id: str) -> WorkflowState | None:
         return self.workflows.workflow_state(execution_id)
 

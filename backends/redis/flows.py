@@ -27,6 +27,7 @@ from typing import Any, Literal, overload
 
 from backends.redis.errors import translate_errors
 from backends.redis.flow_encode import Blobs, encode_ops
+from backends.redis.flow_inputs import Indexes, StepInputsReader, parse_index
 from backends.redis.records import job_args, reaped_jobs
 from backends.redis.store import RedisStore
 from queue_core.records.errors import LeaseLost, NotFound, StorageError
@@ -35,7 +36,7 @@ from queue_core.records.jobs import ReapedJob
 from queue_core.rules.flows import decide, plan
 from queue_core.rules.flows import fold as folding
 from queue_core.rules.flows.decide import ExecutionSlot, ExecutionView, StepView, Transition
-from queue_core.rules.flows.decide_fast import ExecutionHead, StepIndex, step_index
+from queue_core.rules.flows.decide_fast import ExecutionHead, StepIndex
 from queue_core.rules.flows.spec import ConcurrencySpec
 from queue_core.rules.paging import check_page
 from queue_core.storage.flows import (
@@ -59,23 +60,12 @@ _FAST_FIELDS = [f for f in FIELDS if f != "sp"]
 :attr:`RedisFlows._indexes`."""
 
 
-_INDEXES_KEPT = 1024
-"""Executions whose step index ``get_step_inputs`` keeps (all forgotten past this many)."""
-
-
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
 
 
 def _int(value: bytes | None) -> int | None:
     return None if value is None else int(value)
-
-
-@functools.lru_cache(maxsize=64)
-def _index(sp: bytes) -> StepIndex:
-    """The :class:`StepIndex` of an ``sp`` field (JSON ``[[id, [deps]], ...]``), built once
-    per distinct value (the steps of an execution never change)."""
-    return step_index([(sid, tuple(deps)) for sid, deps in json.loads(sp)])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -159,10 +149,10 @@ class RedisFlows:
         self.store = store
         self._start = store.script("flow_start")
         self._apply_ops = store.script("flow_apply")
-        self._indexes: dict[str, tuple[bytes, StepIndex]] = {}
-        """Step indexes read: execution id -> (spec hash, index). A step's dependencies
-        never change (a workflow only adds steps): ``get_step_inputs`` of a step the index
-        knows, and an advance whose step counters sum to its length, read no step list."""
+        self._indexes = Indexes()
+        """Step indexes read (:mod:`backends.redis.flow_inputs`): an advance whose step
+        counters sum to its index's length reads no step list."""
+        self.inputs = StepInputsReader(store, self._indexes)
 
     # ------------------------------------------------------------------ reading
 
@@ -184,8 +174,8 @@ class RedisFlows:
         if row[2] is None:
             return None
         f = dict(zip(FIELDS, row, strict=True))
-        index = _index(f["sp"] or b"[]")
-        self._remember(eid, f["sh"], index)
+        index = parse_index(f["sp"] or b"[]")
+        self._indexes.remember(eid, f["sh"], index)
         states = [_step(xs[str(i).encode()]) for i in range(len(index.ids))]
         x = f, index, states, [_event(e) for e in events]
         return (x, dict(zip(_MORE, extra, strict=True))) if more else x
@@ -330,10 +320,10 @@ class RedisFlows:
             return known[1]
         with translate_errors("read execution"):
             sp = self.store.client.hget(self.store.key("x", eid), "sp")
-        index = _index(sp or b"[]")
+        index = parse_index(sp or b"[]")
         if len(index.ids) != steps:
             return None
-        self._remember(eid, sh, index)
+        self._indexes.remember(eid, sh, index)
         return index
 
     def _try(
@@ -551,40 +541,9 @@ class RedisFlows:
         ]  # fmt: skip
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """``SupportsFlows.get_step_inputs``: the input and the dependencies' results, in
-        one round trip when the execution's step index is known (same spec hash)."""
-        known = self._indexes.get(execution_id)
-        if known is not None and step_id in known[1].pos:
-            got = self._inputs(execution_id, known[1], step_id, ["in", "sh"])
-            if got[0][1] == known[0]:
-                return got[1]
-        x = self.store.key("x", execution_id)
-        with translate_errors("get_step_inputs"):
-            sh, sp = self.store.client.hmget(x, ["sh", "sp"])
-        if sp is None:
-            raise NotFound(f"no flow execution with id {execution_id!r}")
-        index = _index(sp)
-        if step_id not in index.pos:
-            raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-        self._remember(execution_id, sh, index)
-        return self._inputs(execution_id, index, step_id, ["in"])[1]
+        """``SupportsFlows.get_step_inputs`` (:class:`StepInputsReader`)."""
+        return self.inputs.get(execution_id, step_id)
 
-    def _remember(self, eid: str, sh: bytes | None, index: StepIndex) -> None:
-        """Keep ``eid``'s step index as read with its spec hash (:attr:`_indexes`)."""
-        if len(self._indexes) >= _INDEXES_KEPT:
-            self._indexes.clear()
-        self._indexes[eid] = (sh or b"", index)
-
-    def _inputs(
-        self, eid: str, index: StepIndex, step_id: str, fields: list[str]
-    ) -> tuple[list[bytes | None], StepInputs]:
-        """``fields`` of the execution (``in`` first) and the step's inputs, one pipeline."""
-        deps = index.depends_on[index.pos[step_id]]
-        with translate_errors("get_step_inputs"):
-            pipe = self.store.client.pipeline(transaction=False)
-            pipe.hmget(self.store.key("x", eid), fields)
-            if deps:  # only the dependencies' results (a step's inputs, not the execution's)
-                pipe.hmget(self.store.key("xo", eid), [str(index.pos[d]) for d in deps])
-            row, *got = pipe.execute()
-        results = dict(zip(deps, got[0] if deps else (), strict=True))
-        return row, StepInputs(input=row[0] or b"", results=results)
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """``SupportsStepInputsBatch.get_step_inputs_batch`` (:class:`StepInputsReader`)."""
+        return self.inputs.batch(steps)

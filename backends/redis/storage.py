@@ -461,6 +461,10 @@ class RedisStorage(
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs`."""
         return self.flows.get_step_inputs(execution_id, step_id)
 
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """See :class:`queue_core.storage.abilities.SupportsStepInputsBatch`."""
+        return self.flows.get_step_inputs_batch(steps)
+
     # ------------------------------------------------------------------ workflows
 
     def workflow_state(self, execution_id: str) -> WorkflowState | None:

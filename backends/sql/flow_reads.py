@@ -9,7 +9,9 @@ every time (children are added at run time).
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from backends.sql.records import Row, job_from_row
@@ -147,32 +149,58 @@ class FlowReads:
         only finished, unchanging rows (no common snapshot needed, so SQLite reads
         without the write lock)."""
         with self.store.read() as cur:
-            sh = _flow_specs.get(execution_id)
-            index = None if sh is None else _indexes.get(sh)
-            if index is not None and step_id in index.pos:
-                found = self._inputs(cur, execution_id, index, step_id, sh)
-                if found is not None:
-                    return found
+            found = self._known(cur, execution_id, [step_id])
+            if found is not None:
+                return found[0]
             x = cur.execute(self.q["flow_get_execution"], {"e": execution_id}).fetchone()
             if x is None:
                 raise NotFound(f"no flow execution with id {execution_id!r}")
             index = index_of(cur, self.q, x)
             if step_id not in index.pos:
                 raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-            found = self._inputs(cur, execution_id, index, step_id, None)
-        if found is None:  # deleted since (pruned)
+            got = self._inputs(cur, execution_id, index, [step_id], None)
+        if got is None:  # deleted since (pruned)
             raise NotFound(f"no flow execution with id {execution_id!r}")
         if x["kind"] != WORKFLOW:  # a workflow's steps grow: its index is read each time
             _remember(_flow_specs, execution_id, x["spec_hash"])
-        return found
+        return got[0]
+
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """See :class:`queue_core.storage.abilities.SupportsStepInputsBatch`:
+        one statement per execution this process has read, the others one by one."""
+        out: list[StepInputs | None] = [None] * len(steps)
+        by_eid: dict[str, list[int]] = {}
+        for n, (eid, _) in enumerate(steps):
+            by_eid.setdefault(eid, []).append(n)
+        with self.store.read() as cur:
+            for eid, ns in by_eid.items():
+                found = self._known(cur, eid, [steps[n][1] for n in ns])
+                if found is not None:
+                    for n, got in zip(ns, found, strict=True):
+                        out[n] = got
+        for n, (eid, step_id) in enumerate(steps):
+            if out[n] is None:
+                with contextlib.suppress(NotFound):
+                    out[n] = self.get_step_inputs(eid, step_id)
+        return out
+
+    def _known(self, cur: Any, eid: str, step_ids: list[str]) -> list[StepInputs] | None:
+        """The inputs of ``step_ids`` by the step index kept for flow ``eid`` (one
+        statement); ``None``: not kept, or it no longer matches what is stored."""
+        sh = _flow_specs.get(eid)
+        index = None if sh is None else _indexes.get(sh)
+        if index is None or any(s not in index.pos for s in step_ids):
+            return None
+        return self._inputs(cur, eid, index, step_ids, sh)
 
     def _inputs(
-        self, cur: Any, eid: str, index: StepIndex, step_id: str, spec_hash: str | None
-    ) -> StepInputs | None:
-        """Step ``step_id``'s inputs by ``index`` (one statement); ``None``: no execution
+        self, cur: Any, eid: str, index: StepIndex, step_ids: list[str], spec_hash: str | None
+    ) -> list[StepInputs] | None:
+        """Steps ``step_ids``' inputs by ``index`` (one statement); ``None``: no execution
         ``eid``, or (``spec_hash`` given) not a flow of that spec (an id stored again)."""
-        deps = dict.fromkeys(index.depends_on[index.pos[step_id]])
-        params = {"e": eid, "idxs": self.store.array([index.pos[d] for d in deps])}
+        pos, depends_on = index.pos, index.depends_on
+        wanted = dict.fromkeys(d for s in step_ids for d in depends_on[pos[s]])
+        params = {"e": eid, "idxs": self.store.array([pos[d] for d in wanted])}
         rows = cur.execute(self.q["flow_step_inputs"], params).fetchall()
         if not rows or (
             spec_hash is not None
@@ -180,8 +208,12 @@ class FlowReads:
         ):
             return None
         got = {r["idx"]: r["result"] for r in rows}
-        results = {d: _bytes(got.get(index.pos[d])) for d in deps}
-        return StepInputs(input=bytes(rows[0]["input"]), results=results)
+        value = bytes(rows[0]["input"])
+        return [
+            StepInputs(input=value, results={d: _bytes(got.get(pos[d]))
+                                             for d in dict.fromkeys(depends_on[pos[s]])})
+            for s in step_ids
+        ]  # fmt: skip
 
     def workflow_state(self, execution_id: str) -> WorkflowState | None:
         """See :meth:`queue_core.storage.abilities.SupportsWorkflows.workflow_state`: one

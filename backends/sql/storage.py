@@ -424,6 +424,10 @@ class SQLStorage(
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs`."""
         return self.flow_reads.get_step_inputs(execution_id, step_id)
 
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """See :class:`queue_core.storage.abilities.SupportsStepInputsBatch`."""
+        return self.flow_reads.get_step_inputs_batch(steps)
+
     def workflow_state(self, execution_id: str) -> WorkflowState | None:
         """See :meth:`queue_core.storage.abilities.SupportsWorkflows.workflow_state`."""
         return self.flow_reads.workflow_state(execution_id)

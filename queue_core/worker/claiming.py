@@ -198,9 +198,7 @@ class ClaimLoop:
                     if not jobs:
                         return None
                 return list(jobs)
-            found: list[ClaimedJob] = await self.claim_io.call(
-                self.storage.claim, self.id, self.queues, free, self.lease_ms
-            )
+            found: list[ClaimedJob] = await self.claim_io.call(self._claim_now, free)
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
@@ -229,6 +227,13 @@ class ClaimLoop:
         state.idle = False
         await anyio.sleep(state.poll)
         state.poll = min(state.poll * 2, _POLL_MAX)
+
+    def _claim_now(self, free: int) -> list[ClaimedJob]:
+        """On the claim thread: claim up to ``free`` jobs, with their steps' inputs."""
+        jobs = self.storage.claim(self.id, self.queues, free, self.lease_ms)
+        if jobs:
+            self.runner.prefetch(jobs)
+        return jobs
 
     def _wait_then_claim(self, free: int, longest: float) -> tuple[int, list[ClaimedJob]]:
         """On the claim thread: wait for a wake-up (at most ``longest``), then claim.
@@ -264,6 +269,7 @@ class ClaimLoop:
         self.outage.ok()
         if not jobs:
             return 0, []
+        self.runner.prefetch(jobs)
         return self._start_direct(jobs)
 
     def _waited(self, wait: Callable[..., Any], *args: Any) -> Any:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from queue_core.app.steps.run import StepAttempt
     from queue_core.records.jobs import ClaimedJob
     from queue_core.rules.flows.spec import FlowSpec
+    from queue_core.storage.flows import StepInputs
     from queue_core.storage.protocol import Storage
     from queue_core.worker.host import WorkerHost
 
@@ -103,11 +104,12 @@ def step_call(
     loads: Callable[[bytes], Any],
     specs: dict[str, FlowSpec],
     gate: StepGate | None = None,
+    inputs: StepInputs | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of a step attempt (blocking storage reads: call it in a
     thread). ``specs`` caches parsed definitions by hash (immutable); ``gate`` is what the
-    worker allows script and http steps (default: nothing). The flow modules load here,
-    at a worker's first step attempt."""
+    worker allows script and http steps (default: nothing); ``inputs``: the step's, when
+    read with its claim. The flow modules load here, at a worker's first step attempt."""
     from queue_core.app.steps.calls import step_kwargs, step_values
     from queue_core.app.steps.gate import StepGate
     from queue_core.app.steps.run import StepAttempt
@@ -115,7 +117,8 @@ def step_call(
 
     assert isinstance(storage, SupportsFlows)
     assert job.execution_id is not None and job.step_id is not None
-    inputs = storage.get_step_inputs(job.execution_id, job.step_id)
+    if inputs is None:  # else read with the claim (Runner.prefetch)
+        inputs = storage.get_step_inputs(job.execution_id, job.step_id)
     if job.task_name not in FILE_STEP_TASKS:
         return step_kwargs(signature, inputs, loads)
     record = storage.get_execution(job.execution_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,6 +30,7 @@ from queue_core.app.steps.names import FILE_STEP_TASKS
 from queue_core.app.task import Task
 from queue_core.records.errors import SerializationError, StorageUnavailable
 from queue_core.records.jobs import ClaimedJob, Reason, dt_from_ms
+from queue_core.storage.abilities import SupportsStepInputsBatch
 from queue_core.storage.protocol import Storage
 from queue_core.worker.durable import carries_payload
 from queue_core.worker.flowsteps import step_call
@@ -48,6 +49,7 @@ from queue_core.worker.watchdog import deadline_of
 if TYPE_CHECKING:
     from queue_core.app.serializer import Serializer
     from queue_core.app.steps.gate import StepGate
+    from queue_core.storage.flows import StepInputs
 
 __all__ = ["Decoded", "Runner", "bind_error", "signature_of"]
 
@@ -67,6 +69,8 @@ def signature_of(task: Task[Any, Any]) -> inspect.Signature | None:
 
 _FITS_KEPT = 4096
 """Call shapes whose fit is remembered (all forgotten past this many)."""
+_INPUTS_KEPT = 4096
+"""Prefetched step inputs kept at most (all forgotten past this many)."""
 
 
 def bind_error(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -164,6 +168,9 @@ class Runner:
         """Per body, ``ctx`` injection and call shape: whether such a call binds."""
         self._specs: dict[str, Any] = {}
         """Flow definitions (``FlowSpec``) read for script and http steps, by spec hash."""
+        self._inputs: dict[tuple[str, int], StepInputs] = {}
+        """Step inputs read with their claim (:meth:`prefetch`), by (job id, attempt);
+        each taken once by the attempt's call."""
 
     async def aclose(self) -> None:
         """After the run: let idle body threads end, stop the children of the pool."""
@@ -230,7 +237,7 @@ class Runner:
         try:
             kwargs = step_call(
                 self.storage, job, task.signature, self.serializer.loads_result,
-                self._specs, self.gate,
+                self._specs, self.gate, self._inputs.pop((job.id, job.attempt), None),
             )  # fmt: skip
         except StorageUnavailable as exc:  # a storage fault is never a bad payload
             raise _Unbuilt(exc, unavailable=True) from exc
@@ -267,6 +274,31 @@ class Runner:
         func = scoped(listeners, att.job, task.func) if listeners else task.func
         dumps = self.serializer.dumps_result
         self.threads.submit(att, lambda: dumps(func(*args, **kwargs)))
+
+    def prefetch(self, jobs: Sequence[ClaimedJob]) -> None:
+        """On the claim thread: the inputs of the code steps among ``jobs`` that start on
+        a body thread (:meth:`direct_step`), in one read when the storage has
+        ``SupportsStepInputsBatch``, kept for their calls. A read that fails keeps
+        nothing: each call reads its own (and reports the fault), as without it."""
+        if not isinstance(self.storage, SupportsStepInputsBatch):
+            return
+        steps = [
+            j for j in jobs
+            if j.execution_id is not None and j.step_id is not None
+            and (task := self.tasks.get(j.task_name)) is not None and self.direct_step(j, task)
+        ]  # fmt: skip
+        if not steps:
+            return
+        try:
+            got = self.storage.get_step_inputs_batch([(j.execution_id or "", j.step_id or "")
+                                                      for j in steps])  # fmt: skip
+        except Exception:  # noqa: BLE001 - each call reads its own and reports the fault
+            return
+        if len(self._inputs) > _INPUTS_KEPT:  # calls that never came (a late start)
+            self._inputs.clear()
+        for j, inputs in zip(steps, got, strict=True):
+            if inputs is not None:
+                self._inputs[j.id, j.attempt] = inputs
 
     def direct_step(self, job: ClaimedJob, task: Task[Any, Any]) -> bool:
         """Whether step ``job`` starts with :meth:`start_step_thread`: a code step's sync,

@@ -18,7 +18,7 @@ from queue_core.rules.flows import decide
 from queue_core.rules.flows.spec import ConcurrencySpec, FlowSpec
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
 from queue_core.rules.paging import MAX_PAGE_VALUE
-from queue_core.storage.abilities import SupportsWorkflows
+from queue_core.storage.abilities import SupportsStepInputsBatch, SupportsWorkflows
 from queue_core.storage.flows import step_job_id
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
@@ -34,7 +34,7 @@ from queue_core.testing.fixtures import (
     run_concurrently,
     timed_out_end,
 )
-from queue_core.testing.suite._base import ContractBase, job_of, race_says
+from queue_core.testing.suite._base import ContractBase, job_of, lacks, race_says
 from queue_core.testing.suite._flows_base import (
     claim_steps,
     flows_of,
@@ -134,6 +134,33 @@ class FlowStartContract(ContractBase):
             flows.get_step_inputs(new.id, "zz")
         with pytest.raises(NotFound):
             flows.get_step_inputs("nope", "a")
+
+    def test_step_inputs_in_a_batch_equal_each_read_alone(self, storage: Storage) -> None:
+        """``get_step_inputs_batch`` answers each (execution, step) as ``get_step_inputs``
+        does, in order, across executions and for a step read before; ``None`` where the
+        one-by-one read raises ``NotFound``."""
+        if not isinstance(storage, SupportsStepInputsBatch):
+            pytest.skip(lacks(SupportsStepInputsBatch))
+        flows = flows_of(storage)
+        one, two = make_execution(make_spec(DIAMOND)), make_execution(make_spec(DIAMOND))
+        for new in (one, two):
+            flows.start_execution(new, now=T0)
+        roots = storage.claim("w", ["default"], 10, LEASE, now=T0 + 1)
+        ends = [complete_end(c.ref, b'"A%d"' % (c.execution_id == two.id)) for c in roots]
+        assert len(roots) == 2 and storage.finish(ends, now=T0 + 2) == [True, True]
+        flows.get_step_inputs(one.id, "b")  # one read before, the other not
+        asked = [(one.id, "b"), (two.id, "c"), (one.id, "a"), ("nope", "a"), (one.id, "zz"),
+                 (two.id, "b"), (one.id, "d")]  # fmt: skip
+        got = storage.get_step_inputs_batch(asked)
+        assert got[3] is None and got[4] is None
+        for (eid, sid), inputs in zip(asked, got, strict=True):
+            if inputs is not None:
+                alone = flows.get_step_inputs(eid, sid)
+                assert (inputs.input, inputs.results) == (alone.input, alone.results), sid
+        assert got[0] is not None and got[0].results == {"a": b'"A0"'}
+        assert got[1] is not None and got[1].results == {"a": b'"A1"'}
+        assert got[2] is not None and got[2].results == {} and got[2].input == one.input
+        assert storage.get_step_inputs_batch([]) == []
 
     def test_join_is_released_exactly_once_when_siblings_finish_at_once(
         self, storage: Storage

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from backends.redis import RedisStorage
-from backends.redis import flows as redis_flows
+from backends.redis import RedisStorage, flow_inputs
 from backends.redis.flows import RedisFlows
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import AttemptEnd
@@ -20,7 +19,7 @@ from queue_core.testing.fixtures import T0, complete_end, dead_end, retry_end
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
 
 _S = StepState
-index_of = redis_flows._index
+index_of = flow_inputs.parse_index
 
 
 def _counters_match(storage: RedisStorage, raw: redis.Redis[bytes], eid: str) -> None:
@@ -159,7 +158,7 @@ def test_step_inputs_read_the_step_list_once_and_follow_a_changed_spec(
         lists.append(sp)
         return index_of(sp)
 
-    monkeypatch.setattr(redis_flows, "_index", counted)
+    monkeypatch.setattr(flow_inputs, "parse_index", counted)
     for step in ("a", "b", "a"):
         assert storage.get_step_inputs(new.id, step).results == {"root": b'"ok"'}
     assert len(lists) <= 1  # the finish's advance may have read it already

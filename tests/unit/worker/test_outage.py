@@ -112,13 +112,19 @@ async def test_the_reaper_judges_nothing_during_an_outage_and_one_hold_after() -
 
 def test_a_storage_fault_reading_a_steps_inputs_is_no_bad_payload() -> None:
     """Issue 26 item 1: a transient ``StorageUnavailable`` from ``get_step_inputs`` gives
-    the attempt back without spending it; the step runs and the execution succeeds."""
+    the attempt back without spending it; the step runs and the execution succeeds. (The
+    read with the claim fails first: the call reads its own inputs, and meets the fault.)"""
     from typing import Any
 
     from queue_core import Queue, RetryPolicy
 
     class Flaky(MemoryStorage):
         faults = 1
+
+        def get_step_inputs_batch(self, steps: Any) -> Any:
+            if any(sid == "b" for _, sid in steps) and self.faults:
+                raise StorageUnavailable("the read with the claim fails too")
+            return super().get_step_inputs_batch(steps)
 
         def get_step_inputs(self, execution_id: str, step_id: str) -> Any:
             if step_id == "b" and self.faults:
@@ -188,3 +194,52 @@ def test_a_step_call_that_cannot_be_built_is_dead_lettered_as_bad_payload(body: 
         ("failed", "bad_payload", "TypeError"),
     ]
     assert [d.reason for d in queue.dead_letters()] == ["bad_payload"]
+
+
+def test_claimed_steps_get_their_inputs_in_one_read_with_the_claim() -> None:
+    """Issue 28: a worker reads the inputs of the code steps it claimed together with one
+    ``get_step_inputs_batch`` on the claim thread; their calls read nothing more and get
+    the same arguments."""
+    from typing import Any
+
+    from queue_core import Queue
+
+    asked: list[list[tuple[str, str]]] = []
+    alone: list[str] = []
+
+    class Counting(MemoryStorage):
+        def get_step_inputs_batch(self, steps: Any) -> Any:
+            asked.append(list(steps))
+            return super().get_step_inputs_batch(steps)
+
+        def get_step_inputs(self, execution_id: str, step_id: str) -> Any:
+            alone.append(step_id)
+            return super().get_step_inputs(execution_id, step_id)
+
+    queue = Queue(storage=Counting())
+    flow = queue.flow("fan")
+
+    @flow.step()
+    def a() -> int:
+        return 1
+
+    def mid(i: int) -> Any:
+        def body(a: int) -> int:
+            return a + i
+
+        body.__name__ = body.__qualname__ = f"b{i}"
+        return flow.step(depends_on=[a])(body)
+
+    mids = [mid(i) for i in range(5)]
+
+    @flow.step(depends_on=mids)
+    def c(b0: int, b1: int, b2: int, b3: int, b4: int) -> int:
+        return b0 + b1 + b2 + b3 + b4
+
+    execution = flow.start()
+    queue.run_worker(burst=True, install_signal_handlers=False)
+    assert execution.result(timeout=5)["c"] == sum(1 + i for i in range(5))
+    assert alone == []
+    got = sorted(sid for batch in asked for _, sid in batch)
+    assert got == sorted(["a", "c", *(f"b{i}" for i in range(5))])
+    assert len(asked) < len(got)  # the five b steps are claimed together
