@@ -12,6 +12,10 @@ first to the last body start (``steady``: start-up excluded):
   flow step costs beyond a plain job (reading its inputs, releasing its dependents,
   the execution's bookkeeping).
 
+``--chain N`` runs a chain of N steps instead (each depends on the one before: one step
+runs at a time, so its rate is the round trip from a step's end to the next one's start),
+against a chain of N plain jobs, each enqueued by the body of the one before.
+
 Targets: a storage URL (``sqlite:///tmp/f.db``, ``redis://localhost:6379/0``,
 ``postgresql://…``; it should be empty), or a backend name (``sqlite``, ``redis``,
 ``postgres``) for a throwaway store started like ``bench/drain.py`` does. A backend
@@ -20,7 +24,7 @@ target (``nox -s bench``), all three names.
 
 Run from the repo root::
 
-    python bench/flows_bench.py [TARGET ...] [--width 998] [--reps 3] [--json out.json]
+    python bench/flows_bench.py [TARGET ...] [--width 998 | --chain 50] [--reps 3] [--json out.json]
 
 Figures on a shared machine drift +-20% between runs; compare within one run.
 """
@@ -47,9 +51,14 @@ NAMES = ("sqlite", "redis", "postgres")
 APP = "bench._flows_app:queue"
 
 
+CHAIN = 0
+"""``--chain``: the steps of the chain flow run instead of the fan-out (0: the fan-out)."""
+
+
 def _env(url: str, marks: Path, width: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(QC_BENCH_URL=url, QC_BENCH_MARKS=str(marks), QC_BENCH_WIDTH=str(width))
+    env["QC_BENCH_CHAIN"] = str(CHAIN or 50)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -58,6 +67,7 @@ def _load_app(url: str, width: int) -> Any:
     """The app module imported in this process (for enqueueing), on ``url``."""
     os.environ["QC_BENCH_URL"] = url
     os.environ["QC_BENCH_WIDTH"] = str(width)
+    os.environ["QC_BENCH_CHAIN"] = str(CHAIN or 50)
     sys.modules.pop("bench._flows_app", None)
     import bench._flows_app as app
 
@@ -89,21 +99,25 @@ def _drain(url: str, marks: Path, width: int, expect: int) -> dict[str, float]:
 
 
 def one_rep(url_of: Callable[[str], str], workdir: Path, width: int, rep: int) -> dict[str, Any]:
-    n = width + 2
+    n = CHAIN or width + 2
     url = url_of(f"plain{rep}")
     app = _load_app(url, width)
     app.queue.migrate()
-    app.noop.map([(i,) for i in range(n)])
+    if CHAIN:  # each plain job enqueues the next from its body
+        app.link.delay(0, n)
+    else:
+        app.noop.map([(i,) for i in range(n)])
     jobs = _drain(url, workdir / f"plain{rep}.marks", width, n)
     app.queue.close()
 
     url = url_of(f"flow{rep}")
     app = _load_app(url, width)
     app.queue.migrate()
-    execution = app.fan.start(1)
+    execution = (app.chain if CHAIN else app.fan).start(1)
     steps = _drain(url, workdir / f"flow{rep}.marks", width, n)
     result = execution.result(timeout=10)
-    if len(result) != n or result["join"] != "join":
+    last = f"c{n - 1}" if CHAIN else "join"
+    if len(result) != n or result[last] != last:
         raise SystemExit(f"the execution's result has {len(result)} steps, expected {n}")
     app.queue.close()
     return {"jobs": jobs, "steps": steps}
@@ -148,7 +162,8 @@ def _run(
     jobs, steps = med("jobs", "steady"), med("steps", "steady")
     summary = {
         "target": label,
-        "n": width + 2,
+        "n": CHAIN or width + 2,
+        "shape": "chain" if CHAIN else "fan-out",
         "jobs_per_s": jobs,
         "steps_per_s": steps,
         "jobs_per_s_total": med("jobs", "total"),
@@ -157,7 +172,7 @@ def _run(
         "reps": rows,
     }
     print(
-        f"{label:<10} n={width + 2}  plain jobs {jobs:>8,.0f}/s  flow steps {steps:>8,.0f}/s  "
+        f"{label:<10} {'chain' if CHAIN else 'fan-out'} n={CHAIN or width + 2}  plain jobs {jobs:>8,.0f}/s  flow steps {steps:>8,.0f}/s  "
         f"overhead {summary['overhead_ms_per_step']:.2f} ms/step  "
         f"(spawn->exit: {summary['jobs_per_s_total']:,.0f} vs "
         f"{summary['steps_per_s_total']:,.0f}/s)"
@@ -169,9 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="*", help="storage URLs or sqlite|redis|postgres")
     parser.add_argument("--width", type=int, default=998, help="parallel steps (default 998)")
+    parser.add_argument("--chain", type=int, default=0, help="a chain of N steps instead")
     parser.add_argument("--reps", type=int, default=3, help="repetitions (median reported)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
+    global CHAIN
+    CHAIN = args.chain
     results = [run(t, args.width, args.reps) for t in (args.targets or NAMES)]
     if args.json:
         args.json.write_text(json.dumps([r for r in results if r], indent=2))
