@@ -60,6 +60,7 @@ root = fan.step(id="root")(_root)
 leaves = [fan.step(id=f"s{i}", depends_on=[root])(_leaf) for i in range(WIDTH)]
 fan.step(id="join", depends_on=leaves)(_join)
 
+
 @queue.task(name="bench.link")
 def link(i: int, n: int) -> int:
     """The plain chain the chain flow is compared with: each job enqueues the next."""

@@ -172,7 +172,8 @@ def _run(
         "reps": rows,
     }
     print(
-        f"{label:<10} {'chain' if CHAIN else 'fan-out'} n={CHAIN or width + 2}  plain jobs {jobs:>8,.0f}/s  flow steps {steps:>8,.0f}/s  "
+        f"{label:<10} {summary['shape']} n={summary['n']}  "
+        f"plain jobs {jobs:>8,.0f}/s  flow steps {steps:>8,.0f}/s  "
         f"overhead {summary['overhead_ms_per_step']:.2f} ms/step  "
         f"(spawn->exit: {summary['jobs_per_s_total']:,.0f} vs "
         f"{summary['steps_per_s_total']:,.0f}/s)"
