@@ -326,16 +326,16 @@ class SupportsFlows(Protocol):
 @runtime_checkable
 class SupportsStepInputsBatch(Protocol):
     """The inputs of several flow steps in one read, for a worker that claimed them
-    together (it reads them once per claimed batch, not once per step).
-
-    Contract:
-        FlowStartContract.test_step_inputs_in_a_batch_equal_each_read_alone
-    """
+    together (it reads them once per claimed batch, not once per step)."""
 
     def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
         """For each ``(execution id, step id)``, what ``get_step_inputs`` returns, in
         order; ``None`` for a step it would refuse (unknown execution or step: read it
-        alone for the error)."""
+        alone for the error).
+
+        Contract:
+            FlowStartContract.test_step_inputs_in_a_batch_equal_each_read_alone
+        """
         ...
 
 
