@@ -28,6 +28,13 @@ for), which shows any read that grows with the history.
 Run from the repo root::
 
     python bench/sqs_requests.py [-n 1000] [--enqueue delay|map|both] [--kept 0]
+
+``--flow W`` measures a flow instead: one execution of a fan-out (a root, ``W`` steps
+depending on it, a join: ``W + 2`` steps) started (the ``enqueue`` rows) and drained by
+one 8-slot worker, so that steps are claimed together as in a real drain; the figures
+are per step::
+
+    python bench/sqs_requests.py --flow 500
 """
 
 from __future__ import annotations
@@ -179,6 +186,35 @@ def _drain(queue: Any, task: Any, n: int, bulk: bool, meter: Meter) -> dict[str,
     return {"enqueue": enq, "drain": run}
 
 
+def _drain_flow(queue: Any, width: int, meter: Meter) -> dict[str, Any]:
+    """``--flow``: start one fan-out execution of ``width + 2`` steps and drain it."""
+    from queue_core.worker import Worker
+
+    fan = queue.flow("bench-fan")
+    root = fan.step(id="root")(_root)
+    leaves = [fan.step(id=f"s{i}", depends_on=[root])(_leaf) for i in range(width)]
+    fan.step(id="join", depends_on=leaves)(_join)
+    meter.take()
+    execution = fan.start(1)
+    start = meter.take()
+    Worker(queue, slots=8, burst=True, install_signal_handlers=False, scheduler=False).run()
+    run = meter.take()
+    assert execution.status().value == "succeeded", execution.status()
+    return {"enqueue": start, "drain": run}
+
+
+def _root(input: int) -> int:
+    return input
+
+
+def _leaf(root: int) -> int:
+    return root
+
+
+def _join() -> int:
+    return 0
+
+
 def _per_job(part: tuple[Counter[str], float, float, float, int], n: int) -> tuple[float, ...]:
     calls, wru, rru, gsi, scanned = part
     sqs = sum(v for k, v in calls.items() if k.startswith("sqs."))
@@ -201,6 +237,12 @@ def main() -> None:
         default=0,
         help="finished jobs drained and kept before the measured drain (default 0)",
     )
+    ap.add_argument(
+        "--flow",
+        type=int,
+        metavar="W",
+        help="measure a fan-out flow of W + 2 steps (8-slot worker) instead of plain jobs",
+    )
     args = ap.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
     for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
@@ -218,7 +260,8 @@ def main() -> None:
     server.start()
     try:
         rows = []
-        for bulk in {"delay": [False], "map": [True], "both": [False, True]}[args.enqueue]:
+        modes = {"delay": [False], "map": [True], "both": [False, True]}[args.enqueue]
+        for bulk in [False] if args.flow else modes:
             storage = SQSStorage(
                 region="us-east-1",
                 table="qc-bench",
@@ -240,28 +283,37 @@ def main() -> None:
                     queue, slots=8, burst=True, install_signal_handlers=False, scheduler=False
                 ).run()
             meter.mean_item = meter.max_item or 1024
-            got = _drain(queue, noop, args.n, bulk, meter)
+            if args.flow:
+                got = _drain_flow(queue, args.flow, meter)
+            else:
+                got = _drain(queue, noop, args.n, bulk, meter)
             rows.append((bulk, got, meter.max_item))
             queue.close()
     finally:
         server.stop()
-    _report(rows, args.n, args.kept)
+    if args.flow:
+        _report(rows, args.flow + 2, args.kept, "flow")
+    else:
+        _report(rows, args.n, args.kept)
 
 
-def _report(rows: list[tuple[bool, dict[str, Any], int]], n: int, kept: int) -> None:
+def _report(
+    rows: list[tuple[bool, dict[str, Any], int]], n: int, kept: int, flow: str = ""
+) -> None:
     head = (
         f"{'enqueue':<8} {'phase':<8} {'SQS req/job':>11} {'DDB req/job':>11} "
         f"{'WRU/job':>8} {'of: GSI':>8} {'RRU/job':>8} {'$/M jobs':>9} {'no GSI':>7} "
         f"{'read/job':>10}"
     )
-    print(f"{n} jobs, 1 worker (1 slot), {kept:,} finished jobs kept, requests per job\n{head}")
+    what = f"{n}-step flow fan-out, 1 worker (8 slots)" if flow else f"{n} jobs, 1 worker (1 slot)"
+    print(f"{what}, {kept:,} finished jobs kept, requests per job (step)\n{head}")
     for bulk, got, biggest in rows:
         total = [0.0] * 6
         for phase in ("enqueue", "drain"):
             per = _per_job(got[phase], n)
             total = [a + b for a, b in zip(total, per, strict=True)]
-            print(f"{'map' if bulk else 'delay':<8} {phase:<8} " + _cells(per))
-        print(f"{'map' if bulk else 'delay':<8} {'total':<8} " + _cells(tuple(total)))
+            print(f"{flow or ('map' if bulk else 'delay'):<8} {phase:<8} " + _cells(per))
+        print(f"{flow or ('map' if bulk else 'delay'):<8} {'total':<8} " + _cells(tuple(total)))
         for phase in ("enqueue", "drain"):
             ops = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(got[phase][0].items()))
             print(f"    {phase}: {ops}")

@@ -14,6 +14,7 @@ items (memos, children's jobs, event waits, events) are :mod:`backends.sqs.wf_it
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import zlib
 from collections.abc import Iterable
@@ -110,6 +111,11 @@ class Exec:
         """A workflow's memos: key -> [number, write number, at] (its ``M#`` items)."""
         self.waits: dict[str, str] = json.loads(item.get("wt") or "{}")
         """A workflow's event waits: memo key -> event name (its ``W#`` items)."""
+
+    @functools.cached_property
+    def pos(self) -> dict[str, int]:
+        """Step id -> its index in :attr:`steps`."""
+        return {sid: i for i, (sid, _) in enumerate(self.steps)}
 
     def todo(self) -> list[JobOp]:
         """The job operations left to apply (``td``)."""

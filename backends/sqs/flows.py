@@ -25,6 +25,7 @@ from typing import Any
 from backends.sqs.codec import Item, all_index_query, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
+from backends.sqs.flow_inputs import StepInputsReader
 from backends.sqs.flow_items import (
     PART,
     Exec,
@@ -53,7 +54,7 @@ from queue_core.rules.flows.decide import ExecutionView, Transition
 from queue_core.rules.flows.spec import ConcurrencySpec
 from queue_core.rules.leases import reap_cutoff
 from queue_core.rules.paging import check_page
-from queue_core.storage.flows import ExecutionRecord, NewExecution, StepInputs, StepRecord
+from queue_core.storage.flows import ExecutionRecord, NewExecution, StepRecord
 from queue_core.storage.flows import step_job_id as job_of
 
 __all__ = ["PART", "SQSFlows"]
@@ -88,6 +89,7 @@ class SQSFlows:
     def __init__(self, store: Store, writes: Writes) -> None:
         self.store, self.db, self.keys, self.p = store, store.db, store.keys, store.keys.p
         self.writes = writes
+        self.inputs = StepInputsReader(self.db, lambda eid: self._key("X", eid), self._read)
 
     def _key(self, kind: str, name: str) -> dict[str, Any]:
         """The key of an execution (``X``), a concurrency key (``XK``), a spec (``FS``)."""
@@ -570,21 +572,3 @@ class SQSFlows:
         with translate("list_steps"):
             x = self._read(execution_id)
         return [] if x is None else x.step_records()
-
-    def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (the
-        execution item, then one BatchGetItem of the dependencies' result items)."""
-        with translate("get_step_inputs"):
-            x = self._read(execution_id)
-            if x is None:
-                raise NotFound(f"no flow execution with id {execution_id!r}")
-            pos = {sid: i for i, (sid, _) in enumerate(x.steps)}
-            if step_id not in pos:
-                raise NotFound(f"execution {execution_id} has no step {step_id!r}")
-            keys = [
-                {"pk": {"S": x.item["pk"]}, "sk": {"S": f"O#{pos[d]:06d}"}}
-                for d in x.steps[pos[step_id]][1]
-            ]
-            found = {int(it["sk"][2:]): it["d"] for it in self.db.batch_get(keys)} if keys else {}
-        results = {d: found.get(pos[d]) for d in x.steps[pos[step_id]][1]}
-        return StepInputs(input=bytes(x.item.get("in", b"")), results=results)

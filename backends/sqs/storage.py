@@ -393,7 +393,11 @@ class SQSStorage(
         return self.flows.list_steps(execution_id)
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
-        return self.flows.get_step_inputs(execution_id, step_id)
+        return self.flows.inputs.get_step_inputs(execution_id, step_id)
+
+    def get_step_inputs_batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
+        """See :class:`queue_core.storage.abilities.SupportsStepInputsBatch`."""
+        return self.flows.inputs.get_step_inputs_batch(steps)
 
     # ------------------------------------------------------------------ workflows
 
