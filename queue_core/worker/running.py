@@ -280,15 +280,13 @@ class Runner:
         a body thread (:meth:`direct_step`), in one read when the storage has
         ``SupportsStepInputsBatch``, kept for their calls. A read that fails keeps
         nothing: each call reads its own (and reports the fault), as without it."""
-        if not isinstance(self.storage, SupportsStepInputsBatch):
-            return
         steps = [
             j for j in jobs
             if j.execution_id is not None and j.step_id is not None
             and (task := self.tasks.get(j.task_name)) is not None and self.direct_step(j, task)
         ]  # fmt: skip
-        if not steps:
-            return
+        if not steps or not isinstance(self.storage, SupportsStepInputsBatch):
+            return  # (a batch of plain jobs costs no ability check)
         try:
             got = self.storage.get_step_inputs_batch([(j.execution_id or "", j.step_id or "")
                                                       for j in steps])  # fmt: skip
