@@ -56,9 +56,9 @@ class StepInputsReader:
         one round trip when the execution's step index is known (same spec hash)."""
         known = self.indexes.get(execution_id)
         if known is not None and step_id in known[1].pos:
-            got = self._inputs(execution_id, known[1], step_id, ["in", "sh"])
-            if got[0][1] == known[0]:
-                return got[1]
+            sh, inputs = self._read([(execution_id, known[1], step_id)])[0]
+            if sh == known[0]:
+                return inputs
         x = self.store.key("x", execution_id)
         with translate_errors("get_step_inputs"):
             sh, sp = self.store.client.hmget(x, ["sh", "sp"])
@@ -68,46 +68,42 @@ class StepInputsReader:
         if step_id not in index.pos:
             raise NotFound(f"execution {execution_id} has no step {step_id!r}")
         self.indexes.remember(execution_id, sh, index)
-        return self._inputs(execution_id, index, step_id, ["in"])[1]
+        return self._read([(execution_id, index, step_id)])[0][1]
 
     def batch(self, steps: Sequence[tuple[str, str]]) -> list[StepInputs | None]:
         """``SupportsStepInputsBatch.get_step_inputs_batch``: one pipelined round trip for
         the steps of executions whose index is kept, the others one by one."""
         out: list[StepInputs | None] = [None] * len(steps)
-        known = [(n, sid, self.indexes[eid]) for n, (eid, sid) in enumerate(steps)
-                 if eid in self.indexes and sid in self.indexes[eid][1].pos]  # fmt: skip
-        if known:
-            key = self.store.key
-            with translate_errors("get_step_inputs"):
-                pipe = self.store.client.pipeline(transaction=False)
-                for n, sid, (_, index) in known:
-                    eid, deps = steps[n][0], index.depends_on[index.pos[sid]]
-                    pipe.hmget(key("x", eid), ["in", "sh"])
-                    if deps:
-                        pipe.hmget(key("xo", eid), [str(index.pos[d]) for d in deps])
-                got = iter(pipe.execute())
-            for n, sid, (sh, index) in known:
-                deps = index.depends_on[index.pos[sid]]
-                row, values = next(got), next(got) if deps else ()
-                if row[1] == sh:
-                    results = dict(zip(deps, values, strict=True))
-                    out[n] = StepInputs(input=row[0] or b"", results=results)
+        known = [(n, self.indexes.get(eid), eid, sid) for n, (eid, sid) in enumerate(steps)]
+        asked = [(n, kept[0], (eid, kept[1], sid)) for n, kept, eid, sid in known
+                 if kept is not None and sid in kept[1].pos]  # fmt: skip
+        got = self._read([one for _, _, one in asked]) if asked else []
+        for (n, kept_sh, _), (sh, inputs) in zip(asked, got, strict=True):
+            if sh == kept_sh:
+                out[n] = inputs
         for n, (eid, sid) in enumerate(steps):
             if out[n] is None:
                 with contextlib.suppress(NotFound):
                     out[n] = self.get(eid, sid)
         return out
 
-    def _inputs(
-        self, eid: str, index: StepIndex, step_id: str, fields: list[str]
-    ) -> tuple[list[bytes | None], StepInputs]:
-        """``fields`` of the execution (``in`` first) and the step's inputs, one pipeline."""
-        deps = index.depends_on[index.pos[step_id]]
+    def _read(
+        self, asked: Sequence[tuple[str, StepIndex, str]]
+    ) -> list[tuple[bytes | None, StepInputs]]:
+        """Per ``(execution id, its step index, step id)``: the execution's stored spec
+        hash and the step's inputs (only its dependencies' results), one pipeline."""
+        key, deps_of = self.store.key, [index.depends_on[index.pos[sid]] for _, index, sid in asked]
         with translate_errors("get_step_inputs"):
             pipe = self.store.client.pipeline(transaction=False)
-            pipe.hmget(self.store.key("x", eid), fields)
-            if deps:  # only the dependencies' results (a step's inputs, not the execution's)
-                pipe.hmget(self.store.key("xo", eid), [str(index.pos[d]) for d in deps])
-            row, *got = pipe.execute()
-        results = dict(zip(deps, got[0] if deps else (), strict=True))
-        return row, StepInputs(input=row[0] or b"", results=results)
+            for (eid, index, _), deps in zip(asked, deps_of, strict=True):
+                pipe.hmget(key("x", eid), ["in", "sh"])
+                if deps:
+                    pipe.hmget(key("xo", eid), [str(index.pos[d]) for d in deps])
+            got = iter(pipe.execute())
+        out: list[tuple[bytes | None, StepInputs]] = []
+        for deps in deps_of:
+            (inp, sh), values = next(got), next(got) if deps else ()
+            out.append(
+                (sh, StepInputs(input=inp or b"", results=dict(zip(deps, values, strict=True))))
+            )
+        return out
