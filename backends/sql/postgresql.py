@@ -21,16 +21,17 @@ scan are about a tenth of the CPU of ``import psycopg`` (bench/startup.py).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 from backends.sql.queries import DialectName, load, queues_filter
-from backends.sql.records import EndRow, Order, TemplateRows
+from backends.sql.records import JOB_COLUMNS, EndRow, Order, TemplateRows
 from backends.sql.url import SQLURL, session_options
 from backends.sql.watchdog import Watchdog
 from queue_core.records.jobs import ClaimedJob, JobState, LeaseRef, NewJob, RenewResult
@@ -134,6 +135,28 @@ build their text each time."""
 _NULL_END = (None,) * len(FINISH_ROW)
 MANY_MIN = 16
 """From this many rows, :meth:`PostgreSQL.many` sends one statement over arrays."""
+FLOW_INSERT_ARRAYS = (
+    f"INSERT INTO qc_jobs ({', '.join(JOB_COLUMNS)}, execution_id, step_id, flow_deadline_at)\n"
+    "SELECT * FROM unnest("
+    + ", ".join(
+        f"CAST(%(c{i})b AS {t}[])"
+        for i, t in enumerate((*pgcopy.COPY_TYPES, "text", "text", "int8"))
+    )
+    + ")\nON CONFLICT (id) DO NOTHING"
+)
+"""``flow_insert_job_arrays``: ``flow_insert_job`` for a batch of released steps' jobs
+(:meth:`PostgreSQL.many`), one array per column (:data:`~backends.sql.records.JOB_COLUMNS`
+typed as the binary ``COPY`` sends them, then ``execution_id``, ``step_id``,
+``flow_deadline_at``)."""
+
+
+@functools.cache
+def statements() -> Mapping[str, str]:
+    """Every named statement the dialect runs: its files' (:func:`~backends.sql.queries.load`)
+    and :data:`FLOW_INSERT_ARRAYS`; built once per process."""
+    return MappingProxyType({**load("postgresql"), "flow_insert_job_arrays": FLOW_INSERT_ARRAYS})
+
+
 _COPY_TEMPLATE = f"COPY qc_jobs ({', '.join(pgcopy.TEMPLATE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 
@@ -172,7 +195,7 @@ class PostgreSQL:
     meta_exists = "SELECT 1 AS v WHERE to_regclass('qc_meta') IS NOT NULL"
 
     def __init__(self, url: SQLURL) -> None:
-        self.q = load("postgresql")
+        self.q = statements()
         masked = mask_url(url.render(hide_password=False))
         self.url, self.pgbouncer, bound = session_options(url, masked)
         """``pgbouncer``: whether the URL said ``?pgbouncer=true`` (transaction pooling)."""

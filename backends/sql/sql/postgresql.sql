@@ -228,25 +228,6 @@ SELECT min(LEAST(
     {now} AS now_ms
 FROM p WHERE p.pr IS NOT NULL
 
--- name: flow_insert_job_arrays
--- flow_insert_job for a batch of released steps' jobs (PostgreSQL.many): one statement,
--- an array per column (records.JOB_COLUMNS, then execution_id, step_id, flow_deadline_at).
-INSERT INTO qc_jobs (id, task_name, queue, payload, priority, state, reason, enqueued_at,
-    run_at, expires_at, max_attempts, lost_delay_ms, timeout_ms, heartbeat_ms,
-    schedule_to_start_ms, concurrency_key, concurrency_limit, concurrency_skip, options,
-    replay_of, attempt, finished_at, cancel_requested, execution_id, step_id,
-    flow_deadline_at)
-SELECT * FROM unnest(CAST(%(c0)b AS text[]), CAST(%(c1)b AS text[]),
-    CAST(%(c2)b AS text[]), CAST(%(c3)b AS bytea[]), CAST(%(c4)b AS int[]),
-    CAST(%(c5)b AS text[]), CAST(%(c6)b AS text[]), CAST(%(c7)b AS bigint[]),
-    CAST(%(c8)b AS bigint[]), CAST(%(c9)b AS bigint[]), CAST(%(c10)b AS int[]),
-    CAST(%(c11)b AS bigint[]), CAST(%(c12)b AS bigint[]), CAST(%(c13)b AS bigint[]),
-    CAST(%(c14)b AS bigint[]), CAST(%(c15)b AS text[]), CAST(%(c16)b AS int[]),
-    CAST(%(c17)b AS boolean[]), CAST(%(c18)b AS text[]), CAST(%(c19)b AS text[]),
-    CAST(%(c20)b AS int[]), CAST(%(c21)b AS bigint[]), CAST(%(c22)b AS boolean[]),
-    CAST(%(c23)b AS text[]), CAST(%(c24)b AS text[]), CAST(%(c25)b AS bigint[]))
-ON CONFLICT (id) DO NOTHING
-
 -- name: flow_update_step_arrays
 -- flow_update_step for a batch of step rows (PostgreSQL.many): one statement, an array
 -- per parameter; each step once per batch.

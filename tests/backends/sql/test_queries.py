@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.sql import SQLStorage, queries
+from backends.sql.postgresql import FLOW_INSERT_ARRAYS, statements
 
 SQLITE, POSTGRESQL = queries.load("sqlite"), queries.load("postgresql")
 _DIR = Path(queries.__file__).parent / "sql"
@@ -21,8 +22,7 @@ def test_shared_statements_are_written_once_and_each_dialect_adds_only_its_own()
                    "next_due"}  # fmt: skip
     pg_only = {"insert_jobs", "insert_job", "lock_key", "try_lock_key", "flow_lock_key",
                "claim", "renew", "finish", "server_now", "notify", "jobs_dead_rows",
-               "vacuum_jobs", "next_due", "flow_insert_job_arrays",
-               "flow_update_step_arrays"}  # fmt: skip
+               "vacuum_jobs", "next_due", "flow_update_step_arrays"}  # fmt: skip
     assert set(SQLITE) == shared | sqlite_only and not shared & sqlite_only
     assert set(POSTGRESQL) == shared | pg_only and not shared & pg_only
     assert len(shared) >= 70
@@ -38,7 +38,12 @@ def test_shared_statements_get_each_dialects_parameter_style() -> None:
         assert re.sub(r":([a-z_]+)", r"%(\1)s", lite).count("%(") <= pg.count("%("), name
     assert POSTGRESQL["flow_insert_job"].count("%s") == SQLITE["flow_insert_job"].count("?") == 26
     # PostgreSQL.many's one-statement forms take an array for each parameter of the row form
-    assert POSTGRESQL["flow_insert_job_arrays"].count("%(c") == 26
+    # (the insert's, built from records.JOB_COLUMNS and the COPY types, names the same columns)
+    assert FLOW_INSERT_ARRAYS.count("%(c") == 26
+    columns = re.compile(r"INSERT INTO qc_jobs \(([^)]*)\)")
+    assert [c.strip() for c in columns.findall(FLOW_INSERT_ARRAYS)[0].split(",")] == [
+        c.strip() for c in columns.findall(POSTGRESQL["flow_insert_job"])[0].split(",")
+    ]
     row = set(re.findall(r"%\((\w+)\)s", POSTGRESQL["flow_update_step"]))
     assert set(re.findall(r"%\((\w+)\)b", POSTGRESQL["flow_update_step_arrays"])) == row
     assert "IN (SELECT value FROM json_each(:ids))" in SQLITE["select_for_dead"]
@@ -88,7 +93,8 @@ def test_sqlstorage_is_one_class_holding_the_dialect(tmp_path: Path) -> None:
         assert type(lite) is type(pg) is SQLStorage
         assert isinstance(lite.store.dialect, SQLite) and lite.dialect == "sqlite"
         assert isinstance(pg.store.dialect, PostgreSQL) and pg.dialect == "postgresql"
-        assert lite.store.q is SQLITE and pg.store.q is POSTGRESQL
+        assert lite.store.q is SQLITE and pg.store.q is statements()
+        assert POSTGRESQL.items() <= statements().items()
         owned = [k for k in SQLStorage.__mro__ if k.__module__.startswith("backends")]
         assert owned == [SQLStorage]
     finally:
