@@ -134,6 +134,8 @@ class ClaimLoop:
         self.wakeup = isinstance(storage, SupportsWakeup)
         self.claim_io = StorageThread("queue-core claim")
         self._burst_said: int | None = None
+        self._writes_seen = 0
+        """``Finisher.writes`` when the latest claim began (:meth:`_burst_done`)."""
         self.claim_began = 0.0
         """When the latest claim call began (pacing clock, s): rate-limited jobs start by
         a bound counted from it (:mod:`~queue_core.worker.ratestart`)."""
@@ -157,8 +159,13 @@ class ClaimLoop:
                 for job in jobs:
                     self._start(job, claimed_at)
                 continue
-            if self.burst and not run.table.running and await self._burst_done():
-                return
+            if self.burst and not run.table.running:
+                done = await self._burst_done()
+                if done:
+                    return
+                if done is None:  # ends were written just now: claim what they released
+                    state.idle = False
+                    continue
             await self._idle(state)
 
     async def _free_slots(self, state: _ClaimState) -> int:
@@ -186,6 +193,7 @@ class ClaimLoop:
     async def _claim(self, state: _ClaimState, free: int) -> list[ClaimedJob] | None:
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         self.claim_began = self.timing.pacing.monotonic()
+        self._writes_seen = self.finisher.writes
         try:
             if state.idle and self.wakeup:
                 longest = _WAKEUP_WAIT
@@ -402,8 +410,14 @@ class ClaimLoop:
 
     # ------------------------------------------------------------------ burst
 
-    async def _burst_done(self) -> bool:
+    async def _burst_done(self) -> bool | None:
+        """Burst, nothing running and nothing claimed: whether nothing is left. ``None``
+        when ends were written since the claim began (or wait to be: they are written
+        first): a flow step's end releases the next step, so the loop claims again
+        before it counts what is pending."""
         await self.finisher.flush_all()
+        if self.finisher.writes != self._writes_seen:
+            return None
         try:
             pending = await self._count_pending(BURST_HORIZON_MS)
         except StorageError as exc:

@@ -39,6 +39,10 @@ GATHER_ENDS = 64
 GATHER_S = 0.01
 """... or once it has waited this long (seconds) for them, whichever comes first."""
 
+_FLUSH_WAIT_S = 0.05
+"""The longest :meth:`Finisher.flush_all` waits for the thread's word before it looks
+again (a write that failed and waits for its back-off sends none)."""
+
 
 class FinishThread:
     """A daemon thread that writes attempt ends with ``finish``; see the module doc.
@@ -77,6 +81,8 @@ class FinishThread:
         """Notified when ``GATHER_ENDS`` ends wait (or on :meth:`hurry`)."""
         self._hurries = 0
         """:meth:`hurry` calls so far (one ends the gather under way)."""
+        self._idle_calls: list[Callable[[], None]] = []
+        """Called on the event loop once nothing is left to write (:meth:`when_idle`)."""
         self._wrote_at = float("-inf")
         """When the last write ended (``pacing``'s monotonic): ends that follow it within
         ``GATHER_S`` are a stream worth gathering."""
@@ -112,6 +118,7 @@ class FinishThread:
     def _main(self) -> None:
         soon, native = self._token.backend_class.run_sync_soon, self._token.native_token
         while self._wake.get():
+            idle: list[Callable[[], None]] = []
             while True:
                 self._gather()
                 with self._lock:
@@ -119,6 +126,7 @@ class FinishThread:
                     self._writing = len(batch)
                     if not batch:
                         self._busy = False
+                        idle, self._idle_calls = self._idle_calls, []
                         break
                 try:
                     took = self._finish(batch)
@@ -132,6 +140,8 @@ class FinishThread:
                         soon(self._on_failed, (exc,), native)
                     except Exception:  # noqa: BLE001 - the loop is gone: nobody to tell
                         return
+                    with self._lock:
+                        idle, self._idle_calls = self._idle_calls, []
                     break
                 with self._lock:
                     self._writing = 0
@@ -140,6 +150,11 @@ class FinishThread:
                     self._on_written(batch, took)
                 except Exception:  # noqa: BLE001 - a report must not stop the writes
                     log.exception("reporting %d written attempt ends failed", len(batch))
+            for call in idle:
+                try:
+                    soon(call, (), native)
+                except Exception:  # noqa: BLE001 - the loop is gone: nobody waits
+                    return
 
     def _gather(self) -> None:
         """While ends stream in (the last write ended less than ``GATHER_S`` ago) and
@@ -172,6 +187,16 @@ class FinishThread:
         """Ends may wait for more: ``may_gather()`` (not closed)."""
         may = self._may_gather
         return may is not None and may()
+
+    def when_idle(self, call: Callable[[], None]) -> bool:
+        """Have ``call`` run on the event loop once the thread has nothing left to write
+        (or a write failed); ``False``, and not kept, when the thread is not writing nor
+        about to. Only a waiter costs the loop a wake-up: a write alone does not."""
+        with self._lock:
+            if not self._busy:
+                return False
+            self._idle_calls.append(call)
+            return True
 
     def hurry(self) -> None:
         """End a gather under way: write what waits now (someone waits for it)."""
@@ -209,6 +234,8 @@ class Finisher:
         """Per worker: one worker's outage is not another's."""
         self.failed: BaseException | None = None
         """The finish thread's last failed write, not yet handled by :meth:`hand_over`."""
+        self.writes = 0
+        """Batches of ends written so far (a flow step's end may have released a job)."""
         self.io = FinishThread(
             storage.finish,
             self._written,
@@ -272,6 +299,7 @@ class Finisher:
 
     def _written(self, batch: list[AttemptEnd], took: Sequence[bool]) -> None:
         """On the finish thread: a batch was written."""
+        self.writes += 1
         self.backoff.reset()
         self.outage.ok()
         self.recorder.log_written(batch, took)
@@ -289,13 +317,22 @@ class Finisher:
         return self.io.unwritten()
 
     async def flush_all(self) -> None:
-        """Wait until every buffered end is written (handed over by :meth:`hand_over`)."""
+        """Wait until every buffered end is written (handed over by :meth:`hand_over`).
+        Woken by the finish thread once it has nothing left to
+        write (:meth:`FinishThread.when_idle`), not by polling: a burst worker's next claim
+        follows the write that released its next job at once."""
         run = self.run
         while run.ends or self.io.unwritten():
             if run.ends:
                 run.flush_wake.set()
+                await anyio.lowlevel.checkpoint()  # the finisher task hands them over
             self.io.hurry()
-            await anyio.sleep(0.001)
+            written = anyio.Event()
+            if self.io.when_idle(written.set):
+                with anyio.move_on_after(_FLUSH_WAIT_S):
+                    await written.wait()
+            elif run.ends or self.io.unwritten():
+                await anyio.sleep(0.001)  # held after a failed write, or not handed over yet
 
     def close(self) -> None:
         """After the run (every end written, see :meth:`flush_all`): let the thread end."""

@@ -165,3 +165,68 @@ def test_a_worker_gathers_ends_only_while_its_claims_come_back_full(
         assert finisher.may_gather()
     finally:
         queue.close()
+
+
+async def test_when_idle_calls_back_on_the_loop_once_everything_is_written() -> None:
+    writes = _Writes()
+    release = threading.Event()
+
+    def slow(batch: list[AttemptEnd]) -> Sequence[bool]:
+        release.wait(10)
+        return writes(batch)
+
+    thread = FinishThread(slow, lambda b, t: None, lambda e: None)
+    try:
+        assert not thread.when_idle(lambda: None)  # nothing to write: not kept
+        thread.put(_ends(1))
+        await until(lambda: thread.unwritten() == 1, "the write is in flight")
+        called = anyio.Event()
+        assert thread.when_idle(called.set)
+        thread.put(_ends(2))  # handed over during the write: idle only after it too
+        await anyio.sleep(0.02)
+        assert not called.is_set()
+        release.set()
+        with anyio.fail_after(5):
+            await called.wait()
+        assert [e for b in writes.batches for e in b] == [1, 2]
+        assert thread.unwritten() == 0
+    finally:
+        release.set()
+        thread.close()
+
+
+def test_a_burst_worker_claims_what_written_ends_released_before_counting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A burst worker that finds nothing to claim and nothing running writes the ends it
+    # holds; a flow step's end releases the next step, so it claims again at once rather
+    # than asking storage what is pending first: along a 10-step chain it counts only
+    # once the chain is done (it counted after every step).
+    from queue_core import JobContext, Queue
+    from queue_core.worker import Worker
+
+    def link(ctx: JobContext) -> str:
+        return str(ctx.step_id)
+
+    counted: list[int] = []
+    queue = Queue("memory://")
+    storage = queue.storage()
+    count = storage.count_pending
+
+    def counting(*args: Any, **kw: Any) -> int:
+        n = count(*args, **kw)
+        counted.append(n)
+        return n
+
+    monkeypatch.setattr(storage, "count_pending", counting)
+    try:
+        flow = queue.flow("chain")  # type: ignore[attr-defined]
+        step = flow.step(id="s0")(link)
+        for i in range(1, 10):
+            step = flow.step(id=f"s{i}", depends_on=[step])(link)
+        execution = flow.start()
+        Worker(queue, burst=True, install_signal_handlers=False, scheduler=False).run()
+        assert execution.status() == "succeeded"
+        assert counted == [0], counted
+    finally:
+        queue.close()
