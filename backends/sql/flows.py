@@ -104,6 +104,9 @@ class Open:
         self.skipped: list[StepEnd] = []
         """Children stored ``skipped`` by their ``skip`` limit: their steps end next."""
         self.seen: ExecutionHead | None = None
+        self.stored: dict[int, Row] = {}
+        """Step rows read with their stored job (``idx, job, payload, job_id``: what a
+        release needs), by index."""
 
     def head_view(self) -> ExecutionHead:
         """The execution's fields as the fast rule reads them (kept until they change)."""
@@ -181,13 +184,16 @@ class Flows:
             x.cur.execute(self.q["flow_lock_jobs"], {"e": x.id})
         x.jobs_locked = True
 
-    def _load(self, x: Open, idxs: Iterable[int]) -> None:
-        """Read the rows of steps ``idxs`` not read yet (one statement)."""
+    def _load(self, x: Open, idxs: Iterable[int], ends: int) -> None:
+        """Read the rows of steps ``idxs`` not read yet (one statement), with the stored
+        job of each pending one that ``ends`` step ends may release (for :meth:`_release`)."""
         missing = sorted({i for i in idxs if i not in x.steps})
         if missing and not x.whole:
-            params = {"e": x.id, "idxs": self.store.array(missing)}
+            params = {"e": x.id, "idxs": self.store.array(missing), "k": ends}
             for r in x.cur.execute(self.q["flow_step_rows"], params).fetchall():
                 x.steps[r["idx"]] = _step(x, r)
+                if r["job"] is not None:
+                    x.stored[r["idx"]] = r
 
     def _view(self, x: Open) -> ExecutionView:
         """The whole execution; read (its active step jobs locked first) unless it is."""
@@ -217,7 +223,8 @@ class Flows:
         each decided by :func:`plan.step_end` and applied, in order; the jobs the
         decisions timed out."""
         index, pos = x.index, x.index.pos
-        self._load(x, [j for sid, state, _ in ends for j in _touched(index, pos[sid], state)])
+        touched = [j for sid, state, _ in ends for j in _touched(index, pos[sid], state)]
+        self._load(x, touched, len(ends))
         reaped: list[ReapedJob] = []
         for sid, value, why in ends:
             i, state = pos[sid], _S(value)
@@ -516,8 +523,11 @@ class Flows:
         """Enqueue the stored jobs of the released steps (deadline: the execution's); a
         step whose job was released before and finished (a resumed step) runs it again."""
         deadline = {op.idx: op.deadline_at for op in x.releases}
-        params = {"e": x.id, "idxs": self.store.array(sorted(deadline))}
-        found = x.cur.execute(self.q["flow_step_jobs"], params).fetchall()
+        rest = sorted(i for i in deadline if i not in x.stored)  # not read by _load
+        found = [x.stored.pop(i) for i in sorted(deadline) if i in x.stored]
+        if rest:
+            params = {"e": x.id, "idxs": self.store.array(rest)}
+            found += x.cur.execute(self.q["flow_step_jobs"], params).fetchall()
         jobs = [(NewJob(payload=bytes(r["payload"]), **json.loads(r["job"])), r["idx"])
                 for r in found]  # fmt: skip
         self.store.dialect.many(x.cur, "flow_insert_job", [

@@ -42,9 +42,13 @@ FROM qc_flow_steps s LEFT JOIN qc_jobs j ON j.id = s.job_id
 WHERE s.execution_id = :e ORDER BY s.idx
 
 -- name: flow_step_rows
--- Some steps: an event's own step and its dependents (or a step's dependencies' results).
-SELECT idx, state, reason, job_id, unmet, result FROM qc_flow_steps
-WHERE execution_id = :e AND idx {in:idxs:int}
+-- Some steps: an event's own step and its dependents (or a step's dependencies' results);
+-- the stored job of a pending step that :k ends may release (unmet <= :k), read now so
+-- that its release reads no more.
+SELECT idx, state, reason, job_id, unmet, result,
+    CASE WHEN state = 'pending' AND unmet <= :k THEN job END AS job,
+    CASE WHEN state = 'pending' AND unmet <= :k THEN payload END AS payload
+FROM qc_flow_steps WHERE execution_id = :e AND idx {in:idxs:int}
 
 -- name: flow_step_inputs
 -- A step's inputs in one read: the execution's input, spec hash and kind (to check the

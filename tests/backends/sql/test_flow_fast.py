@@ -240,3 +240,39 @@ def test_step_inputs_are_one_read_and_follow_an_id_stored_again_with_another_spe
         storage.get_step_inputs(new.id, "zz")
     with pytest.raises(NotFound, match="no flow execution"):
         storage.get_step_inputs("nope", "a")
+
+
+def test_a_step_end_releases_its_dependents_with_the_rows_it_read(storage: SQLStorage) -> None:
+    # a released step's stored job comes with the step rows the end read (pending, with
+    # no more unmet dependencies than the batch has ends), not from a read of its own;
+    # a join still waiting for a dependency is read without it; the flow runs as before
+    spec = make_spec({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]})
+    new = make_execution(spec)
+    storage.start_execution(new, now=T0)
+    flows = storage.flows
+    asked: list[str] = []
+
+    class Counting(dict[str, str]):
+        def __getitem__(self, name: str) -> str:
+            asked.append(name)
+            return super().__getitem__(name)
+
+    flows.q = Counting(flows.q)
+    t = T0 + SEC
+
+    def end(step: Any, t: int) -> None:
+        asked.clear()
+        assert storage.finish([complete_end(step.ref)], now=t) == [True]
+        assert "flow_step_rows" in asked and "flow_step_jobs" not in asked
+
+    end(claim_steps(storage, t)["a"], t + 1)  # releases b and c
+    got = claim_steps(storage, t + 2)
+    assert sorted(got) == ["b", "c"]
+    end(got["b"], t + 3)  # d waits for c
+    assert claim_steps(storage, t + 4) == {}
+    end(got["c"], t + 5)  # releases d
+    last = claim_steps(storage, t + 6)
+    assert sorted(last) == ["d"]
+    end(last["d"], t + 7)
+    record = storage.get_execution(new.id)
+    assert record is not None and record.state is ExecutionState.SUCCEEDED
