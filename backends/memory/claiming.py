@@ -66,6 +66,7 @@ class MemoryClaiming:
         self.limits = limits
         self.pauses = pauses
         self.flows = flows
+        self._ahead = False
 
     def claim(
         self,
@@ -75,11 +76,14 @@ class MemoryClaiming:
         lease_ms: int,
         *,
         now: int | None = None,
+        ahead: bool = False,
     ) -> list[ClaimedJob]:
-        """See :meth:`queue_core.storage.protocol.Storage.claim`."""
+        """See :meth:`queue_core.storage.protocol.Storage.claim`; ``ahead``: see
+        :meth:`queue_core.storage.abilities.SupportsPrefetch.claim_ahead`."""
         store = self.store
         with store.cond:
             t = store.now(now)
+            self._ahead = ahead  # read by _start, under the lock
             heaps = {
                 q: store.due_ready(q, t)
                 for q in dict.fromkeys(queues)
@@ -201,8 +205,10 @@ class MemoryClaiming:
         job.lease_token = uuid.uuid4().hex
         job.lease_expires_at = t + lease_ms
         s = job.spec
-        job.deadline = t + s.timeout_ms if s.timeout_ms is not None else None
-        job.heartbeat_expires_at = t + s.heartbeat_ms if s.heartbeat_ms is not None else None
+        if self._ahead:  # held: bound by the lease until start_claimed
+            job.deadline = job.heartbeat_expires_at = None
+        else:
+            self._bounds(job, t)
         if s.execution_id is not None:
             self.flows().claimed(job, t)
         return ClaimedJob(
@@ -228,6 +234,29 @@ class MemoryClaiming:
             run_at=job.ready_at,
             start_by=start_by,
         )
+
+    @staticmethod
+    def _bounds(job: Job, t: int) -> None:
+        """The attempt's deadline and heartbeat deadline, counted from ``t``."""
+        s = job.spec
+        job.deadline = t + s.timeout_ms if s.timeout_ms is not None else None
+        job.heartbeat_expires_at = t + s.heartbeat_ms if s.heartbeat_ms is not None else None
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
+        with self.store.cond:
+            t = self.store.now(now)
+            out: list[bool] = []
+            for i, ref in enumerate(refs):
+                job = self.store.current(ref)
+                if job is not None:
+                    s = t - (ago_ms[i] if i < len(ago_ms) else 0)
+                    self._bounds(job, s)
+                    job.attempts[-1].started_at = s
+                out.append(job is not None)
+            return out
 
     def round_robin_keys(self, group: str, *, now: int | None = None) -> list[str]:
         """See :meth:`queue_core.storage.control.SupportsRoundRobin.round_robin_keys`."""

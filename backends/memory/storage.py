@@ -226,6 +226,22 @@ class MemoryStorage(
     ) -> list[ClaimedJob]:
         return self.claiming.claim(worker_id, queues, limit, lease_ms, now=now)
 
+    def claim_ahead(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        return self.claiming.claim(worker_id, queues, limit, lease_ms, now=now, ahead=True)
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        return self.claiming.start_claimed(refs, ago_ms, now=now)
+
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
     ) -> RenewResult:

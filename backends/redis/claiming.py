@@ -67,11 +67,20 @@ class RedisClaiming:
         self._peek: Script | None = None  # peek.lua, registered on first use (cluster only)
 
     def claim(
-        self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, now: int | None
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        now: int | None,
+        ahead: bool = False,
     ) -> list[ClaimedJob]:
-        """``Storage.claim``: one ``claim.lua`` call (on a cluster, one per home)."""
+        """``Storage.claim``: one ``claim.lua`` call (on a cluster, one per home);
+        ``ahead``: ``SupportsPrefetch.claim_ahead`` (a negative lease for the script)."""
         if limit <= 0 or not queues:
             return []
+        if ahead:
+            lease_ms = -lease_ms
         if self.store.cluster:
             return self._claim_homes(worker_id, queues, limit, lease_ms, now)
         args = self._claim_args(worker_id, queues, limit, lease_ms, now)

@@ -69,6 +69,7 @@ class RedisJobs:
         self.suspend = suspend
         """A workflow function's suspended end (``RedisWorkflows.suspend``)."""
         self._renew = store.script("renew")
+        self._start: Any = None  # start.lua, registered on first use (SupportsPrefetch)
         self._heartbeat = store.script("heartbeat")
         self._finish = store.script("finish")
         self._reap = store.script("reap")
@@ -108,6 +109,32 @@ class RedisJobs:
                 codes = self.store.run(self._renew, args)
         # 0: not current, 1: current, 2: current and asked to cancel
         return RenewResult.of(refs, [None if c == 0 else c == 2 for c in codes])
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int], now: int | None
+    ) -> list[bool]:
+        """``SupportsPrefetch.start_claimed``: one ``start.lua`` call (on a cluster, per
+        home)."""
+        if not refs:
+            return []
+        if self._start is None:
+            self._start = self.store.script("start")
+        if not self.store.cluster:
+            args = self.store.args(now)
+            for k, ref in enumerate(refs):
+                args += (ref.job_id, ref.attempt, ref.lease_token, _ago(ago_ms, k))
+            with translate_errors("start_claimed"):
+                return [c == 1 for c in self.store.run(self._start, args)]
+        out = [False] * len(refs)
+        for home, part in self._by_home([r.lease_token for r in refs]).items():
+            args = self.store.args(now, home)
+            for k, token in part:
+                args += (refs[k].job_id, refs[k].attempt, token, _ago(ago_ms, k))
+            with translate_errors("start_claimed"):
+                got = self.store.run(self._start, args)
+            for (k, _), c in zip(part, got, strict=True):
+                out[k] = c == 1
+        return out
 
     def heartbeat(self, ref: LeaseRef, now: int | None) -> bool:
         """``Storage.heartbeat``."""
@@ -301,3 +328,8 @@ class RedisJobs:
         if st == b"running":
             out.append(running_attempt(att, wid, sa))
         return out
+
+
+def _ago(ago_ms: Sequence[int], k: int) -> int:
+    """How long before the call the ``k``-th held body started (0 when not given)."""
+    return ago_ms[k] if k < len(ago_ms) else 0

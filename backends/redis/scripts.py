@@ -22,6 +22,7 @@ SCRIPTS = (
     "enqueue",
     "claim",
     "renew",
+    "start",
     "heartbeat",
     "finish",
     "reap",

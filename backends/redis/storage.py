@@ -273,6 +273,24 @@ class RedisStorage(
         """See :meth:`queue_core.storage.protocol.Storage.claim`."""
         return self.claiming.claim(worker_id, queues, limit, lease_ms, now)
 
+    def claim_ahead(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.claim_ahead`."""
+        return self.claiming.claim(worker_id, queues, limit, lease_ms, now, ahead=True)
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
+        return self.jobs.start_claimed(refs, ago_ms, now)
+
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """See :meth:`queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`."""
         return self.claiming.wait_for_jobs(queues, timeout)

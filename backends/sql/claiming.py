@@ -69,15 +69,17 @@ class Claiming:
         lease_ms: int,
         *,
         now: int | None = None,
+        ahead: bool = False,
     ) -> list[ClaimedJob]:
-        """See :meth:`queue_core.storage.protocol.Storage.claim`."""
+        """See :meth:`queue_core.storage.protocol.Storage.claim`; ``ahead``: held attempts
+        (:meth:`queue_core.storage.abilities.SupportsPrefetch.claim_ahead`)."""
         if limit <= 0 or not queues:
             return []
         store, asked = self.store, list(dict.fromkeys(queues))
         t = store.dialect.clock(now)
-        pairs = self._claim(worker_id, asked, limit, lease_ms, t)
+        pairs = self._claim(worker_id, asked, limit, lease_ms, t, ahead)
         if not pairs and self.pauses.stale():  # a pause or resume since: claim again
-            pairs = self._claim(worker_id, asked, limit, lease_ms, t)
+            pairs = self._claim(worker_id, asked, limit, lease_ms, t, ahead)
         if len(pairs) > 1:
             pairs.sort(key=lambda p: p[0])
         jobs, corrupt = split_claimed([c for _, c in pairs])
@@ -96,7 +98,13 @@ class Claiming:
         return jobs
 
     def _claim(
-        self, worker_id: str, asked: list[str], limit: int, lease_ms: int, t: int | None
+        self,
+        worker_id: str,
+        asked: list[str],
+        limit: int,
+        lease_ms: int,
+        t: int | None,
+        ahead: bool,
     ) -> list[tuple[Order, ClaimedJob]]:
         """One claim with the cached pauses; it claims nothing if they changed since."""
         store, d = self.store, self.store.dialect
@@ -107,12 +115,13 @@ class Claiming:
             if not qs:
                 return []
         if paused is not None and paused.jobs:  # the keyed claim leaves paused jobs out
-            return self._keyed(worker_id, qs, limit, lease_ms, t, paused, version)
+            return self._keyed(worker_id, qs, limit, lease_ms, t, paused, version, ahead)
         with store.tx() if d.claim_in_tx else store.hot() as cur:
-            rows, keyed = d.claim(cur, worker_id, qs, limit, lease_ms, t, version)
+            rows, keyed = d.claim(cur, worker_id, qs, limit, lease_ms, t, version, ahead)
         pairs = d.claimed(rows)
         if keyed and len(pairs) < limit:
-            pairs.extend(self._keyed(worker_id, qs, limit - len(pairs), lease_ms, t, None, version))
+            more = self._keyed(worker_id, qs, limit - len(pairs), lease_ms, t, None, version, ahead)
+            pairs.extend(more)
         return pairs
 
     def _keyed(
@@ -124,9 +133,10 @@ class Claiming:
         now: int | None,
         paused: PauseSet | None,
         version: str | None,
+        ahead: bool = False,
     ) -> list[tuple[Order, ClaimedJob]]:
         """Claim honouring ``queue`` concurrency limits and rate limits (and leaving out
-        the jobs of ``paused`` tasks and flows)."""
+        the jobs of ``paused`` tasks and flows); ``ahead``: held, without deadlines."""
         places: dict[int, Order] = {}  # a round-robin turn's place: the job met
         with self.store.tx() as cur:
             chosen = self._pick(cur, qs, limit, now, paused, version, places)
@@ -136,7 +146,7 @@ class Claiming:
             starts: list[dict[str, Any]] = []
             claimed: list[tuple[Order, ClaimedJob]] = []
             for r in chosen:
-                timeout, hb = r["timeout_ms"], r["heartbeat_ms"]
+                timeout, hb = (None, None) if ahead else (r["timeout_ms"], r["heartbeat_ms"])
                 start = {
                     "seq": r["seq"], "attempt": r["attempt"] + 1, "worker": worker_id,
                     "token": os.urandom(12).hex(), "lease": t + lease_ms,

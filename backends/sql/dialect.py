@@ -139,10 +139,17 @@ class Dialect(Protocol):
         lease_ms: int,
         now: Any,
         pauses_version: str | None,
+        ahead: bool = False,
     ) -> tuple[list[Any], bool]:
         """Start the unkeyed jobs among the top ``limit`` ready ones: (their rows, whether
         a keyed or rate-limited job may be ready). Nothing when the stored pauses'
         version is not ``pauses_version`` (the one ``queues`` was filtered with)."""
+        ...
+
+    def start_claimed(
+        self, cur: Any, refs: Sequence[LeaseRef], ago_ms: list[int], now: Any
+    ) -> list[bool]:
+        """``SupportsPrefetch.start_claimed`` of ``refs``: per ref, whether it was current."""
         ...
 
     def claimed(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:

@@ -76,6 +76,17 @@ class Jobs:
         with store.stmt() if d.single_statement_batches else store.tx() as cur:
             return d.renew(cur, refs, lease_ms, d.clock(now))
 
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
+        if not refs:
+            return []
+        store, d = self.store, self.store.dialect
+        with store.stmt() if d.single_statement_batches else store.tx() as cur:
+            ago = [ago_ms[i] if i < len(ago_ms) else 0 for i in range(len(refs))]
+            return d.start_claimed(cur, refs, ago, d.clock(now))
+
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
         """See :meth:`queue_core.storage.protocol.Storage.heartbeat`."""
         params = {"id": ref.job_id, "attempt": ref.attempt, "token": ref.lease_token,

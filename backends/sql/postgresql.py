@@ -353,6 +353,7 @@ class PostgreSQL:
         lease_ms: int,
         now: Any,
         pauses_version: str | None,
+        ahead: bool = False,
     ) -> tuple[list[Any], bool]:
         """One statement on the hot cursor; rows by position (:data:`pg_hot.CLAIM_COLUMNS`)."""
         sql = self._claim_sql.get(len(queues))
@@ -360,13 +361,24 @@ class PostgreSQL:
             sql = self.q["claim"].replace("{queues}", queues_filter("postgresql", len(queues)))
             self._claim_sql[len(queues)] = sql
         params = {"now": now, "queues": queues, "q0": queues[0], "limit": limit,
-                  "worker": worker_id, "lease_ms": lease_ms, "pv": pauses_version}  # fmt: skip
+                  "worker": worker_id, "lease_ms": lease_ms, "pv": pauses_version,
+                  "ahead": ahead}  # fmt: skip
         rows = cur.execute(sql, params).fetchall()
         if rows and not self._claim_checked:
             pg_hot.check_claim_columns(cur)
             self._claim_checked = True
         started = [r for r in rows if not r[-1]]  # r[-1]: keyed
         return started, len(started) < len(rows)
+
+    def start_claimed(
+        self, cur: Any, refs: Sequence[LeaseRef], ago_ms: list[int], now: Any
+    ) -> list[bool]:
+        """One statement for the batch, rows locked in job id order."""
+        params = {"ids": [r.job_id for r in refs], "attempts": [r.attempt for r in refs],
+                  "tokens": [r.lease_token for r in refs], "ago": ago_ms, "now": now}  # fmt: skip
+        rows = cur.execute(self.q["start_claimed"], params).fetchall()
+        current = {(r["id"], r["attempt"], r["lease_token"]) for r in rows}
+        return [(r.job_id, r.attempt, r.lease_token) in current for r in refs]
 
     def claimed(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
         """Rows by position."""

@@ -317,6 +317,7 @@ class SQLite:
         lease_ms: int,
         now: Any,
         pauses_version: str | None,
+        ahead: bool = False,
     ) -> tuple[list[Any], bool]:
         """One ``UPDATE ... RETURNING`` (no attempt records: each is written once, when its
         attempt ends), then whether a keyed job is ready."""
@@ -325,7 +326,7 @@ class SQLite:
             sql = self.q["claim"].replace("{queues}", queues_filter("sqlite", len(queues)))
             self._claim_sql[len(queues)] = sql
         params: dict[str, Any] = {"worker": worker_id, "now": now, "lease_ms": lease_ms,
-                                  "limit": limit, "pv": pauses_version}  # fmt: skip
+                                  "limit": limit, "pv": pauses_version, "ahead": ahead}  # fmt: skip
         for i, queue in enumerate(queues):
             params[f"q{i}"] = queue
         started: list[Row] = cur.execute(sql, params).fetchall()
@@ -334,6 +335,20 @@ class SQLite:
             and cur.execute(self.q["keyed_ready"], {"now": now}).fetchone() is not None
         )
         return started, keyed
+
+    def start_claimed(
+        self, cur: Any, refs: Sequence[LeaseRef], ago_ms: list[int], now: Any
+    ) -> list[bool]:
+        """One fenced ``UPDATE`` per ref (in-process: no round trips)."""
+        sql = self.q["start_claimed"]
+        return [
+            cur.execute(
+                sql,
+                {"id": r.job_id, "attempt": r.attempt, "token": r.lease_token, "s": now - ago},
+            ).fetchone()
+            is not None
+            for r, ago in zip(refs, ago_ms, strict=True)
+        ]
 
     def claimed(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
         """Rows by column name."""

@@ -279,6 +279,24 @@ class SQLStorage(
         """See :meth:`queue_core.storage.protocol.Storage.claim`."""
         return self.claiming.claim(worker_id, queues, limit, lease_ms, now=now)
 
+    def claim_ahead(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.claim_ahead`."""
+        return self.claiming.claim(worker_id, queues, limit, lease_ms, now=now, ahead=True)
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
+        return self.jobs.start_claimed(refs, ago_ms, now=now)
+
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
     ) -> RenewResult:

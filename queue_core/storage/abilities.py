@@ -3,8 +3,8 @@ for with ``isinstance`` and degrades without (SPEC §8).
 
 A backend author implements the ones its storage can do atomically; the published contract
 suite (:mod:`queue_core.testing`) runs an ability's cases only on a storage that has it.
-The flow-control abilities of SPEC §13 are defined in :mod:`queue_core.storage.control`
-and re-exported here.
+The flow-control abilities of SPEC §13 are defined in :mod:`queue_core.storage.control`,
+claims ahead of free slots in :mod:`queue_core.storage.claims`; both re-exported here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from queue_core.rules.throughput import THROUGHPUT_RESOLUTION_MS
+from queue_core.storage.claims import SupportsPrefetch
 from queue_core.storage.control import (
     SupportsDebounce,
     SupportsPause,
@@ -49,6 +50,7 @@ __all__ = [
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsPause",
+    "SupportsPrefetch",
     "SupportsProgress",
     "SupportsRateLimits",
     "SupportsRoundRobin",

@@ -1,7 +1,9 @@
 -- claim: hand up to `limit` ready jobs of the named queues to one worker.
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, worker_id, limit, lease_ms, token_nonce, queue...
---       (on a Redis Cluster then the pauses, _paused_argv.lua)
+--       (on a Redis Cluster then the pauses, _paused_argv.lua). A negative lease_ms is a
+--       claim ahead of free slots (SupportsPrefetch.claim_ahead): the attempts are held,
+--       with no deadline and no heartbeat bound until start.lua sets them.
 -- Order: higher priority first, then earlier ready time, then enqueue order (the
 -- member of a ready zset is a 16-hex-digit sequence number + the job id, so equal
 -- scores sort by sequence). Jobs past schedule-to-start stay for reap; `queue`
@@ -33,6 +35,8 @@
 defer_counts()
 local QUEUES_FROM = 8
 local wid, limit, lease, nonce = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local ahead = lease < 0
+if ahead then lease = -lease end
 -- #include _paused
 -- the reaped jobs of queue q whose backoff has passed by NOW move into their ready set,
 -- scored by their kept place ('po'); an entry whose job is no longer queued with that
@@ -219,8 +223,8 @@ try = function(q, p, r, m, score, turn)
   n = n + 1
   local tok = nonce .. n
   local le = NOW + lease
-  local dl = f[10] and (NOW + tonumber(f[10]))
-  local hd = f[11] and (NOW + tonumber(f[11]))
+  local dl = not ahead and f[10] and (NOW + tonumber(f[10]))
+  local hd = not ahead and f[11] and (NOW + tonumber(f[11]))
   if dl or hd then
     local h = {'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW, 'le', le}
     if dl then h[#h + 1] = 'dl'; h[#h + 1] = dl end

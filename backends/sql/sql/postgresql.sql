@@ -70,7 +70,8 @@ SELECT pg_advisory_xact_lock(815003, hashtext(%(k)s)) AS locked
 -- generic plan (LIMIT $n estimated at 10 % of the ready rows) hash-joined picked with a
 -- sequential scan of qc_jobs, every claim (bench/pg_drain_profile.py, auto_explain).
 -- %(pv)s is the pauses' version the claim's queue list was made with (backends/sql/pauses.py):
--- after a pause or resume it claims nothing, and the claim is made again.
+-- after a pause or resume it claims nothing, and the claim is made again. %(ahead)s: a
+-- claim ahead of free slots (SupportsPrefetch) sets no deadline and no heartbeat bound.
 WITH picked AS (
     SELECT seq, ((concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL
                  AND NOT concurrency_skip) OR rate_key IS NOT NULL
@@ -86,8 +87,9 @@ upd AS (
     UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = qc_jobs.attempt + 1,
         worker_id = %(worker)s, lease_token = replace(CAST(gen_random_uuid() AS text), '-', ''),
         lease_expires_at = {now} + %(lease_ms)s,
-        deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE {now} + timeout_ms END,
-        heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
+        deadline = CASE WHEN timeout_ms IS NULL OR %(ahead)s THEN NULL
+            ELSE {now} + timeout_ms END,
+        heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL OR %(ahead)s THEN NULL
             ELSE {now} + heartbeat_ms END,
         started_at = {now}, expires_at = NULL
     WHERE qc_jobs.seq = ANY(ARRAY(SELECT seq FROM picked WHERE NOT keyed))
@@ -119,6 +121,25 @@ l AS (
     WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
 UPDATE qc_jobs SET lease_expires_at = {now} + %(lease_ms)s FROM l WHERE qc_jobs.seq = l.seq
 RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token, qc_jobs.cancel_requested
+
+-- name: start_claimed
+-- Every ref held ahead of free slots (SupportsPrefetch) in one statement, fenced as renew:
+-- each body started e_ago ms before now.
+WITH e AS (
+    SELECT * FROM unnest(CAST(%(ids)s AS text[]), CAST(%(attempts)s AS int[]),
+        CAST(%(tokens)s AS text[]), CAST(%(ago)s AS bigint[])) AS e(e_id, e_attempt, e_token,
+        e_ago)),
+l AS (
+    SELECT qc_jobs.seq, {now} - e.e_ago AS s FROM qc_jobs
+    JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
+        AND qc_jobs.lease_token = e.e_token
+    WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
+UPDATE qc_jobs SET started_at = l.s,
+    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE l.s + timeout_ms END,
+    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
+        ELSE l.s + heartbeat_ms END
+FROM l WHERE qc_jobs.seq = l.seq
+RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token
 
 -- name: finish
 -- {steps}: '' (plain jobs only: a step's job is finished with its execution's decision,

@@ -18,12 +18,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 -- qc_attempts record is written once, when it ends. `expires_at > now` is not
 -- rules.leases.schedule_to_start_expired. :pv is the pauses' version the claim's queue list
 -- was made with (backends/sql/pauses.py): after a pause or resume it claims nothing, and
--- the claim is made again with the new pauses.
+-- the claim is made again with the new pauses. :ahead: a claim ahead of free slots
+-- (SupportsPrefetch) sets no deadline and no heartbeat bound (start_claimed does).
 UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = attempt + 1,
     worker_id = :worker, lease_token = lower(hex(randomblob(12))),
     lease_expires_at = :now + :lease_ms,
-    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
-    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL ELSE :now + heartbeat_ms END,
+    deadline = CASE WHEN timeout_ms IS NULL OR :ahead THEN NULL ELSE :now + timeout_ms END,
+    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL OR :ahead THEN NULL
+        ELSE :now + heartbeat_ms END,
     started_at = :now, expires_at = NULL
 WHERE seq IN (
         SELECT seq FROM qc_jobs WHERE state = 'queued' AND held IS NULL AND {queues}
@@ -56,6 +58,14 @@ LIMIT 1
 UPDATE qc_jobs SET lease_expires_at = :now + :lease_ms
 WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'running'
 RETURNING cancel_requested
+
+-- name: start_claimed
+-- One ref held ahead of free slots (SupportsPrefetch), fenced: its body started at :s.
+UPDATE qc_jobs SET started_at = :s,
+    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :s + timeout_ms END,
+    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL ELSE :s + heartbeat_ms END
+WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'running'
+RETURNING id
 
 -- name: finish_attempts
 -- The batch's attempt records, written once from the job rows (the running attempt was

@@ -26,6 +26,7 @@ from queue_core.testing.suite.lease import LeaseContract
 from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
 from queue_core.testing.suite.optional import OptionalAbilitiesContract, WaitClaimContract
 from queue_core.testing.suite.payload import PayloadContract
+from queue_core.testing.suite.prefetch import PrefetchContract
 from queue_core.testing.suite.prune import PruneContract
 from queue_core.testing.suite.races import RaceContract
 from queue_core.testing.suite.reap import ReapContract
@@ -54,6 +55,7 @@ __all__ = [
     "PauseContract",
     "ProgressContract",
     "PayloadContract",
+    "PrefetchContract",
     "PruneContract",
     "RaceContract",
     "RateLimitContract",
@@ -81,6 +83,7 @@ class StorageContract(
     EnqueueContract,
     ClaimContract,
     LeaseContract,
+    PrefetchContract,
     FinishContract,
     ReapContract,
     DeadLetterContract,

@@ -219,6 +219,7 @@ def _workload(s: RedisStorage, a: str, b: str) -> None:
     got = s.claim("w", [a, b], 20, LEASE, now=T0 + 1)  # peek + claim in three homes
     assert len(got) >= 7
     s.renew([g.ref for g in got], LEASE, now=T0 + 2)
+    s.start_claimed([g.ref for g in got], now=T0 + 2)  # start, in three homes
     s.heartbeat(got[0].ref, now=T0 + 2)
     own = [g for g in got if g.queue == a and "@" in g.lease_token]  # a's own home
     assert len(own) == 3

@@ -19,10 +19,10 @@ def test_shared_statements_are_written_once_and_each_dialect_adds_only_its_own()
     shared = set(queries.parse((_DIR / "shared.sql").read_text()))
     shared |= set(queries.parse((_DIR / "flows.sql").read_text()))
     sqlite_only = {"insert_job", "claim", "keyed_ready", "renew", "finish_attempts", "finish_jobs",
-                   "next_due"}  # fmt: skip
+                   "next_due", "start_claimed"}  # fmt: skip
     pg_only = {"insert_jobs", "insert_job", "lock_key", "try_lock_key", "flow_lock_key",
                "claim", "renew", "finish", "server_now", "notify", "jobs_dead_rows",
-               "vacuum_jobs", "next_due", "flow_update_step_arrays"}  # fmt: skip
+               "vacuum_jobs", "next_due", "flow_update_step_arrays", "start_claimed"}  # fmt: skip
     assert set(SQLITE) == shared | sqlite_only and not shared & sqlite_only
     assert set(POSTGRESQL) == shared | pg_only and not shared & pg_only
     assert len(shared) >= 70
@@ -148,7 +148,7 @@ def test_the_sqlite_ready_scans_use_the_ready_index(tmp_path: Path) -> None:
     s.close()
     conn = sqlite3.connect(tmp_path / "q.db")
     params = {"q0": "default", "now": 1, "excluded": "[]", "limit": 5, "worker": "w", "lease_ms": 1,
-              "pv": None}  # fmt: skip
+              "pv": None, "ahead": False}  # fmt: skip
     try:
         for name in ("claim", "select_ready"):
             sql = SQLITE[name].replace("{queues}", queries.queues_filter("sqlite", 1))

@@ -1,0 +1,55 @@
+"""The optional ability to claim ahead of free slots (a worker's ``prefetch``), re-exported
+by :mod:`queue_core.storage.abilities`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from queue_core.records.jobs import ClaimedJob, LeaseRef
+
+__all__ = ["SupportsPrefetch"]
+
+
+@runtime_checkable
+class SupportsPrefetch(Protocol):
+    """Claims ahead of free slots (a worker's ``prefetch``): a worker holds jobs whose bodies
+    have not started, renewing their leases with the running ones; their attempts'
+    deadlines and start times count from the body's start (:meth:`start_claimed`)."""
+
+    def claim_ahead(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """As :meth:`~queue_core.storage.protocol.Storage.claim`, except that the
+        attempts are *held*, not started: no ``deadline`` and no heartbeat deadline
+        (only the lease, and a flow step's flow deadline, bound them until
+        :meth:`start_claimed`); ``started_at = now`` until then. A held attempt is
+        renewed, finished, reaped and cancelled like a running one.
+
+        Contract:
+            PrefetchContract
+        """
+        ...
+
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """The bodies of these held attempts started ``ago_ms[i]`` milliseconds before
+        ``now`` (0 where ``ago_ms`` is shorter than ``refs``; the worker measures it on its
+        own clock, so no clock but the storage's gives a time): for each current ref the
+        attempt's ``started_at`` becomes ``s = now - ago_ms[i]``, its ``deadline``
+        ``s + timeout_ms`` (when the job has a timeout) and its heartbeat deadline ``s +
+        heartbeat_ms`` (when it has one). Returns, per ref, whether it was current (a ref
+        that is not is left as it is).
+
+        Contract:
+            PrefetchContract
+        """
+        ...

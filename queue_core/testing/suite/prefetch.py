@@ -1,0 +1,133 @@
+"""Contract: claims ahead of free slots (``SupportsPrefetch``) -- a held attempt is bound
+by its lease alone until its body starts, then its timeout, heartbeat bound and start
+time count from that start (SPEC §4 "never early", §8 ``prefetch``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from queue_core.records.jobs import JobState, LeaseRef, Outcome, Reason, dt_from_ms
+from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
+from queue_core.storage.abilities import SupportsPrefetch
+from queue_core.storage.protocol import Storage
+from queue_core.testing.fixtures import (
+    SEC,
+    T0,
+    complete_end,
+    enqueue_one,
+    released_end,
+)
+from queue_core.testing.suite._base import ContractBase, lacks
+
+__all__ = ["PrefetchContract"]
+
+
+def _ahead(storage: Storage) -> SupportsPrefetch:
+    if not isinstance(storage, SupportsPrefetch):
+        pytest.skip(lacks(SupportsPrefetch))
+    return storage
+
+
+class PrefetchContract(ContractBase):
+    """``claim_ahead`` and ``start_claimed``."""
+
+    def test_a_held_attempt_times_out_only_after_its_start(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, timeout_ms=5 * SEC, max_attempts=2)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert got.id == job_id and got.deadline is None
+        assert storage.get_job(job_id).state is JobState.RUNNING  # type: ignore[union-attr]
+        storage.renew([got.ref], 60 * SEC, now=T0 + 20 * SEC)
+        assert storage.reap(now=T0 + 25 * SEC + MARGIN) == []  # held: no deadline yet
+        assert ahead.start_claimed([got.ref], now=T0 + 30 * SEC) == [True]
+        assert storage.reap(now=T0 + 35 * SEC + MARGIN - 1) == []
+        (reaped,) = storage.reap(now=T0 + 35 * SEC + MARGIN)
+        assert (reaped.job_id, reaped.outcome, reaped.reason) == (
+            job_id,
+            Outcome.TIMED_OUT,
+            Reason.TIMEOUT.value,
+        )
+
+    def test_a_held_attempt_heartbeat_bound_counts_from_its_start(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, heartbeat_ms=10 * SEC, max_attempts=2)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert storage.reap(now=T0 + 15 * SEC + MARGIN) == []
+        assert ahead.start_claimed([got.ref], now=T0 + 20 * SEC) == [True]
+        assert storage.reap(now=T0 + 30 * SEC + MARGIN - 1) == []
+        (reaped,) = storage.reap(now=T0 + 30 * SEC + MARGIN)
+        assert (reaped.job_id, reaped.reason) == (job_id, Reason.HEARTBEAT_TIMEOUT.value)
+
+    def test_a_held_attempt_is_bound_by_its_lease(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, timeout_ms=600 * SEC, max_attempts=2)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 10 * SEC, now=T0)
+        assert storage.claim("w2", ["default"], 5, 10 * SEC, now=T0 + SEC) == []
+        assert storage.reap(now=T0 + 10 * SEC - 1) == []
+        (reaped,) = storage.reap(now=T0 + 10 * SEC)
+        assert (reaped.job_id, reaped.reason) == (job_id, Reason.LEASE_EXPIRED.value)
+        assert ahead.start_claimed([got.ref], now=T0 + 11 * SEC) == [False]
+
+    def test_the_attempt_starts_when_its_body_starts(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert ahead.start_claimed([got.ref], now=T0 + 7 * SEC) == [True]
+        job = storage.get_job(job_id)
+        assert job is not None and job.started_at == T0 + 7 * SEC
+        assert storage.finish([complete_end(got.ref)], now=T0 + 8 * SEC) == [True]
+        (attempt,) = storage.list_attempts(job_id)
+        assert attempt.outcome is Outcome.SUCCEEDED
+        assert attempt.started_at == dt_from_ms(T0 + 7 * SEC)
+        assert attempt.finished_at == dt_from_ms(T0 + 8 * SEC)
+
+    def test_a_start_told_later_counts_from_when_the_body_started(self, storage: Storage) -> None:
+        """``ago_ms``: the body started that long before the call (the worker tells
+        storage with its next write); the start, the timeout and the heartbeat bound
+        count from then."""
+        ahead = _ahead(storage)
+        a = enqueue_one(storage, timeout_ms=5 * SEC, max_attempts=2)
+        b = enqueue_one(storage, heartbeat_ms=4 * SEC, max_attempts=2)
+        got = {j.id: j for j in ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)}
+        refs = [got[a].ref, got[b].ref]
+        assert ahead.start_claimed(refs, [3 * SEC, 1 * SEC], now=T0 + 10 * SEC) == [True, True]
+        assert storage.get_job(a).started_at == T0 + 7 * SEC  # type: ignore[union-attr]
+        assert storage.get_job(b).started_at == T0 + 9 * SEC  # type: ignore[union-attr]
+        assert storage.reap(now=T0 + 12 * SEC + MARGIN - 1) == []
+        (first,) = storage.reap(now=T0 + 12 * SEC + MARGIN)
+        assert (first.job_id, first.reason) == (a, Reason.TIMEOUT.value)
+        (second,) = storage.reap(now=T0 + 13 * SEC + MARGIN)
+        assert (second.job_id, second.reason) == (b, Reason.HEARTBEAT_TIMEOUT.value)
+
+    def test_start_claimed_reports_and_leaves_refs_that_are_not_current(
+        self, storage: Storage
+    ) -> None:
+        ahead = _ahead(storage)
+        a, b = enqueue_one(storage, timeout_ms=5 * SEC), enqueue_one(storage)
+        first, second = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert {first.id, second.id} == {a, b}
+        storage.finish([complete_end(second.ref)], now=T0 + SEC)
+        wrong = LeaseRef(first.id, first.attempt, first.lease_token + "x")
+        got = ahead.start_claimed([wrong, second.ref, first.ref], now=T0 + 2 * SEC)
+        assert got == [False, False, True]
+        job = storage.get_job(second.id)
+        assert job is not None and job.state is JobState.SUCCEEDED
+        assert ahead.start_claimed([], now=T0 + 3 * SEC) == []
+
+    def test_a_held_attempt_released_at_a_stop_spends_no_attempt(self, storage: Storage) -> None:
+        """A stopping worker gives back the jobs it held (``worker_shutdown``)."""
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, max_attempts=1)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert storage.finish([released_end(got.ref)], now=T0 + SEC) == [True]
+        (again,) = storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 2 * SEC)
+        assert again.id == job_id and again.attempt == 2 and again.max_attempts == 2
+
+    def test_claim_ahead_takes_jobs_in_claim_order(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        low = enqueue_one(storage, priority=0)
+        high = enqueue_one(storage, priority=5)
+        later = enqueue_one(storage, priority=0, now=T0 + 1)
+        got = ahead.claim_ahead("w", ["default"], 2, 60 * SEC, now=T0 + SEC)
+        assert [j.id for j in got] == [high, low]
+        assert [j.id for j in storage.claim("w", ["default"], 5, 60 * SEC, now=T0 + SEC)] == [later]
