@@ -559,13 +559,12 @@ class Queue(FlowMethods):
                 file, else every queue of a registered task plus ``"default"``.
             slots: jobs run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else
                 ``[worker] slots`` of the configuration file, else 8).
-            burst: return once the queues hold nothing running or ready (and nothing
-                due within 60 s).
+            burst: return once nothing is running or ready (nor due within 60 s).
             reap_interval: seconds between reaper passes.
             **options: extra worker settings (``lease``, ``shutdown_grace``, ``isolation``,
                 ``max_replacement_slots``, ``install_signal_handlers``, ``listeners``,
-                ``flow_dirs`` and ``http_hosts`` -- default env, else ``[worker]`` of the
-                configuration file); see :class:`queue_core.worker.Worker`.
+                ``prefetch``, ``flow_dirs`` and ``http_hosts`` -- default env, else
+                ``[worker]`` of the configuration file); see :class:`queue_core.worker.Worker`.
         """
         from queue_core.worker import Worker
 
@@ -574,6 +573,8 @@ class Queue(FlowMethods):
             slots = config.value("worker.slots")
         if queues is None:
             queues = config.value("worker.queues")
+        if options.get("prefetch") is None:
+            options["prefetch"] = config.value("worker.prefetch")
         for name in ("flow_dirs", "http_hosts"):
             setting = config.get(f"worker.{name}")
             if options.get(name) is None and setting.source.startswith("file"):

@@ -48,6 +48,15 @@ def _positive_float(
     "else [worker] slots of the configuration file, else 8).",
 )
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0, max=10_000),
+    default=None,
+    metavar="N",
+    help="Jobs claimed ahead of free slots, held until a slot frees (default: env "
+    "QUEUE_CORE_WORKER_PREFETCH, else [worker] prefetch of the configuration file, else "
+    "--slots; 0: claim for free slots only).",
+)
+@click.option(
     "--burst", is_flag=True, help="Exit once no job is running, ready or due within 60 s."
 )
 @click.option(
@@ -149,6 +158,7 @@ def worker(
     url: str | None,
     queues: str | None,
     slots: int | None,
+    prefetch: int | None,
     burst: bool,
     lease: float | None,
     reap_interval: float,
@@ -192,6 +202,8 @@ def worker(
         raise CliUsageError(f"invalid --queues {queues!r}: expected comma-separated queue names")
     configure_logging(log_level, log_format, redact_urls=[queue.url] if queue.url else [])
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
+    if prefetch is not None:
+        options["prefetch"] = prefetch
     if isolation is not None:
         options["isolation"] = isolation
     if max_tasks_per_child is not None:

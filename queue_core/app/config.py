@@ -111,6 +111,17 @@ def _slots(value: object) -> int:
     return value
 
 
+def _prefetch(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError("an integer from 0 to 10000") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000:
+        raise ValueError("an integer from 0 to 10000")
+    return value
+
+
 def _queues(value: object) -> list[str]:
     if isinstance(value, str):
         value = [q.strip() for q in value.split(",") if q.strip()]
@@ -222,6 +233,13 @@ KEYS: Final[tuple[Key, ...]] = (
         "payload and result serializer",
     ),
     Key("worker.slots", _slots, "QUEUE_CORE_WORKER_SLOTS", 8, "jobs a worker runs at once"),
+    Key(
+        "worker.prefetch",
+        _prefetch,
+        "QUEUE_CORE_WORKER_PREFETCH",
+        None,
+        "jobs a worker claims ahead of free slots (default: its slots; 0: none)",
+    ),
     Key(
         "worker.queues",
         _queues,

@@ -7,6 +7,10 @@ round trip (:meth:`ClaimLoop._start_direct`). Every other job is started on the 
 (:meth:`ClaimLoop._start`) through the :class:`~queue_core.worker.running.Runner`. A burst
 worker's loop ends once nothing is left (:meth:`ClaimLoop._burst_done`).
 
+With ``prefetch`` on a storage that can hold claims (``SupportsPrefetch``), a second task
+(:meth:`ClaimLoop.ahead_loop`) claims ahead while every slot is busy, and the loop starts
+held jobs as slots free (:mod:`~queue_core.worker.prefetch`).
+
 The claim loop's own pauses (poll back-off, storage-error back-off) are I/O pacing on
 the event loop's timer, not service timing: they do not run on the worker's clock, nor
 does the claim thread's wait for storage (bounded by a retry's due time, on the pacing
@@ -24,8 +28,8 @@ from anyio import to_thread
 
 from queue_core.app.task import Task
 from queue_core.records.errors import ConfigError, StorageError
-from queue_core.records.jobs import ClaimedJob, Reason
-from queue_core.storage.abilities import SupportsWaitClaim, SupportsWakeup
+from queue_core.records.jobs import ClaimedJob, Reason, RenewResult
+from queue_core.storage.abilities import SupportsPrefetch, SupportsWaitClaim, SupportsWakeup
 from queue_core.storage.protocol import Storage
 from queue_core.worker.finishing import Finisher
 from queue_core.worker.listeners import Listeners
@@ -50,6 +54,8 @@ _POLL_MIN: Final = 0.001
 _POLL_MAX: Final = 0.008
 _WAKEUP_WAIT: Final = 1.0
 _GATHER_WAIT: Final = 0.002  # busy: how long a claim may wait for more free slots
+_AHEAD_PAUSE_MIN: Final = 0.005  # a claim ahead that found too few: the first pause ...
+_AHEAD_PAUSE_MAX: Final = 0.5  # ... doubling up to this
 
 _Direct = tuple[Attempt, Task[Any, Any], tuple[Any, ...], dict[str, Any]]
 
@@ -57,16 +63,18 @@ _Direct = tuple[Attempt, Task[Any, Any], tuple[Any, ...], dict[str, Any]]
 class _ClaimState:
     """The claim loop's pacing: poll interval, storage back-off, idle flag."""
 
-    __slots__ = ("poll", "backoff", "idle")
+    __slots__ = ("poll", "backoff", "idle", "waiting")
 
     def __init__(self) -> None:
         self.poll = _POLL_MIN
         self.backoff = Backoff()
         self.idle = False
         """The last claim found nothing: the next one waits for a wake-up first."""
+        self.waiting = False
+        """Burst: the last count found jobs pending (not ready): wait as long as idle."""
 
     def found(self) -> None:
-        self.idle = False
+        self.idle = self.waiting = False
         self.poll = _POLL_MIN
 
 
@@ -132,6 +140,13 @@ class ClaimLoop:
         self.limiter = limiter
         self.first_claim = first_claim
         self.wakeup = isinstance(storage, SupportsWakeup)
+        self.held = run.held
+        self.ahead = run.held.limit > 0 and isinstance(storage, SupportsPrefetch)
+        """Claims run ahead of free slots (:meth:`ahead_loop`)."""
+        self._ahead_wake = anyio.Event()
+        self._ahead_done = anyio.Event()
+        self.held_claim = False
+        """The jobs :meth:`_claim` returned were claimed ahead, and are held."""
         self.claim_io = StorageThread("queue-core claim")
         self._burst_said: int | None = None
         self._writes_seen = 0
@@ -142,11 +157,15 @@ class ClaimLoop:
 
     async def claim_loop(self) -> None:
         """Claim and start jobs until a stop is asked (or, in a burst, nothing is left)."""
-        run, state = self.run, _ClaimState()
+        run, state, held = self.run, _ClaimState(), self.held
         while True:
             if run.stop.is_set():
                 run.stopping = True
+                await self._stop_ahead()
                 return
+            if held.jobs and run.table.free() > 0:
+                self._start_held()
+                continue
             free = await self._free_slots(state)
             if free <= 0:
                 continue
@@ -155,18 +174,27 @@ class ClaimLoop:
                 continue
             if jobs:
                 state.found()
-                claimed_at = self.timing.monotonic()
-                for job in jobs:
-                    self._start(job, claimed_at)
+                if self.held_claim:  # claimed ahead: the oldest held jobs start first
+                    self.held_claim = False
+                    self._start_held()
+                else:
+                    self._start_claimed(jobs)
                 continue
-            if self.burst and not run.table.running:
+            if self.burst and not run.table.running and not held.jobs:
                 done = await self._burst_done()
-                if done:
+                if done and await self._halt_ahead():
                     return
                 if done is None:  # ends were written just now: claim what they released
                     state.idle = False
                     continue
+                state.waiting = True
             await self._idle(state)
+
+    def _start_claimed(self, jobs: list[ClaimedJob]) -> None:
+        """Start the jobs a claim for free slots returned."""
+        claimed_at = self.timing.monotonic()
+        for job in jobs:
+            self._start(job, claimed_at)
 
     async def _free_slots(self, state: _ClaimState) -> int:
         """Free slots to claim for (0 after waiting for one to free up)."""
@@ -194,10 +222,12 @@ class ClaimLoop:
         """Claim up to ``free`` jobs; ``None`` when the loop should start over."""
         self.claim_began = self.timing.pacing.monotonic()
         self._writes_seen = self.finisher.writes
+        self.held_claim = False
         try:
             if state.idle and self.wakeup:
                 longest = _WAKEUP_WAIT
-                if self.run.table.running:  # bodies run: wait as long as a poll would pause
+                if self.run.table.running or (self.burst and not state.waiting):
+                    # bodies run (or a burst may be done): wait as long as a poll would pause
                     longest, state.poll = state.poll, min(state.poll * 2, _POLL_MAX)
                 started, jobs = await self.claim_io.call(self._wait_then_claim, free, longest)
                 self.run.backlog = started + len(jobs) >= free
@@ -206,7 +236,15 @@ class ClaimLoop:
                     if not jobs:
                         return None
                 return list(jobs)
-            found: list[ClaimedJob] = await self.claim_io.call(self._claim_now, free)
+            found: list[ClaimedJob]
+            if self.ahead:  # one claim for the free slots and the jobs to hold
+                want = free + self.held.want()
+                found = await self.claim_io.call(self._claim_ahead, want)
+                self.held.add(found, self.claim_began)  # started oldest first (claim_loop)
+                self.held_claim, backlog = True, len(found) >= want
+            else:
+                found = await self.claim_io.call(self._claim_now, free)
+                backlog = len(found) >= free
         except StorageError as exc:
             state.idle = False
             delay = state.backoff.next()
@@ -216,7 +254,7 @@ class ClaimLoop:
             return None
         finally:
             self.first_claim.done()  # the services' storage calls may start (startup.py)
-        self.run.backlog = len(found) >= free
+        self.run.backlog = backlog
         state.backoff.reset()
         self.outage.ok()
         return found
@@ -371,7 +409,10 @@ class ClaimLoop:
             if listeners.all:
                 listeners.started(att)
 
-    def _start(self, job: ClaimedJob, claimed_at: float | None = None) -> None:
+    def _start(
+        self, job: ClaimedJob, claimed_at: float | None = None, began: float | None = None
+    ) -> None:
+        """Start ``job`` in a slot (``began``: when its claim began, if not the latest)."""
         runner = self.runner
         task = runner.tasks.get(job.task_name)
         att = Attempt(job, task)
@@ -381,7 +422,7 @@ class ClaimLoop:
         self.run.table.add(att)
         if self.listeners.all:
             self.listeners.started(att)
-        if started_late(job, self.claim_began, self.timing.pacing):  # SPEC §13
+        if started_late(job, self.claim_began if began is None else began, self.timing.pacing):
             self.recorder.start_late(att)
             self.run.free(att)
             return
@@ -403,6 +444,100 @@ class ClaimLoop:
             runner.start_process(att, task)
         else:
             runner.start_thread(att, task)
+
+    # ------------------------------------------------------------------ prefetch
+
+    async def ahead_loop(self) -> None:
+        """Claim ahead of free slots while every slot is busy and at least half of
+        ``prefetch`` may be held; until a stop (then :meth:`_stop_ahead` gives back what
+        is held). A claim that found fewer than it asked for is tried again after a pause
+        that doubles from 5 ms to 0.5 s (I/O pacing, as the claim loop's polls)."""
+        run, held, table = self.run, self.held, self.run.table
+        backoff, pause = Backoff(), _AHEAD_PAUSE_MIN
+        try:
+            while self.ahead and not run.stopping:
+                want = held.want()
+                if want < max(1, held.limit // 2) or table.free() > 0:
+                    self._ahead_wake = run.new_event()
+                    with anyio.move_on_after(0.2):
+                        await self._ahead_wake.wait()
+                    continue
+                began = self.timing.pacing.monotonic()
+                try:
+                    jobs = await self.claim_io.call(self._claim_ahead, want)
+                except StorageError as exc:
+                    if not self.outage.failed("claim", exc):
+                        log.warning("claim ahead failed (%s)", exc)
+                    await anyio.sleep(backoff.next())
+                    continue
+                backoff.reset()
+                run.backlog = len(jobs) >= want
+                if jobs:
+                    held.add(jobs, began)
+                    run.slot_wake.set()  # a slot that freed meanwhile takes one now
+                if run.backlog:
+                    pause = _AHEAD_PAUSE_MIN
+                    continue
+                self._ahead_wake = run.new_event()
+                with anyio.move_on_after(pause):
+                    await self._ahead_wake.wait()
+                pause = min(2 * pause, _AHEAD_PAUSE_MAX)
+        finally:
+            self._ahead_done.set()
+
+    def _claim_ahead(self, want: int) -> list[ClaimedJob]:
+        """On the claim thread: claim up to ``want`` jobs ahead, with their steps' inputs."""
+        storage: Any = self.storage
+        jobs: list[ClaimedJob] = storage.claim_ahead(self.id, self.queues, want, self.lease_ms)
+        if jobs:
+            self.runner.prefetch(jobs)
+        return jobs
+
+    def _start_held(self) -> None:
+        """Start held jobs in the free slots; storage learns of their start next (the
+        finish thread tells it before it writes their ends)."""
+        taken = self.held.take(self.run.table.free())
+        claimed_at = self.timing.monotonic()
+        for job, began in taken:
+            self._start(job, claimed_at, began)
+        self._told_start([job for job, _ in taken], claimed_at)
+        self._ahead_wake.set()
+
+    def _told_start(self, jobs: list[ClaimedJob], at: float) -> None:
+        """Have storage told that the bodies of these held jobs started at ``at`` (with
+        the next ends written, :meth:`~queue_core.worker.finishing.FinishThread.put_starts`)."""
+        self.finisher.io.put_starts([(job.ref, at) for job in jobs])
+
+    def held_renewed(self, res: RenewResult) -> None:
+        """On the loop, after a renewal of the held leases among others: a held job whose
+        lease was lost is dropped; one with a cancel request ends ``cancelled`` unstarted."""
+        held = self.held
+        if not held.jobs:
+            return
+        held.drop(set(res.lost))
+        now = self.timing.monotonic()
+        for job in held.drop(set(res.cancel_requested)):
+            att = Attempt(job, self.runner.tasks.get(job.task_name))
+            att.claimed_at, att.cancel_requested = now, True
+            self.recorder.stopped_end(att)
+
+    async def _halt_ahead(self) -> bool:
+        """End :meth:`ahead_loop` (after a claim in flight); whether nothing is held."""
+        if self.ahead:
+            self.ahead = False
+            self._ahead_wake.set()
+            await self._ahead_done.wait()
+        return not self.held.jobs
+
+    async def _stop_ahead(self) -> None:
+        """The worker stops: wait for a claim ahead in flight, then give back every held
+        job (``worker_shutdown``, no attempt spent): other workers may take them now."""
+        await self._halt_ahead()
+        now = self.timing.monotonic()
+        for job, _ in self.held.take(len(self.held)):
+            att = Attempt(job, self.runner.tasks.get(job.task_name))
+            att.claimed_at = now
+            self.recorder.released(att)
 
     def close(self) -> None:
         """After the run: let the claim thread end."""

@@ -10,6 +10,10 @@ costs the event loop nothing: no wake-up to report it, no task step, no event; o
 failed one is reported (``on_failed``, on the loop), and then the thread holds the batch
 (first in line) and writes nothing more until the finisher has backed off on the
 worker's clock and called :meth:`FinishThread.resume`.
+
+The same thread tells storage when the bodies of jobs held ahead of free slots start
+(:meth:`FinishThread.put_starts`, ``start_claimed``), before it writes the ends handed
+over after them: an attempt's start is stored before its end (:mod:`.prefetch`).
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from queue import SimpleQueue
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from queue_core.app.clock import Clock, SystemClock
 from queue_core.records.errors import StorageError
-from queue_core.records.jobs import AttemptEnd
+from queue_core.records.jobs import AttemptEnd, LeaseRef
+from queue_core.storage.abilities import SupportsPrefetch
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
@@ -32,12 +38,16 @@ from queue_core.worker.recording import Recorder
 from queue_core.worker.state import RunState
 from queue_core.worker.timing import Timing
 
-__all__ = ["GATHER_ENDS", "GATHER_S", "FinishThread", "Finisher"]
+__all__ = ["GATHER_ENDS", "GATHER_S", "START_WAIT_S", "FinishThread", "Finisher"]
 
 GATHER_ENDS = 64
 """While ends stream in, the finish thread writes once this many wait ..."""
 GATHER_S = 0.01
 """... or once it has waited this long (seconds) for them, whichever comes first."""
+
+START_WAIT_S = 0.02
+"""The longest the start of a held attempt waits for ends to be written with (seconds):
+its stored start time, deadline and heartbeat bound are late by at most this."""
 
 _FLUSH_WAIT_S = 0.05
 """The longest :meth:`Finisher.flush_all` waits for the thread's word before it looks
@@ -62,8 +72,12 @@ class FinishThread:
         on_failed: Callable[[BaseException], None],
         may_gather: Callable[[], bool] | None = None,
         pacing: Clock | None = None,
+        start: Callable[[list[tuple[LeaseRef, float]]], object] | None = None,
     ) -> None:
         self._token = anyio.lowlevel.current_token()
+        self._start = start
+        self._starts: list[tuple[LeaseRef, float]] = []
+        """Held attempts whose bodies started, for ``start`` before the next ends."""
         self._monotonic = (pacing if pacing is not None else SystemClock()).monotonic
         self._finish = finish
         self._on_written = on_written
@@ -94,8 +108,19 @@ class FinishThread:
         """Hand ``ends`` over to be written after those handed over before."""
         with self._lock:
             self._pending += ends
-            if len(self._pending) >= GATHER_ENDS or not self._gathering():
+            if self._starts or len(self._pending) >= GATHER_ENDS or not self._gathering():
                 self._enough.notify()
+            if self._busy or self._held:
+                return
+            self._busy = True
+        self._wake.put(True)
+
+    def put_starts(self, starts: list[tuple[LeaseRef, float]]) -> None:
+        """Have storage told that these held attempts' bodies started (each with the
+        worker clock's monotonic reading then): with the next ends written (before them),
+        or after :data:`START_WAIT_S` when none come sooner."""
+        with self._lock:
+            self._starts += starts
             if self._busy or self._held:
                 return
             self._busy = True
@@ -105,7 +130,7 @@ class FinishThread:
         """After a failed write (and the caller's back-off): write again."""
         with self._lock:
             self._held = False
-            if self._busy or not self._pending:
+            if self._busy or not (self._pending or self._starts):
                 return
             self._busy = True
         self._wake.put(True)
@@ -121,18 +146,26 @@ class FinishThread:
             idle: list[Callable[[], None]] = []
             while True:
                 self._gather()
+                self._await_ends()
                 with self._lock:
                     batch, self._pending = self._pending, []
+                    starts, self._starts = self._starts, []
                     self._writing = len(batch)
-                    if not batch:
+                    if not batch and not starts:
                         self._busy = False
                         idle, self._idle_calls = self._idle_calls, []
                         break
                 try:
+                    if starts and self._start is not None:
+                        self._start(starts)
+                        starts = []
+                    if not batch:
+                        continue
                     took = self._finish(batch)
                 except BaseException as exc:  # noqa: BLE001 - reported to the loop
                     with self._lock:
                         self._pending[:0] = batch
+                        self._starts[:0] = starts
                         self._writing = 0
                         self._held = True
                         self._busy = False
@@ -155,6 +188,13 @@ class FinishThread:
                     soon(call, (), native)
                 except Exception:  # noqa: BLE001 - the loop is gone: nobody waits
                     return
+
+    def _await_ends(self) -> None:
+        """Starts to tell and no end to write: wait up to :data:`START_WAIT_S` for ends,
+        to tell the starts with them (one storage call less)."""
+        with self._lock:
+            if self._starts and not self._pending and self._may_gather is not None:
+                self._enough.wait_for(lambda: bool(self._pending), START_WAIT_S)
 
     def _gather(self) -> None:
         """While ends stream in (the last write ended less than ``GATHER_S`` ago) and
@@ -236,12 +276,14 @@ class Finisher:
         """The finish thread's last failed write, not yet handled by :meth:`hand_over`."""
         self.writes = 0
         """Batches of ends written so far (a flow step's end may have released a job)."""
+        self._storage = storage
         self.io = FinishThread(
             storage.finish,
             self._written,
             self._failed_soon,
             may_gather=self.may_gather,
             pacing=timing.pacing,
+            start=self._start if isinstance(storage, SupportsPrefetch) else None,
         )
 
     def may_gather(self) -> bool:
@@ -291,6 +333,15 @@ class Finisher:
         if run.ends:
             batch, run.ends = run.ends, []
             self.io.put(batch)
+
+    def _start(self, starts: list[tuple[LeaseRef, float]]) -> None:
+        """On the finish thread: tell storage when the bodies of held attempts started,
+        as how long ago on the worker's clock (``SupportsPrefetch.start_claimed``)."""
+        storage: Any = self._storage
+        now = self.timing.monotonic()
+        storage.start_claimed(
+            [ref for ref, _ in starts], [max(0, round((now - at) * 1000)) for _, at in starts]
+        )
 
     def _failed_soon(self, exc: BaseException) -> None:
         """On the loop: the finish thread's write raised (it holds the batch)."""

@@ -1,4 +1,5 @@
-"""Lease renewal: every held lease renewed in one storage call each third of the lease.
+"""Lease renewal: every held lease renewed in one storage call each third of the lease
+(the running attempts' and those of the jobs held ahead of free slots, :mod:`.prefetch`).
 
 Storage answers which leases were lost (the attempt was reaped, e.g. for heartbeat
 silence) and which jobs have a cancel request: a lost one ends the attempt (a thread
@@ -8,11 +9,13 @@ clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 from anyio import to_thread
 
 from queue_core.records.errors import StorageError
-from queue_core.records.jobs import LeaseRef
+from queue_core.records.jobs import LeaseRef, RenewResult
 from queue_core.rules import renew_interval
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
@@ -35,8 +38,11 @@ class LeaseRenewer:
         timing: Timing,
         outage: Outage,
         limiter: anyio.CapacityLimiter,
+        on_held: Callable[[RenewResult], None] | None = None,
     ) -> None:
         self.run = run
+        self.on_held = on_held
+        """Told of each renewal that included held jobs (``ClaimLoop.held_renewed``)."""
         self.storage = storage
         self.lease = lease
         self.lease_ms = lease_ms
@@ -50,9 +56,9 @@ class LeaseRenewer:
         table = self.run.table
         while True:
             await self.timing.sleep(interval)
-            live = table.live()
-            if live:
-                await self.renew([a.ref for a in live])
+            refs = [a.ref for a in table.live()] + self.run.held.refs()
+            if refs:
+                await self.renew(refs)
 
     async def renew(self, refs: list[LeaseRef]) -> None:
         try:
@@ -64,6 +70,8 @@ class LeaseRenewer:
                 log.warning("lease renewal failed (%s)", exc)
             return
         run = self.run
+        if self.on_held is not None and run.held.jobs:
+            self.on_held(res)
         running = run.table.running
         for ref in res.lost:
             att = running.get(ref)

@@ -53,6 +53,7 @@ from queue_core.worker.replay import Replayer
 from queue_core.worker.running import Runner
 from queue_core.worker.settings import (
     check_max_tasks_per_child,
+    check_prefetch,
     check_slots,
     presence_ttl_ms,
     step_gate,
@@ -97,6 +98,12 @@ class Worker:
         queues: queue names to take jobs from (a list or a comma-separated string);
             default: every queue of a registered task, plus ``"default"``.
         slots: attempts run at once (default env ``QUEUE_CORE_WORKER_SLOTS``, else 8).
+        prefetch: jobs claimed ahead of free slots, held until a slot frees (default env
+            ``QUEUE_CORE_WORKER_PREFETCH``, else ``slots``; 0: claim for free slots only).
+            A held job's lease is renewed like a running one; its attempt's start time,
+            timeout and heartbeat bound count from its body's start; a stopping worker
+            gives held jobs back at once without spending an attempt. Only on a storage
+            with ``SupportsPrefetch`` (the others claim for free slots only).
         burst: return once nothing in ``queues`` is running or ready, and nothing is due
             within 60 s.
         reap_interval: seconds between reaper passes.
@@ -146,6 +153,7 @@ class Worker:
         *,
         queues: Sequence[str] | str | None = None,
         slots: int | None = None,
+        prefetch: int | None = None,
         burst: bool = False,
         reap_interval: float | str = 5.0,
         lease: float | str | None = None,
@@ -186,8 +194,8 @@ class Worker:
         self.id = worker_id()
         replacements = slots if max_replacement_slots is None else max_replacement_slots
         self._timing = Timing(clock if clock is not None else queue.clock)
-        self._state = RunState(slots, replacements)
-        """The data the parts share (slots, buffered ends, the stop request)."""
+        self.prefetch = check_prefetch(prefetch, slots)
+        self._state = RunState(slots, replacements, self.prefetch)  # what the parts share
         self._listeners = Listeners((*queue.worker_listeners, *listeners), self.id)
         """``Queue.worker_listeners`` then the worker's own (``Worker(listeners=...)``)."""
         self._outage = Outage(self._timing.monotonic)
@@ -229,6 +237,7 @@ class Worker:
             "running": len(table.running),
             "stuck": table.stuck,
             "free": table.free(),
+            "prefetched": len(state.held),
             "processed": state.processed,
             "buffered_ends": len(state.ends) + (0 if parts is None else parts.finisher.unwritten()),
         }
@@ -280,8 +289,15 @@ class Worker:
             finisher=finisher,
             claims=claims,
             renewer=LeaseRenewer(
-                state, storage, self.lease, self.lease_ms, timing, outage, limiter
-            ),
+                state,
+                storage,
+                self.lease,
+                self.lease_ms,
+                timing,
+                outage,
+                limiter,
+                on_held=claims.held_renewed,
+            ),  # fmt: skip
             watchdog=Watchdog(state, recorder, timing),
             replayer=Replayer(storage, tasks, timing, limiter),
             presence=presence,
@@ -369,6 +385,8 @@ class Worker:
         """Start the services in ``tg``; those that call storage first wait for the first
         claim (:mod:`~queue_core.worker.startup`)."""
         tg.start_soon(parts.finisher.hand_over)
+        if parts.claims.ahead:
+            tg.start_soon(parts.claims.ahead_loop)
         tg.start_soon(parts.renewer.renew_loop)
         tg.start_soon(parts.heartbeats.run_writer)
         tg.start_soon(parts.watchdog.watch)

@@ -20,6 +20,7 @@ __all__ = [
     "ENV_SLOTS",
     "ENV_TTL",
     "check_max_tasks_per_child",
+    "check_prefetch",
     "check_slots",
     "presence_ttl_ms",
     "step_gate",
@@ -28,6 +29,7 @@ __all__ = [
 
 ENV_SLOTS: Final = "QUEUE_CORE_WORKER_SLOTS"
 ENV_TTL: Final = "QUEUE_CORE_WORKER_TTL"
+ENV_PREFETCH: Final = "QUEUE_CORE_WORKER_PREFETCH"
 
 
 def check_slots(slots: object) -> int:
@@ -51,6 +53,33 @@ def check_slots(slots: object) -> int:
             value=slots,
         )
     return slots
+
+
+def check_prefetch(prefetch: object, slots: int) -> int:
+    """``prefetch``, or env ``QUEUE_CORE_WORKER_PREFETCH``, else ``slots`` (SPEC §8);
+    checked (``ConfigError``): an integer from 0 (never claim ahead) to 10000."""
+    if prefetch is None:
+        env = os.environ.get(ENV_PREFETCH)
+        if not env:
+            return slots
+        try:
+            prefetch = int(env)
+        except ValueError:
+            raise ConfigError(
+                f"invalid {ENV_PREFETCH}: {env!r} — expected an integer from 0 to 10000",
+                code="invalid_option",
+                field="prefetch",
+                value=env,
+            ) from None
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 0 <= prefetch <= 10_000:
+        raise ConfigError(
+            f"invalid prefetch: {prefetch!r} — expected an integer from 0 (no claims ahead) "
+            "to 10000",
+            code="invalid_option",
+            field="prefetch",
+            value=prefetch,
+        )
+    return prefetch
 
 
 def check_max_tasks_per_child(value: object) -> int | None:

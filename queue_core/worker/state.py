@@ -14,6 +14,7 @@ from collections.abc import Callable
 import anyio
 
 from queue_core.records.jobs import AttemptEnd, LeaseRef
+from queue_core.worker.prefetch import Held
 from queue_core.worker.slots import Attempt, SlotTable
 from queue_core.worker.threads import event_class
 
@@ -25,6 +26,7 @@ class RunState:
 
     __slots__ = (
         "table",
+        "held",
         "ends",
         "heartbeats",
         "stop",
@@ -38,8 +40,10 @@ class RunState:
         "hb_wake",
     )
 
-    def __init__(self, slots: int, max_replacements: int) -> None:
+    def __init__(self, slots: int, max_replacements: int, prefetch: int = 0) -> None:
         self.table = SlotTable(slots, max_replacements)
+        self.held = Held(prefetch)
+        """Jobs claimed ahead of free slots (:mod:`~queue_core.worker.prefetch`)."""
         self.ends: list[AttemptEnd] = []
         """Attempt ends recorded and not yet handed to the finish thread."""
         self.heartbeats: dict[LeaseRef, Attempt] = {}

@@ -130,12 +130,12 @@ def _exited(proc: subprocess.Popen[bytes], url: str) -> None:
     assert code == 0, f"worker exited with {code}:\n{_log(url).read_text()[-4000:]}"
 
 
-def _python_worker(url: str, grace: float) -> subprocess.Popen[bytes]:
+def _python_worker(url: str, grace: float, prefetch: int | None = None) -> subprocess.Popen[bytes]:
     code = (
         "import os\n"
         "from tests.integration.helpers.timeout_app import build\n"
         "q = build(os.environ['QC_TEST_URL'], lease=3)\n"
-        f"q.run_worker(slots=1, reap_interval=0.2, shutdown_grace={grace})\n"
+        f"q.run_worker(slots=1, reap_interval=0.2, shutdown_grace={grace}, prefetch={prefetch})\n"
     )
     return _spawn([sys.executable, "-c", code], url)
 
@@ -175,7 +175,7 @@ def test_sigterm_releases_long_attempt_then_another_worker_finishes_it(
     url: str, queue: Queue, markers: str
 ) -> None:
     job = queue.enqueue("sleep_first", args=(markers, 60.0))  # attempt 1 sleeps 60 s
-    worker = _python_worker(url, grace=0.5)
+    worker = _python_worker(url, grace=0.5, prefetch=0)  # claims for its free slot only
     try:
         wait_for(lambda: started(markers), 20, "attempt 1 started")
         waiting = queue.enqueue("quick", args=("waiting",))  # the only slot is busy
@@ -203,6 +203,29 @@ def test_sigterm_releases_long_attempt_then_another_worker_finishes_it(
     assert second.outcome is Outcome.SUCCEEDED
     assert second.worker_id == other.id
     assert first.worker_id != other.id
+
+
+def test_sigterm_gives_a_prefetched_job_back_at_once_without_spending_an_attempt(
+    url: str, queue: Queue, markers: str
+) -> None:
+    job = queue.enqueue("sleep_first", args=(markers, 60.0))  # holds the only slot
+    worker = _python_worker(url, grace=5.0)  # prefetch: as many as its slots (1)
+    try:
+        wait_for(lambda: started(markers), 20, "attempt 1 started")
+        held = queue.enqueue("quick", args=("held",))  # max_retries=0: one attempt
+        wait_for(lambda: held.status() is JobState.RUNNING, 20, "the job is held")
+        worker.send_signal(signal.SIGTERM)
+        # given back at the stop, before the running attempt's 5 s grace ends
+        wait_for(lambda: held.status() is JobState.QUEUED, 4.0, "the held job given back")
+        assert job.status() is JobState.RUNNING
+        _exited(worker, url)
+    finally:
+        _stop(worker)
+    (released,) = held.attempts()
+    assert (released.outcome, released.reason) == (Outcome.LOST, "worker_shutdown")
+    with worker_thread(queue, slots=2):
+        assert held.result(timeout=15) == "ok held"  # its one attempt was not spent
+        assert job.result(timeout=15) == "done on attempt 2"
 
 
 def test_sigterm_stops_a_process_isolated_attempt_group(

@@ -45,13 +45,29 @@ class OrderStorage(MemoryStorage):
         *,
         now: int | None = None,
     ) -> list[ClaimedJob]:
+        self._noted()
+        return super().claim(worker_id, queues, n, lease_ms, now=now)
+
+    def claim_ahead(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        n: int,
+        lease_ms: int,
+        *,
+        now: int | None = None,
+    ) -> list[ClaimedJob]:
+        """A claim too (a worker that prefetches claims its free slots' jobs so)."""
+        self._noted()
+        return super().claim_ahead(worker_id, queues, n, lease_ms, now=now)
+
+    def _noted(self) -> None:
         first = not any(name == "claim" for name, _ in self.calls)
         self.calls.append(("claim", self.store.clock()))
         if first:
             assert self.release.wait(30)
             if self.fail is not None:
                 raise self.fail
-        return super().claim(worker_id, queues, n, lease_ms, now=now)
 
     def reap(self, *, now: int | None = None, limit: int = 100) -> list[ReapedJob]:
         self.calls.append(("reap", self.store.clock()))

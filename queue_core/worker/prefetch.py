@@ -1,0 +1,58 @@
+"""Jobs claimed ahead of free slots (SPEC §8 ``prefetch``), held until a slot frees.
+
+While every slot is busy and fewer than ``prefetch`` jobs are held, the claim loop claims
+ahead (:meth:`~queue_core.storage.abilities.SupportsPrefetch.claim_ahead`: the attempts
+have a lease but no deadline yet); a freed slot then takes the oldest held job at once,
+with no storage round trip before its body starts. Storage learns of the start afterwards
+(``start_claimed``, written by the finish thread before any end handed over after it, so
+the attempt's start is recorded before its end): its start time, deadline and heartbeat
+bound count from there, never from the claim. Held leases are renewed with the running
+ones; a stopping worker gives its held jobs back at once (``worker_shutdown``, no attempt
+spent). On a storage without the ability the worker claims for free slots only.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from queue_core.records.jobs import ClaimedJob, LeaseRef
+
+__all__ = ["Held"]
+
+
+class Held:
+    """The jobs a worker holds ahead of free slots, oldest first, each with the pacing
+    clock's reading when its claim began (a rate-limited job's start bound counts from
+    it, :mod:`~queue_core.worker.ratestart`)."""
+
+    __slots__ = ("limit", "jobs")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        """At most this many jobs held (``prefetch``; 0: never claim ahead)."""
+        self.jobs: deque[tuple[ClaimedJob, float]] = deque()
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def want(self) -> int:
+        """How many more may be held now."""
+        return self.limit - len(self.jobs)
+
+    def add(self, jobs: list[ClaimedJob], began: float) -> None:
+        self.jobs.extend((job, began) for job in jobs)
+
+    def take(self, n: int) -> list[tuple[ClaimedJob, float]]:
+        """The ``n`` oldest held jobs (fewer when fewer are held), no longer held."""
+        jobs = self.jobs
+        return [jobs.popleft() for _ in range(min(n, len(jobs)))]
+
+    def refs(self) -> list[LeaseRef]:
+        return [job.ref for job, _ in self.jobs]
+
+    def drop(self, refs: set[LeaseRef]) -> list[ClaimedJob]:
+        """Stop holding the jobs of ``refs``; return them."""
+        gone = [job for job, _ in self.jobs if job.ref in refs]
+        if gone:
+            self.jobs = deque(p for p in self.jobs if p[0].ref not in refs)
+        return gone
