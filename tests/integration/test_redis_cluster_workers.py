@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -27,14 +29,28 @@ def env(redis_cluster_url: str, tmp_path: Path) -> dict[str, str]:
     return e
 
 
+_ERR: dict[int, IO[bytes]] = {}
+"""Each worker's stderr, a file: a pipe that nobody reads while the worker logs a line per
+job fills up and freezes the worker (its leases then run out)."""
+
+
 def _spawn(env: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
         [CLI, "worker", APP, *extra],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=err,
     )
+    _ERR[proc.pid] = err
+    return proc
+
+
+def _stderr(proc: subprocess.Popen[bytes]) -> str:
+    err = _ERR[proc.pid]
+    err.seek(0)
+    return err.read().decode(errors="replace")
 
 
 def _lines(env: dict[str, str]) -> list[list[str]]:
@@ -50,8 +66,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    if proc.stderr:
-        proc.stderr.close()
+    err = _ERR.pop(proc.pid, None)
+    if err is not None:
+        err.close()
 
 
 def test_three_workers_drain_2000_jobs_each_exactly_once(env: dict[str, str]) -> None:
@@ -61,8 +78,8 @@ def test_three_workers_drain_2000_jobs_each_exactly_once(env: dict[str, str]) ->
         workers = [_spawn(env, "--burst") for _ in range(3)]
         try:
             for w in workers:
-                _, err = w.communicate(timeout=120)
-                assert w.returncode == 0, err.decode()[-2000:]
+                w.wait(timeout=120)
+                assert w.returncode == 0, _stderr(w)[-2000:]
         finally:
             for w in workers:
                 _stop(w)

@@ -54,8 +54,11 @@ def test_a_thousand_enqueues_never_stall_a_10ms_heartbeat(tmp_path: Path) -> Non
         async with anyio.create_task_group() as tg:
             tg.start_soon(heartbeat, stop)
             await anyio.sleep(0.05)  # the heartbeat is ticking before the first enqueue
-            for i in range(1000):
-                handle = await record.delay_async(i, label=f"n{i}")
+            start = len(gaps)
+            # at least 1,000, and for at least 20 ticks: a fast machine enqueues 1,000 in
+            # less than 200 ms (then the loop was watched too briefly to say anything)
+            while len(ids) < 1000 or (len(gaps) - start < 20 and len(ids) < 50_000):
+                handle = await record.delay_async(len(ids), label=f"n{len(ids)}")
                 ids.append(handle.id)
             stop.set()
         return ids
@@ -63,8 +66,8 @@ def test_a_thousand_enqueues_never_stall_a_10ms_heartbeat(tmp_path: Path) -> Non
     loop_thread = threading.get_ident()  # anyio.run runs the loop on the calling thread
     try:
         ids = anyio.run(main)
-        assert len(set(ids)) == 1000
-        assert queue.stats()[0].queue == "async" and queue.stats()[0].ready == 1000
+        assert len(set(ids)) == len(ids) >= 1000
+        assert queue.stats()[0].queue == "async" and queue.stats()[0].ready == len(ids)
         assert queue.job(ids[-1]).info().task_name == record.name
         assert write_threads and loop_thread not in write_threads
         assert len(gaps) >= 20  # the enqueues took long enough to be observed
