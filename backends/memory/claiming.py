@@ -25,6 +25,7 @@ from backends.memory.store import MemoryStore
 from queue_core.records.errors import LeaseLost
 from queue_core.records.jobs import ClaimedJob, JobState, LeaseRef, RenewResult
 from queue_core.rules.leases import step_deadline
+from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.memory.flows import MemoryFlows
@@ -249,10 +250,10 @@ class MemoryClaiming:
         with self.store.cond:
             t = self.store.now(now)
             out: list[bool] = []
-            for i, ref in enumerate(refs):
+            for ref, ago in zip(refs, started_ago(refs, ago_ms), strict=True):
                 job = self.store.current(ref)
                 if job is not None:
-                    s = t - (ago_ms[i] if i < len(ago_ms) else 0)
+                    s = t - ago
                     self._bounds(job, s)
                     job.attempts[-1].started_at = s
                 out.append(job is not None)

@@ -39,6 +39,7 @@ from queue_core.records.jobs import (
     RenewResult,
 )
 from queue_core.rules.outcomes import end_state
+from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.redis.flows import RedisFlows
@@ -119,17 +120,18 @@ class RedisJobs:
             return []
         if self._start is None:
             self._start = self.store.script("start")
+        ago = started_ago(refs, ago_ms)
         if not self.store.cluster:
             args = self.store.args(now)
             for k, ref in enumerate(refs):
-                args += (ref.job_id, ref.attempt, ref.lease_token, _ago(ago_ms, k))
+                args += (ref.job_id, ref.attempt, ref.lease_token, ago[k])
             with translate_errors("start_claimed"):
                 return [c == 1 for c in self.store.run(self._start, args)]
         out = [False] * len(refs)
         for home, part in self._by_home([r.lease_token for r in refs]).items():
             args = self.store.args(now, home)
             for k, token in part:
-                args += (refs[k].job_id, refs[k].attempt, token, _ago(ago_ms, k))
+                args += (refs[k].job_id, refs[k].attempt, token, ago[k])
             with translate_errors("start_claimed"):
                 got = self.store.run(self._start, args)
             for (k, _), c in zip(part, got, strict=True):
@@ -328,8 +330,3 @@ class RedisJobs:
         if st == b"running":
             out.append(running_attempt(att, wid, sa))
         return out
-
-
-def _ago(ago_ms: Sequence[int], k: int) -> int:
-    """How long before the call the ``k``-th held body started (0 when not given)."""
-    return ago_ms[k] if k < len(ago_ms) else 0

@@ -27,6 +27,7 @@ from queue_core.records.jobs import (
     RenewResult,
 )
 from queue_core.rules.paging import check_page
+from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.sql.flows import Flows
@@ -84,8 +85,7 @@ class Jobs:
             return []
         store, d = self.store, self.store.dialect
         with store.stmt() if d.single_statement_batches else store.tx() as cur:
-            ago = [ago_ms[i] if i < len(ago_ms) else 0 for i in range(len(refs))]
-            return d.start_claimed(cur, refs, ago, d.clock(now))
+            return d.start_claimed(cur, refs, started_ago(refs, ago_ms), d.clock(now))
 
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
         """See :meth:`queue_core.storage.protocol.Storage.heartbeat`."""

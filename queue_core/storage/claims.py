@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from queue_core.records.jobs import ClaimedJob, LeaseRef
 
-__all__ = ["SupportsPrefetch"]
+__all__ = ["SupportsPrefetch", "started_ago"]
 
 
 @runtime_checkable
@@ -53,3 +53,9 @@ class SupportsPrefetch(Protocol):
             PrefetchContract
         """
         ...
+
+
+def started_ago(refs: Sequence[LeaseRef], ago_ms: Sequence[int]) -> list[int]:
+    """``start_claimed``'s ``ago_ms`` for each of ``refs``: 0 where it is shorter (every
+    backend reads the argument through this)."""
+    return [ago_ms[i] if i < len(ago_ms) else 0 for i in range(len(refs))]

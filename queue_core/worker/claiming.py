@@ -494,19 +494,14 @@ class ClaimLoop:
         return jobs
 
     def _start_held(self) -> None:
-        """Start held jobs in the free slots; storage learns of their start next (the
-        finish thread tells it before it writes their ends)."""
+        """Start held jobs in the free slots; storage learns of their start with the next
+        ends written, before them (:meth:`~.finishing.FinishThread.put_starts`)."""
         taken = self.held.take(self.run.table.free())
         claimed_at = self.timing.monotonic()
         for job, began in taken:
             self._start(job, claimed_at, began)
-        self._told_start([job for job, _ in taken], claimed_at)
+        self.finisher.io.put_starts([(job.ref, claimed_at) for job, _ in taken])
         self._ahead_wake.set()
-
-    def _told_start(self, jobs: list[ClaimedJob], at: float) -> None:
-        """Have storage told that the bodies of these held jobs started at ``at`` (with
-        the next ends written, :meth:`~queue_core.worker.finishing.FinishThread.put_starts`)."""
-        self.finisher.io.put_starts([(job.ref, at) for job in jobs])
 
     def held_renewed(self, res: RenewResult) -> None:
         """On the loop, after a renewal of the held leases among others: a held job whose
@@ -515,10 +510,9 @@ class ClaimLoop:
         if not held.jobs:
             return
         held.drop(set(res.lost))
-        now = self.timing.monotonic()
         for job in held.drop(set(res.cancel_requested)):
-            att = Attempt(job, self.runner.tasks.get(job.task_name))
-            att.claimed_at, att.cancel_requested = now, True
+            att = self._unstarted(job)
+            att.cancel_requested = True
             self.recorder.stopped_end(att)
 
     async def _halt_ahead(self) -> bool:
@@ -533,11 +527,14 @@ class ClaimLoop:
         """The worker stops: wait for a claim ahead in flight, then give back every held
         job (``worker_shutdown``, no attempt spent): other workers may take them now."""
         await self._halt_ahead()
-        now = self.timing.monotonic()
         for job, _ in self.held.take(len(self.held)):
-            att = Attempt(job, self.runner.tasks.get(job.task_name))
-            att.claimed_at = now
-            self.recorder.released(att)
+            self.recorder.released(self._unstarted(job))
+
+    def _unstarted(self, job: ClaimedJob) -> Attempt:
+        """The attempt of a held job that ends without a body (never in a slot)."""
+        att = Attempt(job, self.runner.tasks.get(job.task_name))
+        att.claimed_at = self.timing.monotonic()
+        return att
 
     def close(self) -> None:
         """After the run: let the claim thread end."""
