@@ -26,12 +26,16 @@ from backends.sql.admin import Admin
 from backends.sql.progress import Progresses
 from backends.sql.records import EndRow, end_values
 from backends.sql.store import Store
-from queue_core.records.jobs import AttemptEnd
+from queue_core.records.jobs import AttemptEnd, LeaseRef
+from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.sql.flows import Flows
 
 __all__ = ["Finishing"]
+
+Starts = tuple[Sequence[LeaseRef], Sequence[int]] | None
+"""Held attempts' starts told with a batch of ends: ``(refs, ago_ms)`` (SupportsPrefetch)."""
 
 
 class Finishing:
@@ -46,8 +50,17 @@ class Finishing:
         self.flows = flows
         self.progress = progress
 
-    def finish(self, ends: Sequence[AttemptEnd], *, now: int | None = None) -> list[bool]:
-        """See :meth:`queue_core.storage.protocol.Storage.finish`."""
+    def finish(
+        self, ends: Sequence[AttemptEnd], *, now: int | None = None, started: Starts = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.protocol.Storage.finish`; with ``started``, see
+        :meth:`queue_core.storage.abilities.SupportsStartWithFinish.start_and_finish`: the
+        starts in the plain ends' transaction where the dialect writes a batch in more
+        than one statement (SQLite: one write transaction, not two), else first."""
+        d = self.store.dialect
+        if started is not None and (d.single_statement_batches or not ends):
+            self.start_claimed(*started, now=now)
+            started = None
         if not ends:
             return []
         values = [end_values(e) for e in ends]
@@ -55,21 +68,34 @@ class Finishing:
         steps = {i: claimed.pop(e.ref.job_id) for i, e in enumerate(ends)
                  if e.ref.job_id in claimed} if claimed else {}  # fmt: skip
         if not steps:
-            took = self._plain(ends, values, now)
+            took = self._plain(ends, values, now, started)
             if all(took):  # the plain batch: every end taken
                 return took
         else:
             took = [False] * len(ends)
             plain = [i for i in range(len(ends)) if i not in steps]
             if plain:
-                ok = self._plain([ends[i] for i in plain], [values[i] for i in plain], now)
+                ok = self._plain([ends[i] for i in plain], [values[i] for i in plain], now, started)
                 took = _spread(len(ends), plain, ok)
+            elif started is not None:
+                self.start_claimed(*started, now=now)
         if not all(took[i] or i in steps for i in range(len(ends))):
             steps.update(self._look_up(ends, took, steps))
         return self._steps(ends, values, took, steps, now) if steps else took
 
+    def start_claimed(
+        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`: in a
+        write of its own."""
+        if not refs:
+            return []
+        store, d = self.store, self.store.dialect
+        with store.stmt() if d.single_statement_batches else store.tx() as cur:
+            return d.start_claimed(cur, refs, started_ago(refs, ago_ms), d.clock(now))
+
     def _plain(
-        self, ends: Sequence[AttemptEnd], values: list[EndRow], now: int | None
+        self, ends: Sequence[AttemptEnd], values: list[EndRow], now: int | None, started: Starts
     ) -> list[bool]:
         store, d = self.store, self.store.dialect
         t = d.clock(now)
@@ -79,7 +105,9 @@ class Finishing:
         atomic = dead or reports or len(rounds) > 1 or not d.single_statement_batches
         took = [False] * len(ends)
         wake = False
-        with store.tx() if atomic else store.hot() as cur:
+        with store.tx() if atomic or started else store.hot() as cur:
+            if started is not None and started[0]:
+                d.start_claimed(cur, started[0], started_ago(*started), t)
             for idx in rounds:
                 done = d.finish_batch(cur, [values[i] for i in idx], t)
                 for i in idx:

@@ -27,7 +27,6 @@ from queue_core.records.jobs import (
     RenewResult,
 )
 from queue_core.rules.paging import check_page
-from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.sql.flows import Flows
@@ -76,16 +75,6 @@ class Jobs:
         store, d = self.store, self.store.dialect
         with store.stmt() if d.single_statement_batches else store.tx() as cur:
             return d.renew(cur, refs, lease_ms, d.clock(now))
-
-    def start_claimed(
-        self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
-    ) -> list[bool]:
-        """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
-        if not refs:
-            return []
-        store, d = self.store, self.store.dialect
-        with store.stmt() if d.single_statement_batches else store.tx() as cur:
-            return d.start_claimed(cur, refs, started_ago(refs, ago_ms), d.clock(now))
 
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
         """See :meth:`queue_core.storage.protocol.Storage.heartbeat`."""

@@ -339,16 +339,16 @@ class SQLite:
     def start_claimed(
         self, cur: Any, refs: Sequence[LeaseRef], ago_ms: list[int], now: Any
     ) -> list[bool]:
-        """One fenced ``UPDATE`` per ref (in-process: no round trips)."""
-        sql = self.q["start_claimed"]
-        return [
-            cur.execute(
-                sql,
-                {"id": r.job_id, "attempt": r.attempt, "token": r.lease_token, "s": now - ago},
-            ).fetchone()
-            is not None
-            for r, ago in zip(refs, ago_ms, strict=True)
-        ]
+        """One fenced ``UPDATE`` per chunk of refs."""
+        current: set[tuple[str, int, str]] = set()
+        for k in range(0, len(refs), _CHUNK):
+            chunk = refs[k : k + _CHUNK]
+            rows = ", ".join(["(?, ?, ?, ?)"] * len(chunk))
+            flat = [v for r, ago in zip(chunk, ago_ms[k : k + _CHUNK], strict=True)
+                    for v in (r.job_id, r.attempt, r.lease_token, now - ago)]  # fmt: skip
+            sql = self.q["start_claimed"].replace("{rows}", rows)
+            current.update(tuple(r) for r in cur.execute(sql, flat).fetchall())
+        return [(r.job_id, r.attempt, r.lease_token) in current for r in refs]
 
     def claimed(self, rows: list[Any]) -> list[tuple[Order, ClaimedJob]]:
         """Rows by column name."""

@@ -295,7 +295,18 @@ class SQLStorage(
         self, refs: Sequence[LeaseRef], ago_ms: Sequence[int] = (), *, now: int | None = None
     ) -> list[bool]:
         """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
-        return self.jobs.start_claimed(refs, ago_ms, now=now)
+        return self.finishing.start_claimed(refs, ago_ms, now=now)
+
+    def start_and_finish(
+        self,
+        refs: Sequence[LeaseRef],
+        ago_ms: Sequence[int],
+        ends: Sequence[AttemptEnd],
+        *,
+        now: int | None = None,
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsStartWithFinish.start_and_finish`."""
+        return self.finishing.finish(ends, now=now, started=(refs, ago_ms))
 
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from queue_core.rules.throughput import THROUGHPUT_RESOLUTION_MS
-from queue_core.storage.claims import SupportsPrefetch
+from queue_core.storage.claims import SupportsPrefetch, SupportsStartWithFinish
 from queue_core.storage.control import (
     SupportsDebounce,
     SupportsPause,
@@ -51,6 +51,7 @@ __all__ = [
     "SupportsMigrate",
     "SupportsPause",
     "SupportsPrefetch",
+    "SupportsStartWithFinish",
     "SupportsProgress",
     "SupportsRateLimits",
     "SupportsRoundRobin",

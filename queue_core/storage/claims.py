@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from queue_core.records.jobs import ClaimedJob, LeaseRef
+    from queue_core.records.jobs import AttemptEnd, ClaimedJob, LeaseRef
 
-__all__ = ["SupportsPrefetch", "started_ago"]
+__all__ = ["SupportsPrefetch", "SupportsStartWithFinish", "started_ago"]
 
 
 @runtime_checkable
@@ -48,6 +48,30 @@ class SupportsPrefetch(Protocol):
         ``s + timeout_ms`` (when the job has a timeout) and its heartbeat deadline ``s +
         heartbeat_ms`` (when it has one). Returns, per ref, whether it was current (a ref
         that is not is left as it is).
+
+        Contract:
+            PrefetchContract
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsStartWithFinish(Protocol):
+    """Tells the starts of held attempts with the ends written next, in one write (a
+    worker's finish thread does both at once; on SQLite, one write transaction instead of
+    two). Without it a worker calls ``start_claimed``, then ``finish``."""
+
+    def start_and_finish(
+        self,
+        refs: Sequence[LeaseRef],
+        ago_ms: Sequence[int],
+        ends: Sequence[AttemptEnd],
+        *,
+        now: int | None = None,
+    ) -> list[bool]:
+        """``start_claimed(refs, ago_ms)``, then ``finish(ends)`` (a ref may be among both:
+        its start is stored before its end), at one ``now``; ``finish``'s result. When it
+        raises, the starts may be stored without the ends: a retry tells them again.
 
         Contract:
             PrefetchContract

@@ -29,7 +29,7 @@ import anyio.lowlevel
 from queue_core.app.clock import Clock, SystemClock
 from queue_core.records.errors import StorageError
 from queue_core.records.jobs import AttemptEnd, LeaseRef
-from queue_core.storage.abilities import SupportsPrefetch
+from queue_core.storage.abilities import SupportsPrefetch, SupportsStartWithFinish
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
@@ -38,7 +38,11 @@ from queue_core.worker.recording import Recorder
 from queue_core.worker.state import RunState
 from queue_core.worker.timing import Timing
 
-__all__ = ["GATHER_ENDS", "GATHER_S", "START_WAIT_S", "FinishThread", "Finisher"]
+__all__ = ["GATHER_ENDS", "GATHER_S", "START_WAIT_S", "FinishThread", "Finisher", "StartAndFinish"]
+
+StartAndFinish = Callable[[list[tuple[LeaseRef, float]], list[AttemptEnd]], Sequence[bool]]
+"""Tells held attempts' starts (each with the worker clock's monotonic reading then) and
+writes ends, in one storage call: ``finish``'s result."""
 
 GATHER_ENDS = 64
 """While ends stream in, the finish thread writes once this many wait ..."""
@@ -73,9 +77,11 @@ class FinishThread:
         may_gather: Callable[[], bool] | None = None,
         pacing: Clock | None = None,
         start: Callable[[list[tuple[LeaseRef, float]]], object] | None = None,
+        start_and_finish: StartAndFinish | None = None,
     ) -> None:
         self._token = anyio.lowlevel.current_token()
         self._start = start
+        self._start_and_finish = start_and_finish
         self._starts: list[tuple[LeaseRef, float]] = []
         """Held attempts whose bodies started, for ``start`` before the next ends."""
         self._monotonic = (pacing if pacing is not None else SystemClock()).monotonic
@@ -156,12 +162,10 @@ class FinishThread:
                         idle, self._idle_calls = self._idle_calls, []
                         break
                 try:
-                    if starts and self._start is not None:
-                        self._start(starts)
-                        starts = []
+                    took = self._write(starts, batch)
+                    starts = []
                     if not batch:
                         continue
-                    took = self._finish(batch)
                 except BaseException as exc:  # noqa: BLE001 - reported to the loop
                     with self._lock:
                         self._pending[:0] = batch
@@ -188,6 +192,16 @@ class FinishThread:
                     soon(call, (), native)
                 except Exception:  # noqa: BLE001 - the loop is gone: nobody waits
                     return
+
+    def _write(
+        self, starts: list[tuple[LeaseRef, float]], batch: list[AttemptEnd]
+    ) -> Sequence[bool]:
+        """Tell ``starts``, then write ``batch``: in one call where storage can."""
+        if starts and batch and self._start_and_finish is not None:
+            return self._start_and_finish(starts, batch)
+        if starts and self._start is not None:
+            self._start(starts)
+        return self._finish(batch) if batch else ()
 
     def _await_ends(self) -> None:
         """Starts to tell and no end to write: wait up to :data:`START_WAIT_S` for ends,
@@ -284,6 +298,9 @@ class Finisher:
             may_gather=self.may_gather,
             pacing=timing.pacing,
             start=self._start if isinstance(storage, SupportsPrefetch) else None,
+            start_and_finish=(
+                self._start_and_finish if isinstance(storage, SupportsStartWithFinish) else None
+            ),
         )
 
     def may_gather(self) -> bool:
@@ -338,10 +355,21 @@ class Finisher:
         """On the finish thread: tell storage when the bodies of held attempts started,
         as how long ago on the worker's clock (``SupportsPrefetch.start_claimed``)."""
         storage: Any = self._storage
+        storage.start_claimed(*self._ago(starts))
+
+    def _start_and_finish(
+        self, starts: list[tuple[LeaseRef, float]], ends: list[AttemptEnd]
+    ) -> Sequence[bool]:
+        """On the finish thread: :meth:`_start` and write ``ends`` in one call
+        (``SupportsStartWithFinish``)."""
+        storage: Any = self._storage
+        took: Sequence[bool] = storage.start_and_finish(*self._ago(starts), ends)
+        return took
+
+    def _ago(self, starts: list[tuple[LeaseRef, float]]) -> tuple[list[LeaseRef], list[int]]:
+        """``starts`` as refs and how long ago (ms, on the worker's clock) each began."""
         now = self.timing.monotonic()
-        storage.start_claimed(
-            [ref for ref, _ in starts], [max(0, round((now - at) * 1000)) for _, at in starts]
-        )
+        return [ref for ref, _ in starts], [max(0, round((now - at) * 1000)) for _, at in starts]
 
     def _failed_soon(self, exc: BaseException) -> None:
         """On the loop: the finish thread's write raised (it holds the batch)."""

@@ -60,12 +60,17 @@ WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'runn
 RETURNING cancel_requested
 
 -- name: start_claimed
--- One ref held ahead of free slots (SupportsPrefetch), fenced: its body started at :s.
-UPDATE qc_jobs SET started_at = :s,
-    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :s + timeout_ms END,
-    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL ELSE :s + heartbeat_ms END
-WHERE id = :id AND attempt = :attempt AND lease_token = :token AND state = 'running'
-RETURNING id
+-- Refs held ahead of free slots (SupportsPrefetch), fenced: each body started at s_at.
+-- {rows}: one (?, ?, ?, ?) per ref: id, attempt, lease token, start time.
+WITH s(s_id, s_attempt, s_token, s_at) AS (VALUES {rows})
+UPDATE qc_jobs SET started_at = s.s_at,
+    deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE s.s_at + timeout_ms END,
+    heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
+        ELSE s.s_at + heartbeat_ms END
+FROM s
+WHERE qc_jobs.id = s.s_id AND qc_jobs.attempt = s.s_attempt AND qc_jobs.lease_token = s.s_token
+    AND qc_jobs.state = 'running'
+RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token
 
 -- name: finish_attempts
 -- The batch's attempt records, written once from the job rows (the running attempt was

@@ -8,7 +8,7 @@ import pytest
 
 from queue_core.records.jobs import JobState, LeaseRef, Outcome, Reason, dt_from_ms
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
-from queue_core.storage.abilities import SupportsPrefetch
+from queue_core.storage.abilities import SupportsPrefetch, SupportsStartWithFinish
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     SEC,
@@ -28,8 +28,15 @@ def _ahead(storage: Storage) -> SupportsPrefetch:
     return storage
 
 
+def _with_finish(storage: Storage) -> SupportsStartWithFinish:
+    _ahead(storage)
+    if not isinstance(storage, SupportsStartWithFinish):
+        pytest.skip(lacks(SupportsStartWithFinish))
+    return storage
+
+
 class PrefetchContract(ContractBase):
-    """``claim_ahead`` and ``start_claimed``."""
+    """``claim_ahead`` and ``start_claimed`` (and ``start_and_finish``)."""
 
     def test_a_held_attempt_times_out_only_after_its_start(self, storage: Storage) -> None:
         ahead = _ahead(storage)
@@ -131,3 +138,43 @@ class PrefetchContract(ContractBase):
         got = ahead.claim_ahead("w", ["default"], 2, 60 * SEC, now=T0 + SEC)
         assert [j.id for j in got] == [high, low]
         assert [j.id for j in storage.claim("w", ["default"], 5, 60 * SEC, now=T0 + SEC)] == [later]
+
+    def test_start_and_finish_stores_each_start_before_the_ends(self, storage: Storage) -> None:
+        """A held attempt started and ended in one call has its body's start on record;
+        another, only started, counts its timeout from its start; a stale ref changes
+        nothing."""
+        ahead = _ahead(storage)
+        both = _with_finish(storage)
+        a = enqueue_one(storage)
+        b = enqueue_one(storage, timeout_ms=5 * SEC, max_attempts=2)
+        c = enqueue_one(storage)
+        got = {j.id: j for j in ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)}
+        stale = LeaseRef(c, got[c].attempt, got[c].lease_token + "x")
+        took = both.start_and_finish(
+            [got[a].ref, got[b].ref, stale],
+            [3 * SEC, 1 * SEC, 0],
+            [complete_end(got[a].ref), complete_end(got[c].ref)],
+            now=T0 + 10 * SEC,
+        )
+        assert took == [True, True]
+        (attempt,) = storage.list_attempts(a)
+        assert attempt.started_at == dt_from_ms(T0 + 7 * SEC)
+        assert attempt.finished_at == dt_from_ms(T0 + 10 * SEC)
+        assert storage.get_job(b).started_at == T0 + 9 * SEC  # type: ignore[union-attr]
+        (c_attempt,) = storage.list_attempts(c)
+        assert c_attempt.started_at == dt_from_ms(T0)  # never told: held since its claim
+        assert storage.reap(now=T0 + 14 * SEC + MARGIN - 1) == []
+        (reaped,) = storage.reap(now=T0 + 14 * SEC + MARGIN)
+        assert (reaped.job_id, reaped.reason) == (b, Reason.TIMEOUT.value)
+
+    def test_start_and_finish_with_starts_only_or_ends_only(self, storage: Storage) -> None:
+        ahead = _ahead(storage)
+        both = _with_finish(storage)
+        a, b = enqueue_one(storage), enqueue_one(storage)
+        got = {j.id: j for j in ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)}
+        assert both.start_and_finish([got[a].ref], [SEC], [], now=T0 + 5 * SEC) == []
+        assert storage.get_job(a).started_at == T0 + 4 * SEC  # type: ignore[union-attr]
+        took = both.start_and_finish([], [], [complete_end(got[b].ref)], now=T0 + 6 * SEC)
+        assert took == [True]
+        job = storage.get_job(b)
+        assert job is not None and job.state is JobState.SUCCEEDED and job.started_at == T0

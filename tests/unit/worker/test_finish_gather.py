@@ -230,3 +230,39 @@ def test_a_burst_worker_claims_what_written_ends_released_before_counting(
         assert counted == [0], counted
     finally:
         queue.close()
+
+
+async def test_starts_go_with_the_next_ends_in_one_call_where_storage_can() -> None:
+    """Held attempts' starts wait (up to ``START_WAIT_S``) for the next ends; with
+    ``start_and_finish`` both go in one call, the starts first; without it, ``start``
+    then ``finish``; starts alone go by ``start``."""
+    writes, calls = _Writes(), []
+
+    def start(starts: list[Any]) -> None:
+        calls.append(("start", [ref for ref, _ in starts]))
+
+    def both(starts: list[Any], batch: list[AttemptEnd]) -> Sequence[bool]:
+        calls.append(("both", [ref for ref, _ in starts], list(batch)))
+        return [True] * len(batch)
+
+    thread = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: True,
+                          start=start, start_and_finish=both)  # fmt: skip
+    alone = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: True,
+                         start=start, start_and_finish=both)  # fmt: skip
+    plain = FinishThread(writes, lambda b, t: None, lambda e: None, may_gather=lambda: True,
+                         start=start)  # fmt: skip
+    try:
+        thread.put_starts([("a", 0.0)])
+        thread.put(_ends(1, 2))
+        await until(lambda: len(calls) == 1, "one call")
+        assert calls == [("both", ["a"], [1, 2])] and writes.batches == []
+        alone.put_starts([("b", 0.0)])  # no end comes: told alone once the wait is over
+        await until(lambda: len(calls) == 2, "the start told alone")
+        assert calls[1] == ("start", ["b"]) and writes.batches == []
+        plain.put_starts([("c", 0.0)])
+        plain.put(_ends(3))
+        await until(lambda: len(writes.batches) == 1, "the ends written")
+        assert calls[2] == ("start", ["c"]) and writes.batches == [[3]]
+    finally:
+        for t in (thread, alone, plain):
+            t.close()
