@@ -54,16 +54,20 @@ class Finishing:
         self, ends: Sequence[AttemptEnd], *, now: int | None = None, started: Starts = None
     ) -> list[bool]:
         """See :meth:`queue_core.storage.protocol.Storage.finish`; with ``started``, see
-        :meth:`queue_core.storage.abilities.SupportsStartWithFinish.start_and_finish`: the
-        starts in the plain ends' transaction where the dialect writes a batch in more
+        :meth:`queue_core.storage.abilities.SupportsStartWithFinish.start_and_finish`: a
+        start whose end is in the batch goes with the end (``EndRow.started_ago``: the
+        finish statements store it, on the job and its attempt record); the others are
+        started in the plain ends' transaction where the dialect writes a batch in more
         than one statement (SQLite: one write transaction, not two), else first."""
+        values = [end_values(e) for e in ends]
+        if started is not None:
+            started = _fold(values, started)
         d = self.store.dialect
         if started is not None and (d.single_statement_batches or not ends):
             self.start_claimed(*started, now=now)
             started = None
         if not ends:
             return []
-        values = [end_values(e) for e in ends]
         claimed = self.store.claimed_steps
         steps = {i: claimed.pop(e.ref.job_id) for i, e in enumerate(ends)
                  if e.ref.job_id in claimed} if claimed else {}  # fmt: skip
@@ -213,6 +217,22 @@ class Finishing:
                 if wake:
                     store.notify(cur)
         return took
+
+
+def _fold(values: list[EndRow], started: tuple[Sequence[LeaseRef], Sequence[int]]) -> Starts:
+    """Give each end of ``values`` whose attempt is among ``started`` its start
+    (``started_ago``, in place); the starts left, or ``None``."""
+    refs, ago_ms = started
+    ago = {(r.job_id, r.attempt, r.lease_token): a
+           for r, a in zip(refs, started_ago(refs, ago_ms), strict=True)}  # fmt: skip
+    for i, v in enumerate(values):
+        a = ago.pop((v.id, v.attempt, v.token), None)
+        if a is not None:
+            values[i] = v._replace(started_ago=a)
+    if not ago:
+        return None
+    left = list(ago.items())
+    return [LeaseRef(*k) for k, _ in left], [a for _, a in left]
 
 
 def _spread(n: int, idx: list[int], values: list[bool]) -> list[bool]:

@@ -62,12 +62,13 @@ def finish_params(ends: list[EndRow], now: int | None) -> list[str | None]:
     add = flat.extend
     for (id_, attempt, token, state, reason, requeue, delay, lost, result, has_error,
          e_class, e_type, message, tb, outcome, a_reason, mode, dead_id,
-         refund) in ends:  # fmt: skip
+         refund, ago) in ends:  # fmt: skip
         add((
             t, id_, str(attempt), token, state, reason, tf[requeue],
             None if delay is None else str(delay), None if lost is None else str(lost),
             None if result is None else "\\x" + result.hex(), tf[has_error], e_class, e_type,
             message, tb, outcome, a_reason, mode, dead_id, tf[refund],
+            None if ago is None else str(ago),
         ))  # fmt: skip
     return flat
 

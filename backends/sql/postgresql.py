@@ -119,14 +119,14 @@ FINISH_ROW = (
     ("lost_delay_ms", "bigint"), ("result", "bytea"), ("has_error", "boolean"),
     ("error_class", "text"), ("error_type", "text"), ("message", "text"),
     ("traceback", "text"), ("outcome", "text"), ("a_reason", "text"), ("mode", "text"),
-    ("dead_id", "text"), ("refund", "boolean"),
+    ("dead_id", "text"), ("refund", "boolean"), ("started_ago", "bigint"),
 )  # fmt: skip
 """The typed values of one end in ``finish``'s ``VALUES`` rows, in order."""
 
 FINISH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 """The ``VALUES`` row counts of ``finish`` statements: a batch is padded with ``NULL``
 rows (which match no job) up to the next size, and cut into statements of the largest
-(20 values a row; PostgreSQL allows 65,535 parameters). So a worker sends at most ten
+(21 values a row; PostgreSQL allows 65,535 parameters). So a worker sends at most ten
 statement texts, each built once and prepared on its first use (values as text:
 :func:`~backends.sql.pg_hot.finish_params`): one text per batch size made the server
 parse and plan most large finishes anew (a drain's batch sizes vary), and the client

@@ -78,6 +78,9 @@ class EndRow(NamedTuple):
     refund: bool
     """The attempt spent none of the retry budget (``Decision.spends_attempt`` false):
     ``max_attempts`` grows by one."""
+    started_ago: int | None = None
+    """A held attempt whose start is told with its end (``start_and_finish``): its body
+    started this many ms before the finish's ``now``; ``None``: the stored start stands."""
 
 
 Grave = tuple[str, str, str, ErrorInfo | None]

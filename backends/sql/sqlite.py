@@ -48,7 +48,7 @@ FINISH_ROW = ("now", *EndRow._fields)
 """The values of one end in ``finish_attempts`` / ``finish_jobs``, in ``VALUES`` order."""
 
 _CHUNK = 500
-"""Ends per finish statement (20 values each; SQLite allows 32,766 parameters)."""
+"""Ends per finish statement (21 values each; SQLite allows 32,766 parameters)."""
 
 INSERT_TEMPLATE = (
     f"INSERT INTO qc_jobs ({', '.join(TEMPLATE_COLUMNS)}) "

@@ -161,7 +161,8 @@ RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token
 -- row: another batch x batch nested loop).
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
-       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund) AS (VALUES {rows}),
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund,
+       e_started_ago) AS (VALUES {rows}),
 l AS (
     SELECT qc_jobs.seq, e.*,
         coalesce(e.e_now, (extract(epoch from statement_timestamp()) * 1000)::bigint) AS t
@@ -188,7 +189,10 @@ u AS (
         error_traceback = CASE WHEN l.e_has_error THEN l.e_traceback
             ELSE error_traceback END,
         dead_id = l.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
-        heartbeat_expires_at = NULL
+        heartbeat_expires_at = NULL,
+        -- a held attempt's start told with its end (start_and_finish)
+        started_at = CASE WHEN l.e_started_ago IS NULL THEN started_at
+            ELSE l.t - l.e_started_ago END
     FROM l WHERE qc_jobs.seq = l.seq
     RETURNING qc_jobs.id, qc_jobs.concurrency_key, qc_jobs.attempt, qc_jobs.worker_id,
         qc_jobs.started_at, l.t, l.e_outcome, l.e_a_reason, l.e_error_class, l.e_error_type,

@@ -79,10 +79,13 @@ RETURNING qc_jobs.id, qc_jobs.attempt, qc_jobs.lease_token
 -- job is finished with its execution's decision, backends/sql/finishing.py) or 'NOT '.
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
-       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund) AS (VALUES {rows})
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund,
+       e_started_ago) AS (VALUES {rows})
 INSERT INTO qc_attempts (job_id, number, worker_id, started_at, finished_at, outcome, reason,
     error_class, error_type, message, traceback, mode)
-SELECT e.e_id, e.e_attempt, j.worker_id, j.started_at, e.e_now, e.e_outcome, e.e_a_reason,
+SELECT e.e_id, e.e_attempt, j.worker_id,
+    CASE WHEN e.e_started_ago IS NULL THEN j.started_at ELSE e.e_now - e.e_started_ago END,
+    e.e_now, e.e_outcome, e.e_a_reason,
     e.e_error_class, e.e_error_type, e.e_message, e.e_traceback, e.e_mode
 FROM e JOIN qc_jobs j ON j.id = e.e_id AND j.attempt = e.e_attempt
     AND j.lease_token = e.e_token AND j.state = 'running' AND j.execution_id IS {steps}NULL
@@ -93,7 +96,8 @@ FROM e JOIN qc_jobs j ON j.id = e.e_id AND j.attempt = e.e_attempt
 -- (Decision.spends_attempt false) raises max_attempts. {steps} as in finish_attempts.
 WITH e(e_now, e_id, e_attempt, e_token, e_state, e_reason, e_requeue, e_delay_ms,
        e_lost_delay_ms, e_result, e_has_error, e_error_class, e_error_type, e_message,
-       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund) AS (VALUES {rows})
+       e_traceback, e_outcome, e_a_reason, e_mode, e_dead_id, e_refund,
+       e_started_ago) AS (VALUES {rows})
 UPDATE qc_jobs SET state = e.e_state, reason = e.e_reason,
     max_attempts = CASE WHEN e.e_refund THEN max_attempts + 1 ELSE max_attempts END,
     run_at = CASE WHEN e.e_requeue THEN e.e_now + e.e_delay_ms ELSE run_at END,
@@ -108,7 +112,9 @@ UPDATE qc_jobs SET state = e.e_state, reason = e.e_reason,
     error_message = CASE WHEN e.e_has_error THEN e.e_message ELSE error_message END,
     error_traceback = CASE WHEN e.e_has_error THEN e.e_traceback ELSE error_traceback END,
     dead_id = e.e_dead_id, lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
-    heartbeat_expires_at = NULL
+    heartbeat_expires_at = NULL,
+    started_at = CASE WHEN e.e_started_ago IS NULL THEN started_at
+        ELSE e.e_now - e.e_started_ago END
 FROM e
 WHERE qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
     AND qc_jobs.lease_token = e.e_token AND qc_jobs.state = 'running'
