@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from backends.sql import SQLStorage, pg_hot, postgresql
+from backends.sql.records import EndRow
 from queue_core.records.errors import StorageUnavailable
 from queue_core.records.jobs import (
     Action,
@@ -183,8 +184,8 @@ def test_finish_finds_its_rows_by_id_on_a_table_never_analyzed(
     pg.enqueue([new_job() for _ in range(5000)], now=T0)
     got = pg.claim("w", ["default"], 64, 30_000, now=T0)
     rows = [
-        (c.id, c.attempt, c.lease_token, "succeeded", None, False, None, None, b"1", False,
-         None, None, None, None, "succeeded", None, None, None, False)
+        EndRow(c.id, c.attempt, c.lease_token, "succeeded", None, False, None, None, b"1",
+               False, None, None, None, None, "succeeded", None, None, None, False)
         for c in got
     ]  # fmt: skip
     sql = pg.store.dialect._finish_statement(64, False)  # type: ignore[attr-defined]
