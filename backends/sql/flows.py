@@ -65,6 +65,7 @@ StepEnd = tuple[str, str, str | None]
 
 _S, _E = StepState, ExecutionState
 _OFF = frozenset(OFF_FAST_PATH)
+_LONE_MAX = 10_000  # executions Flows._lone remembers before it starts over
 
 
 @dataclass(slots=True)
@@ -137,6 +138,7 @@ class Flows:
         self.store = store
         self.q = store.q
         self.rows = WorkflowRows(store, limits)
+        self._lone: set[str] = set()  # executions with no key and no parent (_remember_lone)
 
     # ------------------------------------------------------------------ reading
 
@@ -156,7 +158,7 @@ class Flows:
         that locks one of them next); ``None``: no such execution. ``t``: the time, or
         ``None``: the storage's clock (PostgreSQL: read with the first statement)."""
         q, locking = self.q, self.store.dialect.locking
-        if locking:
+        if locking and eid not in self._lone:
             row = cur.execute(q["flow_conc_key_of"], {"e": eid, "now": t}).fetchone()
             if row is None:
                 return None
@@ -165,11 +167,14 @@ class Flows:
                 parent = self.open(cur, row["parent_id"], t)
             if not key_held and row["conc_key"] is not None:
                 self.store.lock_key(cur, row["conc_key"], flows=True)
-        found = cur.execute(q["flow_lock_execution"], {"e": eid}).fetchone()
+            if row["parent_id"] is None and row["conc_key"] is None:
+                self._remember_lone(eid)
+        found = cur.execute(q["flow_lock_execution"], {"e": eid, "now": t}).fetchone()
         if found is None:
             return None
         if t is None:
-            t = self.store.resolve_now(cur, None)
+            t = found["now_ms"]
+            t = t if t is not None else self.store.resolve_now(cur, None)
         head = {k: found[k] for k in found.keys()}
         if not locking and head["parent_id"] is not None and parent is None:
             parent = self.open(cur, head["parent_id"], t)
@@ -177,6 +182,13 @@ class Flows:
         if jobs:
             self._lock_jobs(x)
         return x
+
+    def _remember_lone(self, eid: str) -> None:
+        """``eid`` has no concurrency key and no parent (fixed at its start): :meth:`open`
+        locks its row at once, without the read that finds what to lock first."""
+        if len(self._lone) >= _LONE_MAX:
+            self._lone.clear()
+        self._lone.add(eid)
 
     def _lock_jobs(self, x: Open) -> None:
         """Lock the execution's queued and running step jobs, in id order (PostgreSQL)."""

@@ -22,9 +22,11 @@ VALUES (:e, :idx, :step_id, 'pending', :deps, :job, :payload, :unmet)
 SELECT conc_key, parent_id, {now} AS now_ms FROM qc_executions WHERE id = :e
 
 -- name: flow_lock_execution
+-- With the transaction's time: the first statement of a flow transaction on an execution
+-- with no concurrency key and no parent (backends/sql/flows.py, Flows.open).
 SELECT id, conc_key, conc_limit, conc_skip, state, reason, failed_step, max_parallel,
     timeout_ms, deadline_at, spec_hash, n_succeeded, n_bad, kind, parent_id, parent_idx,
-    awaiting
+    awaiting, {now} AS now_ms
 FROM qc_executions WHERE id = :e {for_update}
 
 -- name: flow_active_of_key
