@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.connection import parse_url
 
-from backends.redis.errors import translate_errors
 from queue_core.records.errors import ConfigError
 from queue_core.rules.outcomes import DEFAULT_RETENTION_MS, parse_retention
 from queue_core.storage.urls import mask_url, redact
 
-__all__ = ["DEFAULT_PREFIX", "SCHEMES", "Clients", "check_cluster_prefix", "clients_from_url"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "SCHEMES",
+    "Clients",
+    "LazyCluster",
+    "check_cluster_prefix",
+    "clients_from_url",
+]
 
 WAKE_MAX_S = 10.0
 """The longest ``BLPOP`` of ``wait_for_jobs``; the wake-up client's socket timeout is 5 s
@@ -111,7 +121,56 @@ def clients_from_url(url: str) -> Clients:
     return Clients(client, wake, prefix, retention)
 
 
-def _cluster_client(url: str, clean: str, path: str, prefix: str) -> RedisCluster[bytes]:
+class LazyCluster:
+    """A ``RedisCluster`` built on first use, and built again on the next use after a
+    build failed.
+
+    redis-py's cluster client reads the slot map from its seed node when it is built; a
+    storage built while that node is down (a worker starting during an outage, or
+    respawned while the node restarts) would otherwise fail before its first call, where
+    a standalone client connects on first use and the worker's outage handling retries
+    it. Every attribute but :meth:`close`, :meth:`register_script`, :attr:`ready` and
+    :attr:`seed` is the built client's; a failed build raises redis-py's error,
+    translated by the caller's ``translate_errors`` like any call's.
+    """
+
+    def __init__(self, build: Callable[[], RedisCluster[bytes]], seed: str) -> None:
+        self._build = build
+        self._client: RedisCluster[bytes] | None = None
+        self._lock = threading.Lock()
+        #: ``host:port`` of the URL's node, for ``repr`` before the client is built
+        self.seed = seed
+
+    @property
+    def ready(self) -> RedisCluster[bytes] | None:
+        """The client if it is built, else ``None`` (never connects)."""
+        return self._client
+
+    def built(self) -> RedisCluster[bytes]:
+        """The cluster client, built now if it is not yet."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build()
+                client = self._client
+        return client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.built(), name)
+
+    def register_script(self, script: str | bytes) -> Script:
+        """A script run through this client (never connects: the storage registers its
+        scripts when it is built)."""
+        return Script(self, script.encode() if isinstance(script, str) else script)
+
+    def close(self) -> None:
+        """Close the client if it was built (never connects)."""
+        if self._client is not None:
+            self._client.close()
+
+
+def _cluster_client(url: str, clean: str, path: str, prefix: str) -> LazyCluster:
     db = path.strip("/")
     if db not in ("", "0"):
         raise ConfigError(
@@ -122,12 +181,14 @@ def _cluster_client(url: str, clean: str, path: str, prefix: str) -> RedisCluste
             value=db,
         )
     check_cluster_prefix(prefix)
-    clean = urlunsplit(urlsplit(clean)._replace(path=""))
-    with translate_errors("connect"):
-        try:
-            client: RedisCluster[bytes] = RedisCluster.from_url(
-                clean, socket_connect_timeout=10, socket_timeout=30
-            )
-        except (ValueError, TypeError) as exc:
-            raise _refused(url, exc) from exc
-    return client
+    parts = urlsplit(clean)
+    clean = urlunsplit(parts._replace(path=""))
+    try:  # an option redis-py refuses fails here, before any connection
+        parse_url(clean)
+    except (ValueError, TypeError) as exc:
+        raise _refused(url, exc) from exc
+
+    def build() -> RedisCluster[bytes]:
+        return RedisCluster.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
+
+    return LazyCluster(build, f"{parts.hostname}:{parts.port or 6379}")

@@ -213,14 +213,14 @@ class RedisStorage(
         ``prefix`` and ``retention`` (read by
         :func:`~queue_core.rules.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
         seconds, or ``0``) are this backend's options; every other query parameter goes
-        to redis-py (e.g. ``socket_timeout``).
+        to redis-py (e.g. ``socket_timeout``). Nothing connects here: a cluster's client
+        is built at the storage's first call (while its seed node cannot be reached,
+        each call is ``StorageUnavailable`` and the next tries again).
 
         Raises:
             ConfigError: ``invalid_url`` (not one of the four schemes, a bad port, a
                 database other than 0 on a cluster, an option redis-py refuses) or
                 ``invalid_option`` (a bad prefix or retention).
-            StorageUnavailable: a cluster URL whose seed node cannot be reached (the
-                cluster client reads the slot map when it is built).
         """
         c = clients_from_url(url)
         return cls(c.client, prefix=c.prefix, retention_ms=c.retention_ms, wake_client=c.wake)

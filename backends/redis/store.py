@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from backends.redis import connect
-from backends.redis.connect import check_cluster_prefix
+from backends.redis.connect import LazyCluster, check_cluster_prefix
 from backends.redis.errors import translate_errors
 from backends.redis.homes import Homes
 from backends.redis.keys import Keys
@@ -58,7 +58,7 @@ class RedisStore:
             raise ConfigError(
                 "prefix must not be empty", code="invalid_option", field="prefix", value=prefix
             )
-        self.cluster = isinstance(client, RedisCluster)
+        self.cluster = isinstance(client, (RedisCluster, LazyCluster))
         if self.cluster:
             check_cluster_prefix(prefix)
         self.prefix = prefix
@@ -205,6 +205,8 @@ class RedisStore:
 
     def where(self) -> str:
         """The server, for ``repr``."""
+        if isinstance(self.client, LazyCluster) and self.client.ready is None:
+            return f"cluster {self.client.seed}"  # not connected yet: the URL's node
         if self.cluster:
             node = self.client.get_default_node()
             return f"cluster {node.host}:{node.port}" if node is not None else "cluster"

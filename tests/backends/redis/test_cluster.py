@@ -17,7 +17,13 @@ from queue_core.records.errors import ConfigError, StorageUnavailable
 from queue_core.records.jobs import NewJob
 from queue_core.testing.fixtures import complete_end
 from tests.fds import descriptors_past_select_limit
-from tests.servers.redis_cluster import RedisClusterServers
+from tests.servers.redis import stop_redis_server
+from tests.servers.redis_cluster import (
+    RedisClusterServers,
+    restart_node,
+    start_redis_cluster,
+    stop_redis_cluster,
+)
 
 
 @pytest.fixture
@@ -139,9 +145,47 @@ def test_a_database_other_than_0_is_refused(redis_cluster: RedisClusterServers) 
     assert "database 0" in str(info.value)
 
 
-def test_unreachable_seed_is_storage_unavailable() -> None:
-    with pytest.raises(StorageUnavailable):
-        RedisStorage.from_url("redis+cluster://127.0.0.1:1/?socket_connect_timeout=0.5")
+def test_unreachable_seed_is_storage_unavailable_at_the_first_call_not_at_build() -> None:
+    s = RedisStorage.from_url("redis+cluster://127.0.0.1:1/?socket_connect_timeout=0.5")
+    try:
+        assert repr(s).startswith("RedisStorage(cluster 127.0.0.1:1,")  # repr never connects
+        with pytest.raises(StorageUnavailable, match="cannot be connected"):
+            s.enqueue([_job(0)])
+        with pytest.raises(StorageUnavailable):  # tried again, not a cached failure
+            s.stats()
+    finally:
+        s.close()
+
+
+def test_a_storage_built_while_its_seed_node_is_down_works_once_it_is_back() -> None:
+    """A worker started (or respawned) while the URL's node restarts waits for it like
+    any storage outage, instead of failing at start-up."""
+    cluster = start_redis_cluster(masters=1)
+    nodes = list(cluster.nodes)
+    node = nodes[0]
+    url = f"{cluster.url(prefix='seed1')}&socket_connect_timeout=0.5"
+    restarted = threading.Thread(target=lambda: nodes.__setitem__(0, restart_node(node, 2.0)))
+    try:
+        restarted.start()
+        deadline = time.monotonic() + 10
+        while node.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert node.process.poll() is not None, "the node did not stop"
+        s = RedisStorage.from_url(url)  # the seed is down: no error yet
+        try:
+            with pytest.raises(StorageUnavailable):
+                s.enqueue([_job(0)])
+            restarted.join(30)
+            s.enqueue([_job(1)])
+            assert s.get_job("job-1") is not None
+            assert s.get_job("job-0") is None  # the failed call wrote nothing
+        finally:
+            s.close()
+    finally:
+        restarted.join(30)
+        for n in nodes:
+            stop_redis_server(n)
+        stop_redis_cluster(cluster)
 
 
 def test_repr_names_the_cluster_and_hides_the_password(
@@ -156,9 +200,14 @@ def test_repr_names_the_cluster_and_hides_the_password(
     finally:
         s.close()
     node = redis_cluster.nodes[0]
-    with pytest.raises(StorageUnavailable) as info:
-        RedisStorage.from_url(f"redis+cluster://u:pw-s3cret@{node.host}:{node.port}/")
-    assert "pw-s3cret" not in str(info.value)
+    s = RedisStorage.from_url(f"redis+cluster://u:pw-s3cret@{node.host}:{node.port}/")
+    try:
+        assert "pw-s3cret" not in repr(s)
+        with pytest.raises(StorageUnavailable) as info:  # the nodes have no such user
+            s.stats()
+        assert "pw-s3cret" not in str(info.value)
+    finally:
+        s.close()
 
 
 def test_a_script_cache_flush_on_every_node_is_survived(
