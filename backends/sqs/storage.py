@@ -155,7 +155,8 @@ class SQSStorage(
         retention_ms: how long finished jobs are kept (``prune`` and the TTL attribute).
         visibility_s: the SQS queues' default visibility timeout (seconds).
         hop_s: the longest SQS delay used for one hop (<= 900, SQS's ceiling).
-        create: create the table and queues when missing.
+        create: create the table and queues when missing (when the endpoint does not
+            answer, at the first call that reaches it: building never fails for that).
         clock: epoch-ms clock used when ``now`` is ``None`` (local clock by default).
         session: a ``boto3.Session`` to use instead of the default credential chain.
     """

@@ -23,7 +23,7 @@ from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
 from backends.sqs.tables import ensure_table
 from queue_core.records.durations import parse_duration, to_ms
-from queue_core.records.errors import ConfigError, StorageError
+from queue_core.records.errors import ConfigError, StorageError, StorageUnavailable
 from queue_core.records.jobs import JobState
 from queue_core.rules.outcomes import parse_retention
 
@@ -51,6 +51,23 @@ class _Seq:
 
 
 SEQ = _Seq()
+
+
+class _TableFirst:
+    """The DynamoDB client of a storage whose table could not be ensured when it was
+    built (the endpoint did not answer: a worker started during an outage): each call
+    ensures the table first (``StorageUnavailable`` while the endpoint is unreachable,
+    retried by the caller like any call), then goes to the client."""
+
+    def __init__(self, client: Any, migrate: Callable[[], None]) -> None:
+        self.client = client
+        self._migrate: Callable[[], None] | None = migrate
+
+    def __getattr__(self, name: str) -> Any:
+        if self._migrate is not None:
+            self._migrate()
+            self._migrate = None
+        return getattr(self.client, name)
 
 
 def _system_clock_ms() -> int:
@@ -147,6 +164,7 @@ class Store:
                 "sqs", region_name=region, endpoint_url=endpoint_url, config=cfg
             )
         self.keys = Keys(prefix)
+        self._ddb = self.ddb  # the client itself, whatever stands in front of it
         self.db = Table(self.ddb, table)
         self.delivery = Delivery(
             self.sqs,
@@ -160,7 +178,10 @@ class Store:
         self._flows_seen = False
         self._closed = False
         if create:
-            self.migrate()
+            try:
+                self.migrate()
+            except StorageUnavailable:  # ensured at the first call instead (_TableFirst)
+                self.ddb = self.db.client = _TableFirst(self.ddb, self.migrate)
 
     def now(self, now: int | None) -> int:
         """``now``, or this storage's clock when it is ``None`` (epoch ms)."""
@@ -206,7 +227,7 @@ class Store:
         with _TABLES_LOCK:
             if key in _TABLES_READY:
                 return
-            ensure_table(self.ddb, self.table)
+            ensure_table(self._ddb, self.table)
             _TABLES_READY.add(key)
 
     def close(self) -> None:
@@ -219,7 +240,7 @@ class Store:
                 self.delivery.close()
         except StorageError:
             pass
-        for client in (self.ddb, self.sqs):
+        for client in (self._ddb, self.sqs):
             closer = getattr(client, "close", None)
             if closer is not None:
                 closer()

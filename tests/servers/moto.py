@@ -162,14 +162,14 @@ class _MotoServer(ThreadedMotoServer):
 
 
 @contextmanager
-def moto_server() -> Iterator[tuple[str, _MotoServer]]:
-    """A moto server of the caller's own: (its endpoint URL, the server, whose
-    ``throttle`` the caller may turn up)."""
+def moto_server(port: int | None = None) -> Iterator[tuple[str, _MotoServer]]:
+    """A moto server of the caller's own on ``port`` (default: a free one): (its endpoint
+    URL, the server, whose ``throttle`` the caller may turn up)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ.pop("AWS_PROFILE", None)
-    port = _free_port()
+    port = _free_port() if port is None else port
     server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -9,6 +9,8 @@ import pytest
 from backends.sqs import SQSStorage
 from queue_core.app.config import open_storage
 from queue_core.records.errors import ConfigError, StorageUnavailable
+from queue_core.records.jobs import JobState, NewJob
+from tests.servers.moto import moto_server
 
 
 def test_url_options_reach_the_storage(sqs_url: str) -> None:
@@ -41,10 +43,24 @@ def test_bad_urls_are_config_errors_without_secrets(url: str, code: str) -> None
     assert "hunter2" not in str(err.value) and "hunter2" not in repr(err.value.value)
 
 
-def test_unreachable_endpoint_is_storage_unavailable() -> None:
+def test_unreachable_endpoint_is_storage_unavailable_at_each_call_until_it_answers() -> None:
+    """A storage built while the endpoint is down (a worker started during an outage)
+    builds; each call is ``StorageUnavailable`` until the endpoint answers, and the first
+    call after that creates the table it could not create when built."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(StorageUnavailable) as err:
-        SQSStorage(endpoint_url=f"http://127.0.0.1:{port}", table="nowhere")
-    assert "testing" not in str(err.value)
+    s = SQSStorage(endpoint_url=f"http://127.0.0.1:{port}", table="late", prefix="late")
+    try:
+        with pytest.raises(StorageUnavailable) as err:
+            s.enqueue([NewJob(id="j0", task_name="t", queue="q", payload=b"[]")])
+        assert "testing" not in str(err.value)
+        with pytest.raises(StorageUnavailable):  # tried again, not a remembered failure
+            s.stats()
+        with moto_server(port=port):
+            s.enqueue([NewJob(id="j1", task_name="t", queue="q", payload=b"[]")])
+            job = s.get_job("j1")
+            assert job is not None and job.state is JobState.QUEUED
+            assert s.get_job("j0") is None
+    finally:
+        s.close()
