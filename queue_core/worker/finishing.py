@@ -196,11 +196,14 @@ class FinishThread:
     def _write(
         self, starts: list[tuple[LeaseRef, float]], batch: list[AttemptEnd]
     ) -> Sequence[bool]:
-        """Tell ``starts``, then write ``batch``: in one call where storage can."""
+        """Tell ``starts``, then write ``batch``: in one call where storage can. Starts
+        told in a call of their own are taken out of ``starts`` at once, so that a
+        ``finish`` failing after them does not have them told again."""
         if starts and batch and self._start_and_finish is not None:
             return self._start_and_finish(starts, batch)
         if starts and self._start is not None:
             self._start(starts)
+            starts.clear()
         return self._finish(batch) if batch else ()
 
     def _await_ends(self) -> None:

@@ -266,3 +266,33 @@ async def test_starts_go_with_the_next_ends_in_one_call_where_storage_can() -> N
     finally:
         for t in (thread, alone, plain):
             t.close()
+
+
+async def test_starts_told_before_a_failed_finish_are_not_told_again() -> None:
+    """Without ``start_and_finish`` the starts go by ``start``, then ``finish``; when the
+    ``finish`` fails, the retry writes the ends again but not the starts already told."""
+    calls: list[Any] = []
+    failures: list[BaseException] = []
+    fail = [True]
+
+    def start(starts: list[Any]) -> None:
+        calls.append(("start", [ref for ref, _ in starts]))
+
+    def finish(batch: list[AttemptEnd]) -> Sequence[bool]:
+        calls.append(("finish", list(batch)))
+        if fail[0]:
+            fail[0] = False
+            raise OSError("storage unavailable")
+        return [True] * len(batch)
+
+    thread = FinishThread(finish, lambda b, t: None, failures.append, may_gather=lambda: True,
+                          start=start)  # fmt: skip
+    try:
+        thread.put_starts([("a", 0.0)])
+        thread.put(_ends(1))
+        await until(lambda: len(failures) == 1, "the failed finish reported")
+        thread.resume()
+        await until(lambda: len(calls) == 3, "the ends written again")
+        assert calls == [("start", ["a"]), ("finish", [1]), ("finish", [1])]
+    finally:
+        thread.close()
