@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 from redis.connection import parse_url
 
@@ -75,16 +75,37 @@ def _refused(url: str, exc: BaseException) -> ConfigError:
     )
 
 
+def _more_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A cluster URL that names several nodes (``host1:7000,host2:7001``): the URL with its
+    first node only, and the other nodes (host, port); any other URL as it is."""
+    parts = urlsplit(url)
+    if not parts.scheme.lower().endswith("+cluster"):
+        return url, []
+    user, at, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return url, []
+    first, *rest = hosts.split(",")
+    seeds = []
+    for item in rest:
+        node = urlsplit(f"//{item}")
+        if not node.hostname:
+            raise ValueError(f"node {item!r} names no host")
+        seeds.append((node.hostname, node.port or 6379))
+    return urlunsplit(parts._replace(netloc=f"{user}{at}{first}")), seeds
+
+
 def clients_from_url(url: str) -> Clients:
     """Parse ``url`` and build its clients (see :meth:`RedisStorage.from_url`)."""
     try:
-        parts = urlsplit(url)
+        one, seeds = _more_seeds(url)
+        parts = urlsplit(one)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
         raise ConfigError(
             f"invalid redis URL {mask_url(url)!r}: its host or port does not parse (expected "
-            "redis://[[user]:password@]host[:port][/db]; percent-encode '/', '#', '?' and "
-            "'@' in a password, e.g. '/' as %2F)",
+            "redis://[[user]:password@]host[:port][/db], or on a cluster "
+            "redis+cluster://[[user]:password@]host[:port][,host[:port]...]/; "
+            "percent-encode '/', '#', '?' and '@' in a password, e.g. '/' as %2F)",
             code="invalid_url",
             field="url",
         ) from exc
@@ -110,7 +131,8 @@ def clients_from_url(url: str) -> Clients:
             rest.append((name, value))
     clean = urlunsplit(parts._replace(scheme=driver_scheme, query=urlencode(rest)))
     if cluster:
-        return Clients(_cluster_client(url, clean, parts.path, prefix), None, prefix, retention)
+        lazy = _cluster_client(url, clean, parts.path, prefix, seeds)
+        return Clients(lazy, None, prefix, retention)
     try:
         client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
         wake = redis.Redis.from_url(
@@ -170,7 +192,9 @@ class LazyCluster:
             self._client.close()
 
 
-def _cluster_client(url: str, clean: str, path: str, prefix: str) -> LazyCluster:
+def _cluster_client(
+    url: str, clean: str, path: str, prefix: str, seeds: list[tuple[str, int]]
+) -> LazyCluster:
     db = path.strip("/")
     if db not in ("", "0"):
         raise ConfigError(
@@ -188,7 +212,10 @@ def _cluster_client(url: str, clean: str, path: str, prefix: str) -> LazyCluster
     except (ValueError, TypeError) as exc:
         raise _refused(url, exc) from exc
 
-    def build() -> RedisCluster[bytes]:
-        return RedisCluster.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
+    def build() -> RedisCluster[bytes]:  # the URL's node, then the other seeds
+        nodes = [ClusterNode(host, port) for host, port in seeds]
+        return RedisCluster.from_url(
+            clean, startup_nodes=nodes, socket_connect_timeout=10, socket_timeout=30
+        )
 
     return LazyCluster(build, f"{parts.hostname}:{parts.port or 6379}")

@@ -209,7 +209,9 @@ class RedisStorage(
 
         ``rediss://`` uses TLS. ``redis+cluster://host:port/?prefix=qc`` (or
         ``rediss+cluster://``) connects to a Redis Cluster through any one of its nodes
-        (redis-py's ``RedisCluster`` discovers the others); a cluster has only database 0.
+        (redis-py's ``RedisCluster`` discovers the others), or through the first that
+        answers of several (``redis+cluster://h1:7000,h2:7001/``); a cluster has only
+        database 0.
         ``prefix`` and ``retention`` (read by
         :func:`~queue_core.rules.outcomes.parse_retention`: ``7d``, ``12h``, ``90s``,
         seconds, or ``0``) are this backend's options; every other query parameter goes

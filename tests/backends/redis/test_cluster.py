@@ -188,6 +188,31 @@ def test_a_storage_built_while_its_seed_node_is_down_works_once_it_is_back() -> 
         stop_redis_cluster(cluster)
 
 
+def test_a_url_may_name_several_seeds_and_the_first_that_answers_serves(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    node = redis_cluster.nodes[1]
+    url = f"redis+cluster://127.0.0.1:1,{node.host}:{node.port}/?prefix=seeds1"
+    s = RedisStorage.from_url(url + "&socket_connect_timeout=0.5")
+    try:
+        assert repr(s).startswith("RedisStorage(cluster 127.0.0.1:1,")  # not connected yet
+        s.enqueue([_job(0)])  # the first seed refuses: the second answers
+        assert s.get_job("job-0") is not None
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "hosts", ["127.0.0.1:7000,", "127.0.0.1:7000,127.0.0.1:port", "127.0.0.1:7000,:7001"]
+)
+def test_a_bad_seed_in_a_cluster_url_is_a_config_error_without_the_password(hosts: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RedisStorage.from_url(f"redis+cluster://u:pw-s3cret@{hosts}/")
+    assert info.value.code == "invalid_url"
+    assert "pw-s3cret" not in str(info.value)
+    assert "host[:port][,host[:port]...]" in str(info.value)
+
+
 def test_repr_names_the_cluster_and_hides_the_password(
     redis_cluster: RedisClusterServers,
 ) -> None:
