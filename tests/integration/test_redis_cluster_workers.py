@@ -1,5 +1,6 @@
 """Real worker subprocesses on a real 3-master Redis Cluster: exactly-once drain, SIGKILL
-recovery (the same app as test_redis_workers.py, reached through ``redis+cluster://``)."""
+recovery (the same app as test_redis_workers.py, reached through ``redis+cluster://``),
+and a worker started while its cluster node is down."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,6 +18,8 @@ from typing import IO
 import pytest
 
 from queue_core import JobState, Outcome, Queue
+from tests.servers.redis import stop_redis_server
+from tests.servers.redis_cluster import restart_node, start_redis_cluster, stop_redis_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.integration.redis_workers_app:queue"
@@ -117,3 +121,46 @@ def test_sigkilled_worker_job_is_reaped_on_the_cluster(env: dict[str, str]) -> N
         if b is not None:
             _stop(b)
         q.close()
+
+
+def test_a_worker_started_while_the_cluster_node_is_down_waits_for_it(tmp_path: Path) -> None:
+    """SPEC §10 (storage unreachable: the worker retries with backoff, no crash loop) at
+    start-up: a burst worker spawned while the node its URL names is down logs the outage,
+    keeps trying, and runs the job stored before the outage once the node is back."""
+    aof = ["--appendonly", "yes", "--appendfsync", "always"]
+    cluster = start_redis_cluster(masters=1, extra_args=aof)
+    nodes = list(cluster.nodes)
+    url = f"{cluster.url(prefix='late')}&socket_connect_timeout=0.5"
+    env = dict(os.environ, QC_TEST_URL=url, QC_TEST_LOG=str(tmp_path / "log"))
+    env["PYTHONPATH"] = str(ROOT)
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        q = Queue(url)
+        try:
+            handle = q.enqueue("record", args=(7,), allow_unregistered=True)
+        finally:
+            q.close()
+        node = nodes[0]
+        back = threading.Thread(target=lambda: nodes.__setitem__(0, restart_node(node, 3.0, aof)))
+        back.start()
+        end = time.monotonic() + 15
+        while node.process.poll() is None:
+            assert time.monotonic() < end, "the node did not stop"
+            time.sleep(0.02)
+        worker = _spawn(env, "--burst")
+        back.join(60)
+        assert worker.wait(timeout=90) == 0, _stderr(worker)[-2000:]
+        err = _stderr(worker)
+        assert "storage unavailable" in err and "storage available again" in err, err[-2000:]
+        assert [p[:2] for p in _lines(env)] == [["record", "7"]]
+        q = Queue(url)
+        try:
+            assert q.job(handle.id).status() is JobState.SUCCEEDED
+        finally:
+            q.close()
+    finally:
+        if worker is not None:
+            _stop(worker)
+        for n in nodes:
+            stop_redis_server(n)
+        stop_redis_cluster(cluster)
