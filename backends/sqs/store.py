@@ -57,7 +57,9 @@ class _TableFirst:
     """The DynamoDB client of a storage whose table could not be ensured when it was
     built (the endpoint did not answer: a worker started during an outage): each call
     ensures the table first (``StorageUnavailable`` while the endpoint is unreachable,
-    retried by the caller like any call), then goes to the client."""
+    retried by the caller like any call), then goes to the client. Once the table is
+    ensured the store drops it (:meth:`Store.migrate`): later calls go straight to the
+    client."""
 
     def __init__(self, client: Any, migrate: Callable[[], None]) -> None:
         self.client = client
@@ -225,10 +227,10 @@ class Store:
         """Create the table (indexes, TTL) when missing. Idempotent; safe concurrently."""
         key = (self.endpoint_url, self.region, self.table)
         with _TABLES_LOCK:
-            if key in _TABLES_READY:
-                return
-            ensure_table(self._ddb, self.table)
-            _TABLES_READY.add(key)
+            if key not in _TABLES_READY:
+                ensure_table(self._ddb, self.table)
+                _TABLES_READY.add(key)
+        self.ddb = self.db.client = self._ddb  # a _TableFirst in front is done with
 
     def close(self) -> None:
         """Release prefetched SQS receipts (visibility 0) and the clients. Idempotent."""

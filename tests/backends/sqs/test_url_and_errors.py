@@ -61,6 +61,8 @@ def test_unreachable_endpoint_is_storage_unavailable_at_each_call_until_it_answe
             s.enqueue([NewJob(id="j1", task_name="t", queue="q", payload=b"[]")])
             job = s.get_job("j1")
             assert job is not None and job.state is JobState.QUEUED
+            assert s.store.db.client is s.store.ddb  # the stand-in is gone once it ensured
+            assert type(s.store.ddb).__name__ == "DynamoDB"
             assert s.get_job("j0") is None
     finally:
         s.close()
