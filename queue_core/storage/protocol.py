@@ -395,10 +395,11 @@ class Storage(Protocol):
         ...
 
     def close(self) -> None:
-        """Release connections. Idempotent.
+        """Release connections. Idempotent; succeeds when the server is down.
 
         Contract:
-            PayloadContract.test_close_is_idempotent
+            PayloadContract.test_close_is_idempotent,
+            OutageContract.test_close_of_a_storage_whose_server_is_down_succeeds
         """
         ...
 
@@ -426,8 +427,12 @@ class StorageFactory(Protocol):
         options such as ``?retention=7d``). A URL it cannot use raises
         :class:`~queue_core.records.errors.ConfigError` (code ``invalid_url``, or e.g.
         ``invalid_duration`` for a bad duration option) naming the bad part, with the
-        password masked (:func:`queue_core.storage.urls.mask_url`). Connecting lazily is allowed:
-        a server that cannot be reached may be reported on first use as
-        :class:`~queue_core.records.errors.StorageUnavailable`.
+        password masked (:func:`queue_core.storage.urls.mask_url`). A server that cannot be
+        reached is not an error here: the storage builds, and each call made while the
+        server stays down raises :class:`~queue_core.records.errors.StorageUnavailable`,
+        so that a worker started during an outage waits for the server.
+
+        Contract:
+            OutageContract
         """
         ...

@@ -20,8 +20,12 @@ lacks it, naming the ability and the module it lives in; nothing else skips, exc
 retention tests: they need a
 ``storage_with_retention`` fixture, a function that builds a fresh storage with a given
 ``?retention=`` value (``"0"``, ``"1d"``) and closes it at teardown, and skip naming it
-when the backend provides none. Override ``retention_ms`` on the class when the
-``storage`` fixture's storage was built with a retention other than the default 7 days.
+when the backend provides none; and the outage tests: they need an
+``unreachable_storage`` fixture, a storage built on a URL whose server does not answer
+(with :data:`UNREACHABLE_PASSWORD` as its password where the URL takes one), and skip
+naming it when the backend provides none (an in-process storage). Override
+``retention_ms`` on the class when the ``storage`` fixture's storage was built with a
+retention other than the default 7 days.
 
 This is the only part of queue-core that imports pytest.
 
@@ -67,6 +71,7 @@ from queue_core.testing.suite import (  # noqa: E402
     TemplateEnqueueContract,
     WaitClaimContract,
 )
+from queue_core.testing.suite.outage import UNREACHABLE_PASSWORD  # noqa: E402
 
 __all__ = [
     "DAY",
@@ -76,6 +81,7 @@ __all__ = [
     "MIN",
     "SEC",
     "T0",
+    "UNREACHABLE_PASSWORD",
     "ManualClock",
     "StorageContract",
     "StorageWithRetention",

@@ -12,8 +12,13 @@ from collections.abc import Iterator
 import pytest
 
 from backends.sql import SQLStorage
-from queue_core.testing import StorageContract, StorageWithRetention, TemplateEnqueueContract
-from tests.contract.urls import with_option
+from queue_core.testing import (
+    UNREACHABLE_PASSWORD,
+    StorageContract,
+    StorageWithRetention,
+    TemplateEnqueueContract,
+)
+from tests.contract.urls import closed_port, with_option
 
 
 class TestPgBouncerStorage(StorageContract, TemplateEnqueueContract):
@@ -36,3 +41,10 @@ class TestPgBouncerStorage(StorageContract, TemplateEnqueueContract):
         yield build
         for storage in built:
             storage.close()
+
+    @pytest.fixture
+    def unreachable_storage(self) -> Iterator[SQLStorage]:
+        url = f"postgresql://qc:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/qc?pgbouncer=true"
+        storage = SQLStorage.from_url(url)
+        yield storage
+        storage.close()

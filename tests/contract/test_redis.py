@@ -8,12 +8,13 @@ import pytest
 
 from backends.redis import RedisStorage
 from queue_core.testing import (
+    UNREACHABLE_PASSWORD,
     StorageContract,
     StorageWithRetention,
     TemplateEnqueueContract,
     WaitClaimContract,
 )
-from tests.contract.urls import with_option
+from tests.contract.urls import closed_port, with_option
 
 
 class TestRedisStorage(StorageContract, WaitClaimContract, TemplateEnqueueContract):
@@ -36,3 +37,11 @@ class TestRedisStorage(StorageContract, WaitClaimContract, TemplateEnqueueContra
         yield build
         for storage in built:
             storage.close()
+
+    @pytest.fixture
+    def unreachable_storage(self) -> Iterator[RedisStorage]:
+        s = RedisStorage.from_url(f"redis://:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/0")
+        try:
+            yield s
+        finally:
+            s.close()

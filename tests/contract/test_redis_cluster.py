@@ -8,12 +8,13 @@ import pytest
 
 from backends.redis import RedisStorage
 from queue_core.testing import (
+    UNREACHABLE_PASSWORD,
     StorageContract,
     StorageWithRetention,
     TemplateEnqueueContract,
     WaitClaimContract,
 )
-from tests.contract.urls import with_option
+from tests.contract.urls import closed_port, with_option
 
 
 class TestRedisClusterStorage(StorageContract, WaitClaimContract, TemplateEnqueueContract):
@@ -38,3 +39,13 @@ class TestRedisClusterStorage(StorageContract, WaitClaimContract, TemplateEnqueu
         yield build
         for storage in built:
             storage.close()
+
+    @pytest.fixture
+    def unreachable_storage(self) -> Iterator[RedisStorage]:
+        s = RedisStorage.from_url(
+            f"redis+cluster://:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/"
+        )
+        try:
+            yield s
+        finally:
+            s.close()

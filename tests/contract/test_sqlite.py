@@ -30,3 +30,11 @@ class TestSQLiteStorage(StorageContract, TemplateEnqueueContract):
         yield build
         for storage in built:
             storage.close()
+
+    @pytest.fixture
+    def unreachable_storage(self, tmp_path: Path) -> Iterator[SQLStorage]:
+        """SQLite has no server: its "down" is a database file whose directory is not there
+        (a volume not mounted yet)."""
+        storage = SQLStorage.from_url(f"sqlite:///{tmp_path / 'not-mounted' / 'queue.db'}")
+        yield storage
+        storage.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
@@ -11,3 +12,11 @@ def with_option(url: str, name: str, value: str) -> str:
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != name]
     query.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on: one the OS just handed out and took back."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port

@@ -30,3 +30,11 @@ class TestShelfStorage(StorageContract):
         yield build
         for storage in built:
             storage.close()
+
+    @pytest.fixture
+    def unreachable_storage(self, tmp_path: Path) -> Iterator[ShelfStorage]:
+        """A file store has no server: its "down" is a directory that is not there (a
+        volume not mounted yet). A server backend builds on a closed port instead."""
+        storage = ShelfStorage.from_url(f"shelf://{tmp_path / 'not-mounted' / 'queue.json'}")
+        yield storage
+        storage.close()

@@ -25,6 +25,7 @@ from queue_core.testing.suite.flows import FlowContract
 from queue_core.testing.suite.lease import LeaseContract
 from queue_core.testing.suite.limits import RateLimitContract, UniqueContract
 from queue_core.testing.suite.optional import OptionalAbilitiesContract, WaitClaimContract
+from queue_core.testing.suite.outage import OutageContract
 from queue_core.testing.suite.payload import PayloadContract
 from queue_core.testing.suite.prefetch import PrefetchContract
 from queue_core.testing.suite.prune import PruneContract
@@ -52,6 +53,7 @@ __all__ = [
     "FlowSupersedeContract",
     "LeaseContract",
     "OptionalAbilitiesContract",
+    "OutageContract",
     "PauseContract",
     "ProgressContract",
     "PayloadContract",
@@ -95,6 +97,7 @@ class StorageContract(
     RaceContract,
     PayloadContract,
     OptionalAbilitiesContract,
+    OutageContract,
     FlowContract,
     DurableContract,
     WorkerContract,
@@ -114,7 +117,9 @@ class StorageContract(
     :class:`DurableContract`, skip naming ``SupportsWorkflows``). Subclass it as
     ``TestMyStorage`` and provide ``storage``
     (and ``storage_with_retention``, see :data:`StorageWithRetention`, when the backend
-    takes a ``?retention=`` option: the retention tests skip without it).
+    takes a ``?retention=`` option: the retention tests skip without it; and
+    ``unreachable_storage``, see :class:`OutageContract`, when the backend has a server
+    that can be down: the outage tests skip without it).
 
     Class attributes a subclass may override:
 
