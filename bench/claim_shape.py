@@ -72,7 +72,7 @@ def _server(backend: str) -> Iterator[tuple[str, Callable[[], float]]]:
 
 def _postgres_cpu() -> float:
     total = 0
-    pids = subprocess.run(["pgrep", "-f", "postgres"], capture_output=True, text=True).stdout
+    pids = subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout
     for pid in pids.split():
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
