@@ -67,8 +67,10 @@ class OutageContract(ContractBase):
         )
 
     def test_calls_after_a_failed_one_fail_the_same_way(self, unreachable_storage: Storage) -> None:
-        """A failed call leaves the storage usable: the next is ``StorageUnavailable``
-        again (and works once the server answers), not a broken-connection error."""
+        """A failed call leaves the storage as it was: the next call tries the server
+        again and is ``StorageUnavailable`` again, not an error of a connection or client
+        broken by the first failure. (That the same storage works once the server
+        answers needs the server started on that port: each backend's own tests do it.)"""
         for _ in range(3):
             with pytest.raises(StorageUnavailable):
                 unreachable_storage.claim("w1", ["default"], 1, LEASE, now=T0)

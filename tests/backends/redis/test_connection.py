@@ -42,6 +42,26 @@ def test_server_down_raises_unavailable_then_recovers_after_restart() -> None:
         stop_redis_server(server)
 
 
+def test_a_storage_built_while_the_server_is_down_works_once_it_is_up() -> None:
+    """A worker started while Redis is down builds its storage and waits: calls are
+    ``StorageUnavailable`` until the server is up, then the same storage works (its
+    scripts load on the first call that reaches the server)."""
+    server = start_redis_server()
+    stop_redis_server(server)
+    s = RedisStorage.from_url(server.url(prefix="built-down"))
+    try:
+        with pytest.raises(StorageUnavailable):
+            s.enqueue([_job("a")], now=T0)
+        with pytest.raises(StorageUnavailable):
+            s.claim("w", ["q"], 1, LEASE, now=T0)
+        server = start_redis_server(port=server.port)
+        assert s.enqueue([_job("b")], now=T0) == [JobState.QUEUED]
+        assert [c.id for c in s.claim("w", ["q"], 5, LEASE, now=T0)] == ["b"]
+    finally:
+        s.close()
+        stop_redis_server(server)
+
+
 def test_closed_storage_refuses_calls(storage: RedisStorage) -> None:
     storage.close()
     storage.close()

@@ -43,6 +43,31 @@ def test_postgres_restart_raises_unavailable_then_recovers(
         storage.close()
 
 
+def test_postgres_storage_built_while_the_server_is_down_works_once_it_is_up(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """A worker started while PostgreSQL is down builds its storage, and waits: each call
+    is ``StorageUnavailable`` until the server is up, then the same storage works (the
+    engine's first connection, the schema check, the prepared statements all happen on
+    a call that succeeds, not at build)."""
+    postgres_server.stop()
+    try:
+        storage = SQLStorage.from_url(postgres_url)
+        with pytest.raises(StorageUnavailable):
+            storage.enqueue([new_job()], now=T0)
+        with pytest.raises(StorageUnavailable):
+            storage.claim("w", ["default"], 10, 1000, now=T0)
+    finally:
+        postgres_server.start()
+    try:
+        storage.enqueue([new_job()], now=T0)
+        assert (
+            len(storage.claim("w", ["default"], 10, 1000, now=T0)) == 1
+        )  # the failed one wrote nothing
+    finally:
+        storage.close()
+
+
 _CLAIMER = textwrap.dedent(
     """
     import sys
