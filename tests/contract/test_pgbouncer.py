@@ -18,7 +18,7 @@ from queue_core.testing import (
     StorageWithRetention,
     TemplateEnqueueContract,
 )
-from tests.contract.urls import closed_port, with_option
+from tests.contract.urls import unreachable_postgres_url, with_option
 
 
 class TestPgBouncerStorage(StorageContract, TemplateEnqueueContract):
@@ -44,7 +44,8 @@ class TestPgBouncerStorage(StorageContract, TemplateEnqueueContract):
 
     @pytest.fixture
     def unreachable_storage(self) -> Iterator[SQLStorage]:
-        url = f"postgresql://qc:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/qc?pgbouncer=true"
-        storage = SQLStorage.from_url(url)
+        storage = SQLStorage.from_url(
+            unreachable_postgres_url(UNREACHABLE_PASSWORD, "?pgbouncer=true")
+        )
         yield storage
         storage.close()

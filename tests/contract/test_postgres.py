@@ -17,7 +17,7 @@ from queue_core.testing import (
     StorageWithRetention,
     TemplateEnqueueContract,
 )
-from tests.contract.urls import closed_port, with_option
+from tests.contract.urls import unreachable_postgres_url, with_option
 
 
 class TestPostgresStorage(StorageContract, TemplateEnqueueContract):
@@ -43,7 +43,6 @@ class TestPostgresStorage(StorageContract, TemplateEnqueueContract):
 
     @pytest.fixture
     def unreachable_storage(self) -> Iterator[SQLStorage]:
-        url = f"postgresql://qc:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/qc"
-        storage = SQLStorage.from_url(url)
+        storage = SQLStorage.from_url(unreachable_postgres_url(UNREACHABLE_PASSWORD))
         yield storage
         storage.close()

@@ -20,3 +20,8 @@ def closed_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
+
+
+def unreachable_postgres_url(password: str, options: str = "") -> str:
+    """A PostgreSQL URL with ``password`` whose server does not answer (a closed port)."""
+    return f"postgresql://qc:{password}@127.0.0.1:{closed_port()}/qc{options}"

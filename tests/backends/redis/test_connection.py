@@ -22,38 +22,25 @@ def test_script_cache_flush_is_survived(storage: RedisStorage, raw: redis.Redis[
     assert [c.id for c in storage.claim("w", ["q"], 1, LEASE, now=T0)] == ["a"]
 
 
-def test_server_down_raises_unavailable_then_recovers_after_restart() -> None:
+@pytest.mark.parametrize("built", ["while up", "while down"])
+def test_server_down_raises_unavailable_then_recovers_after_restart(built: str) -> None:
+    """Calls while Redis is down are ``StorageUnavailable``; once it is up again the same
+    storage works (its scripts load again on the first call that reaches the server). A
+    storage built while it is down (a worker started during the outage) waits the same."""
     server = start_redis_server()
+    if built == "while down":
+        stop_redis_server(server)
     s = RedisStorage.from_url(server.url(prefix="restart"))
     try:
-        assert s.enqueue([_job("a")], now=T0) == [JobState.QUEUED]
-        stop_redis_server(server)
+        if built == "while up":
+            assert s.enqueue([_job("a")], now=T0) == [JobState.QUEUED]
+            stop_redis_server(server)
         with pytest.raises(StorageUnavailable) as info:
             s.claim("w", ["q"], 1, LEASE, now=T0)
         assert isinstance(info.value.__cause__, redis.ConnectionError)
         with pytest.raises(StorageUnavailable):
-            s.get_job("a")
-        # same port, empty memory and script cache (no persistence)
-        server = start_redis_server(port=server.port)
-        assert s.enqueue([_job("b")], now=T0) == [JobState.QUEUED]
-        assert [c.id for c in s.claim("w", ["q"], 5, LEASE, now=T0)] == ["b"]
-    finally:
-        s.close()
-        stop_redis_server(server)
-
-
-def test_a_storage_built_while_the_server_is_down_works_once_it_is_up() -> None:
-    """A worker started while Redis is down builds its storage and waits: calls are
-    ``StorageUnavailable`` until the server is up, then the same storage works (its
-    scripts load on the first call that reaches the server)."""
-    server = start_redis_server()
-    stop_redis_server(server)
-    s = RedisStorage.from_url(server.url(prefix="built-down"))
-    try:
-        with pytest.raises(StorageUnavailable):
             s.enqueue([_job("a")], now=T0)
-        with pytest.raises(StorageUnavailable):
-            s.claim("w", ["q"], 1, LEASE, now=T0)
+        # same port, empty memory and script cache (no persistence)
         server = start_redis_server(port=server.port)
         assert s.enqueue([_job("b")], now=T0) == [JobState.QUEUED]
         assert [c.id for c in s.claim("w", ["q"], 5, LEASE, now=T0)] == ["b"]
