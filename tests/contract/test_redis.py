@@ -14,7 +14,8 @@ from queue_core.testing import (
     TemplateEnqueueContract,
     WaitClaimContract,
 )
-from tests.contract.urls import closed_port, with_option
+from tests.contract.urls import with_option
+from tests.servers.ports import free_port
 
 
 class TestRedisStorage(StorageContract, WaitClaimContract, TemplateEnqueueContract):
@@ -40,7 +41,7 @@ class TestRedisStorage(StorageContract, WaitClaimContract, TemplateEnqueueContra
 
     @pytest.fixture
     def unreachable_storage(self) -> Iterator[RedisStorage]:
-        s = RedisStorage.from_url(f"redis://:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/0")
+        s = RedisStorage.from_url(f"redis://:{UNREACHABLE_PASSWORD}@127.0.0.1:{free_port()}/0")
         try:
             yield s
         finally:

@@ -14,7 +14,8 @@ from queue_core.testing import (
     TemplateEnqueueContract,
     WaitClaimContract,
 )
-from tests.contract.urls import closed_port, with_option
+from tests.contract.urls import with_option
+from tests.servers.ports import free_port
 
 
 class TestRedisClusterStorage(StorageContract, WaitClaimContract, TemplateEnqueueContract):
@@ -43,7 +44,7 @@ class TestRedisClusterStorage(StorageContract, WaitClaimContract, TemplateEnqueu
     @pytest.fixture
     def unreachable_storage(self) -> Iterator[RedisStorage]:
         s = RedisStorage.from_url(
-            f"redis+cluster://:{UNREACHABLE_PASSWORD}@127.0.0.1:{closed_port()}/"
+            f"redis+cluster://:{UNREACHABLE_PASSWORD}@127.0.0.1:{free_port()}/"
         )
         try:
             yield s

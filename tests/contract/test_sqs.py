@@ -18,7 +18,8 @@ import pytest
 
 from backends.sqs import SQSStorage
 from queue_core.testing import StorageContract, StorageWithRetention
-from tests.contract.urls import closed_port, with_option
+from tests.contract.urls import with_option
+from tests.servers.ports import free_port
 
 TESTS_PER_TABLE = 20
 _TABLE: dict[str, Any] = {"name": None, "uses": 0}
@@ -64,7 +65,7 @@ class TestSQSStorage(StorageContract):
         """An endpoint that does not answer (SQS credentials come from the environment,
         not the URL: the moto fixture sets them)."""
         s = SQSStorage.from_url(
-            f"sqs://?region=us-east-1&table=qc-down&endpoint_url=http://127.0.0.1:{closed_port()}"
+            f"sqs://?region=us-east-1&table=qc-down&endpoint_url=http://127.0.0.1:{free_port()}"
         )
         try:
             yield s

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from tests.servers.ports import free_port
 
 
 def with_option(url: str, name: str, value: str) -> str:
@@ -14,14 +15,6 @@ def with_option(url: str, name: str, value: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def closed_port() -> int:
-    """A port on 127.0.0.1 nothing listens on: one the OS just handed out and took back."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 def unreachable_postgres_url(password: str, options: str = "") -> str:
     """A PostgreSQL URL with ``password`` whose server does not answer (a closed port)."""
-    return f"postgresql://qc:{password}@127.0.0.1:{closed_port()}/qc{options}"
+    return f"postgresql://qc:{password}@127.0.0.1:{free_port()}/qc{options}"

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from contrib.worker_metrics import WorkerMetrics
 from queue_core import ConfigError, JobState, Queue
 from tests.contrib.conftest import App
+from tests.servers.ports import free_port
 
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -86,12 +87,6 @@ def test_bad_cap_is_a_config_error() -> None:
     assert info.value.code == "invalid_option" and "max_tasks 0" in str(info.value)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         return str(r.read().decode())
@@ -102,7 +97,7 @@ def test_worker_metrics_port_serves_what_it_recorded(app: App) -> None:
     bad = [app.module.flaky_forever.delay() for _ in range(5)]
     fatal = [app.module.explode.delay(i) for i in range(3)]
     jobs = ok + bad + fatal
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
     proc = subprocess.Popen(
         [

@@ -15,6 +15,7 @@ from queue_core import ExecutionFailed, JobState, Outcome, Queue, RetryPolicy
 from queue_core.app.steps.http import BODY_CAP
 from queue_core.flows import ExecutionState, StepState
 from tests.servers.http_echo import EchoServer, echo_server
+from tests.servers.ports import free_port
 
 ONCE = RetryPolicy(max_attempts=1)
 TWICE = RetryPolicy(max_attempts=2, initial=0.01, jitter=0)
@@ -365,11 +366,7 @@ def test_only_http_urls_are_requested(queue: Queue) -> None:
 
 
 def test_a_refused_connection_fails_the_attempt_and_is_retried(queue: Queue) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens there once closed
+    port = free_port()  # nothing listens there
     run = one_step(queue, f"http://127.0.0.1:{port}/", retry=TWICE).start()
     drain(queue)
     step = run.steps()[0]

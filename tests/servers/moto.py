@@ -19,13 +19,10 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.servers.ports import free_port
+
 TABLE = "qc-test-jobs"
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _LinearizedDynamoDB:
@@ -169,7 +166,7 @@ def moto_server(port: int | None = None) -> Iterator[tuple[str, _MotoServer]]:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ.pop("AWS_PROFILE", None)
-    port = _free_port() if port is None else port
+    port = free_port() if port is None else port
     server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -24,7 +24,8 @@ import pytest
 
 from backends.sql.url import parse_sql_url
 from tests.contract.urls import with_option
-from tests.servers.postgres import SUPERUSER, PostgresServer, _free_port, _os_user
+from tests.servers.ports import free_port
+from tests.servers.postgres import SUPERUSER, PostgresServer, _os_user
 from tests.servers.process import ServerProcess
 
 PGBOUNCER = os.environ.get("QUEUE_CORE_PGBOUNCER", "/usr/sbin/pgbouncer")
@@ -41,7 +42,7 @@ class PgBouncer(ServerProcess):
             raise RuntimeError(f"{PGBOUNCER} not found: apt-get install -y pgbouncer")
         self.user = _os_user()
         self.root = Path(tempfile.mkdtemp(prefix="qc-pgb-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.logfile = self.root / "pgbouncer.log"
         (self.root / "userlist.txt").write_text(f'"{SUPERUSER}" ""\n')
         (self.root / "pgbouncer.ini").write_text(

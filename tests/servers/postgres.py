@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -29,17 +28,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.servers.ports import free_port
 from tests.servers.process import ServerProcess
 
 PG_BIN = Path(os.environ.get("QUEUE_CORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PG_USER = "qcpg"
 SUPERUSER = "postgres"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _os_user() -> str | None:
@@ -69,7 +63,7 @@ class PostgresServer(ServerProcess):
             info = pwd.getpwnam(self.user)
             for p in (self.root, self.sockdir):
                 os.chown(p, info.pw_uid, info.pw_gid)
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._initdb()
 

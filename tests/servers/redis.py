@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.servers.ports import free_port
+
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
@@ -37,11 +39,6 @@ class RedisServer:
         return f"redis://{self.host}:{self.port}/{db}" + (f"?{q}" if q else "")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def start_redis_server(
     port: int | None = None, workdir: str | None = None, extra_args: Sequence[str] = ()
@@ -54,7 +51,7 @@ def start_redis_server(
     Raises:
         RuntimeError: the server did not come up within 10 s (its log is in the message).
     """
-    port = port or _free_port()
+    port = port or free_port()
     workdir = workdir or tempfile.mkdtemp(prefix="qc-redis-")
     proc = subprocess.Popen(
         [

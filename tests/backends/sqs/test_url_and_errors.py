@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from backends.sqs import SQSStorage
@@ -11,6 +9,7 @@ from queue_core.app.config import open_storage
 from queue_core.records.errors import ConfigError, StorageUnavailable
 from queue_core.records.jobs import JobState, NewJob
 from tests.servers.moto import moto_server
+from tests.servers.ports import free_port
 
 
 def test_url_options_reach_the_storage(sqs_url: str) -> None:
@@ -47,9 +46,7 @@ def test_unreachable_endpoint_is_storage_unavailable_at_each_call_until_it_answe
     """A storage built while the endpoint is down (a worker started during an outage)
     builds; each call is ``StorageUnavailable`` until the endpoint answers, and the first
     call after that creates the table it could not create when built."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     s = SQSStorage(endpoint_url=f"http://127.0.0.1:{port}", table="late", prefix="late")
     try:
         with pytest.raises(StorageUnavailable) as err:

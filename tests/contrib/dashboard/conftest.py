@@ -4,7 +4,6 @@ uvicorn server in a thread, and Debian's chromium driven by Playwright."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from queue_core import Concurrency, JobState, Queue, TaskError
+from tests.servers.ports import free_port
 
 CHROMIUM = os.environ.get("QUEUE_CORE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -168,12 +168,6 @@ def local_client(app: Any, **options: Any) -> TestClient:
 
 
 # --------------------------------------------------------------------------- live server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from contrib.dashboard.cli import dashboard_command
 from queue_core import Queue
-from tests.contrib.dashboard.conftest import free_port
+from tests.servers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 

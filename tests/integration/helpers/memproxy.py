@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from queue_core.storage import abilities
 from queue_core.storage.protocol import Storage
+from tests.servers.ports import free_port
 
 __all__ = ["ENV", "connect", "serve"]
 
@@ -101,9 +101,7 @@ def serve() -> Iterator[str]:
     """Serve a fresh ``MemoryStorage`` from a helper process on a loopback port; yields
     :data:`ENV`'s value, and stops the process at the end."""
     key = os.urandom(8).hex()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     root = Path(__file__).resolve().parents[3]
     env = dict(os.environ, PYTHONPATH=str(root))
     proc = subprocess.Popen(
