@@ -4,7 +4,7 @@ keep, at a given ``prefetch`` (and slots).
 For ``postgres`` (default), ``redis`` or ``sqlite``: starts a throwaway server
 (``tests/servers/``; a temp file for SQLite), bulk-enqueues N no-op jobs, drains them
 with one in-process burst ``Worker`` (8 slots unless ``QUEUE_CORE_WORKER_SLOTS`` says
-otherwise), and prints the rate, the CPU the server (postgres processes from ``/proc``,
+otherwise), and prints the rate, the CPU the server (the postmaster and its children from ``/proc``,
 Redis from ``INFO cpu``) and this process (``os.times``) spent per job, and per storage
 call (``claim``, ``claim_ahead``, ``start_claimed``, ``start_and_finish``, ``finish``):
 calls, the share of the drain's time spent in them, their mean duration, the mean limit
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,12 +39,16 @@ _CALLS = ("claim", "claim_ahead", "start_claimed", "start_and_finish", "finish")
 def _server(backend: str) -> Iterator[tuple[str, Callable[[], float]]]:
     """A throwaway store of ``backend``: its URL and a reading of its server's CPU (s)."""
     if backend == "postgres":
+        from pg_drain_cpu import server_cpu
+
         from tests.servers.postgres import PostgresServer
 
         pg = PostgresServer()
         pg.start()
+        assert pg.proc is not None
+        postmaster = pg.proc.pid
         try:
-            yield pg.url(), _postgres_cpu
+            yield pg.url(), lambda: server_cpu(postmaster)
         finally:
             pg.stop()
     elif backend == "redis":
@@ -68,18 +71,6 @@ def _server(backend: str) -> Iterator[tuple[str, Callable[[], float]]]:
     else:  # sqlite: the worker's own process is the server
         with tempfile.TemporaryDirectory() as d:
             yield f"sqlite:///{d}/shape.db", lambda: 0.0
-
-
-def _postgres_cpu() -> float:
-    total = 0
-    pids = subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True).stdout
-    for pid in pids.split():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _own_cpu() -> float:

@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pg_drain_cpu import server_cpu  # noqa: E402 - bench/ is on sys.path as the script's folder
+
 from tests.servers.postgres import PostgresServer  # noqa: E402
 
 QC_APP = """
@@ -98,24 +100,6 @@ if __name__ == "__main__":
 """
 
 
-def _server_cpu(postmaster: int) -> float:
-    """CPU seconds of the postmaster, its live children and its exited children."""
-    total = 0
-    pids = [str(postmaster)]
-    pids += subprocess.run(
-        ["pgrep", "-P", str(postmaster)], capture_output=True, text=True
-    ).stdout.split()
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-        if pid == str(postmaster):
-            total += int(fields[13]) + int(fields[14])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def _fresh(pg: PostgresServer, name: str) -> None:
     """An empty database ``name``: each drain starts on new tables, as the harness's do."""
     pg.drop_database(name)
@@ -123,11 +107,11 @@ def _fresh(pg: PostgresServer, name: str) -> None:
 
 
 def _drain(label: str, n: int, cmd: list[str], env: dict[str, str], cwd: Path, pm: int) -> None:
-    s0, r0 = _server_cpu(pm), resource.getrusage(resource.RUSAGE_CHILDREN)
+    s0, r0 = server_cpu(pm), resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=cwd, check=True)
     dt = time.perf_counter() - t
-    s1, r1 = _server_cpu(pm), resource.getrusage(resource.RUSAGE_CHILDREN)
+    s1, r1 = server_cpu(pm), resource.getrusage(resource.RUSAGE_CHILDREN)
     worker = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / n * 1e6
     server = (s1 - s0) / n * 1e6
     print(f"  {label:28s} {n / dt:8,.0f} jobs/s   CPU per job: server {server:4.0f} µs, "

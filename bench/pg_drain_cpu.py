@@ -37,8 +37,9 @@ def _stat(pid: int | str) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def _server_cpu(postmaster: int) -> float:
-    """CPU seconds of the postmaster, its reaped children and its live children."""
+def server_cpu(postmaster: int) -> float:
+    """CPU seconds of the postmaster, its reaped children and its live children (also read
+    by ``claim_shape.py`` and ``pg_batch_cpu.py``)."""
     ticks = sum(int(x) for x in _stat(postmaster)[11:15])
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -72,7 +73,7 @@ def one_rep(pg: object, tree: Path, workdir: Path, n: int, workers: int) -> tupl
     postmaster = pg.proc.pid  # type: ignore[attr-defined]
     x0 = _commits(pg, name)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    s0, t0 = _server_cpu(postmaster), time.perf_counter()
+    s0, t0 = server_cpu(postmaster), time.perf_counter()
     procs = [
         subprocess.Popen(drain._worker_cmd(["--burst"]), cwd=workdir, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -83,7 +84,7 @@ def one_rep(pg: object, tree: Path, workdir: Path, n: int, workers: int) -> tupl
             raise SystemExit(f"a worker from {tree} exited {p.returncode}")
     wall = time.perf_counter() - t0
     time.sleep(1.0)  # backends reaped, statistics flushed
-    server = _server_cpu(postmaster) - s0
+    server = server_cpu(postmaster) - s0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
     commits = _commits(pg, name) - x0
