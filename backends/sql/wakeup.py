@@ -234,8 +234,11 @@ class PostgresWakeup:
                 return True
             wait = max(timeout, 0.0) if due is None else min(max(timeout, 0.0), due)
             try:
+                # The commit may be a pause or a resume: the claim that follows checks
+                # the pauses' version in its statement and reads them again when they
+                # changed (``Claiming.claim``), so no read of its own here (a round
+                # trip on every idle pick-up).
                 for _ in self._conn.notifies(timeout=wait, stop_after=1):
-                    self.pauses.current(fresh=True)  # the commit may be a pause
                     return True
             except Exception:
                 self._conn.close()
