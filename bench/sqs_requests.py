@@ -9,10 +9,13 @@ are requests as AWS would bill them, not an estimate.
 
 DynamoDB capacity units are computed from those requests (moto does not meter them):
 every write action costs ``ceil(item KB)`` write request units (twice that inside
-``TransactWriteItems``), plus one unit per global secondary index whose key attributes
-the action sets and one per index whose key attributes it removes (an index entry
-moved is a delete and a put; an upper bound, since a SET of an attribute the item did
-not have only puts); every read costs ``ceil(KB / 4)`` read request units (half for an
+``TransactWriteItems``), plus, since every index projects all attributes, per global
+secondary index: a put, one unit per index whose key attributes it has; an update
+(sized by the item the in-process moto server holds before it), per index, the item's
+units twice when it sets a key of an entry the item keeps (a move: a delete and a put;
+an upper bound, the value may be unchanged), once when it puts the item in or takes it
+out, once when the item stays in with its keys unchanged (the entry rewritten); every
+read costs ``ceil(KB / 4)`` read request units (half for an
 eventually consistent read), a Query by the items it returned. Item sizes are measured
 on the items moto stores (attribute names + values, DynamoDB's sizing). SQS requests
 are billed per 64 KB chunk: every request here is below 64 KB.
@@ -53,6 +56,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+REGION = "us-east-1"
+"""The region of the storage measured (its moto backend is read for item sizes)."""
 SQS_PER_M = 0.40
 WRU_PER_M = 1.25
 RRU_PER_M = 0.25
@@ -81,6 +86,51 @@ def item_bytes(item: dict[str, Any]) -> int:
     return sum(len(k) + _size(v) for k, v in item.items())
 
 
+def _clauses(expr: str, names: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The attributes an update expression sets and removes (names resolved)."""
+    assigned: set[str] = set()
+    removed: set[str] = set()
+    for verb, clause in re.findall(
+        r"\b(SET|REMOVE|ADD|DELETE)\b(.*?)(?=\b(?:SET|REMOVE|ADD|DELETE)\b|$)", expr, re.I
+    ):
+        if verb.upper() == "REMOVE":
+            removed |= {names.get(t, t) for t in re.findall(r"#?\w+", clause)}
+        elif verb.upper() == "SET":
+            assigned |= {names.get(t, t) for t in re.findall(r"(#?\w+)\s*=", clause)}
+        else:  # ADD / DELETE: the first name of each element
+            assigned |= {names.get(t, t) for t in re.findall(r"(?:^|,)\s*(#?\w+)", clause)}
+    return assigned, removed
+
+
+def _index_units(
+    keys: tuple[str, ...], stored: set[str], assigned: set[str], removed: set[str]
+) -> int:
+    """Index writes (in units of the item's size) of an update, for one index of ``keys``
+    projecting all attributes: an entry moved (a key set while in it; an upper bound, the
+    value may be the same) a delete and a put, put or deleted one, rewritten one."""
+    before = all(k in stored for k in keys)
+    after = all((k in stored or k in assigned) and k not in removed for k in keys)
+    if before and after:
+        return 2 if set(keys) & assigned else 1
+    return 1 if before or after else 0
+
+
+def _stored(table: str, key: dict[str, Any]) -> tuple[set[str], int]:
+    """The attribute names and bytes of the item ``key`` as the in-process moto server
+    holds it before an update (DynamoDB bills an update by the larger of the item before
+    and after: this undercounts an update that grows it); none, 0 when the update
+    creates it."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+    try:
+        item = backend.get_item(table, key)
+    except Exception:  # noqa: BLE001 - no such table yet: nothing stored
+        return set(), 0
+    return (set(), 0) if item is None else (set(item.attrs), int(item.size()))
+
+
 class Meter:
     """Counts requests per service and operation, and DynamoDB request units."""
 
@@ -91,6 +141,8 @@ class Meter:
         """Of ``wru``: the global secondary index writes (an upper bound)."""
         self.rru = 0.0
         self.max_item = 0
+        self.max_update = 0
+        """Bytes of the largest item an update wrote over."""
         self.scanned = 0
         """Items Queries read (``ScannedCount``: before their filters)."""
         self.mean_item = 1024
@@ -116,11 +168,14 @@ class Meter:
             self.max_item = max(self.max_item, size)
             gsi = self._indexes_touched(set(body["Item"]))
         elif kind == "Update":
-            size = 1024  # items here are < 1 KB (max_item checks the puts)
-            expr = body.get("UpdateExpression", "")
+            stored, size = _stored(body["TableName"], body["Key"])
+            size = max(size, 1)
+            self.max_update = max(self.max_update, size)
             names = body.get("ExpressionAttributeNames", {})
-            named = {names.get(t, t) for t in re.findall(r"#?\w+", expr)}
-            gsi = 2 * self._indexes_touched(named)
+            assigned, removed = _clauses(body.get("UpdateExpression", ""), names)
+            gsi = math.ceil(size / 1024) * sum(
+                _index_units(keys, stored, assigned, removed) for keys in self._index_keys
+            )
         else:
             size, gsi = 1024, 0
         if kind == "ConditionCheck":
@@ -253,9 +308,10 @@ def main() -> None:
     from backends.sqs.tables import INDEXES
     from queue_core import Queue
     from queue_core.worker import Worker
-    from tests.servers.moto import _free_port, _MotoServer
+    from tests.servers.moto import _MotoServer
+    from tests.servers.ports import free_port
 
-    port = _free_port()
+    port = free_port()
     server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
@@ -263,7 +319,7 @@ def main() -> None:
         modes = {"delay": [False], "map": [True], "both": [False, True]}[args.enqueue]
         for bulk in [False] if args.flow else modes:
             storage = SQSStorage(
-                region="us-east-1",
+                region=REGION,
                 table="qc-bench",
                 prefix=f"b{uuid.uuid4().hex[:10]}",
                 endpoint_url=f"http://127.0.0.1:{port}",
