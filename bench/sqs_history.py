@@ -54,9 +54,10 @@ def main() -> None:
 
     from backends.sqs import SQSStorage
     from backends.sqs.tables import INDEXES
-    from tests.servers.moto import _free_port, _MotoServer
+    from tests.servers.moto import _MotoServer
+    from tests.servers.ports import free_port
 
-    port = _free_port()
+    port = free_port()
     server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
