@@ -3,8 +3,9 @@ requests, no clock (the flows part, :mod:`backends.sqs.flows`, does those).
 
 The layout (``P`` is the key prefix ``"<prefix>#"``; ``docs/backends/sqs.md`` has every
 attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON),
-``ss`` (one line ``state|released|reason`` per step), ``r`` (claims not yet folded: idx
--> attempt) and ``td`` (job operations left, :func:`dump_op`); in its partition the
+``ss`` (one line ``state|released|reason`` per step; both compressed when long,
+:func:`pack`), ``r`` (claims not yet folded: idx -> attempt) and ``td`` (job operations
+left, :func:`dump_op`); in its partition the
 step-end events ``E#<idx>#<attempt>#a|q``, results ``O#<idx>`` and the step jobs kept
 until released, ``JB#<part>`` (:func:`zjson` of :data:`PART` job items); concurrency key
 ``P XK#<key>``/``XK`` with ``a`` (id -> ``state|created_at``, :func:`slots`). A workflow's
@@ -39,8 +40,10 @@ __all__ = [
     "fit",
     "fresh_release",
     "job_when",
+    "pack",
     "slots",
     "stored_at",
+    "unpack",
     "unzjson",
     "zjson",
 ]
@@ -76,6 +79,27 @@ def dump_op(op: JobOp) -> list[Any]:
     return ["end", op.idx, op.when.value, op.state.value, op.reason, oc]
 
 
+PACK_FROM = 1024
+"""``sp`` and ``ss`` texts of at least this many bytes are stored zlib-compressed (a binary
+attribute): an execution item is written again by every batch of its step ends, and
+DynamoDB bills a write by the whole item's size, in the table and in each index that
+holds it."""
+
+
+def pack(text: str) -> str | bytes:
+    """An ``sp`` or ``ss`` text as stored: as is when short, else compressed."""
+    raw = text.encode()
+    return zlib.compress(raw, 1) if len(raw) >= PACK_FROM else text
+
+
+def unpack(value: Any) -> str:
+    """An ``sp`` or ``ss`` attribute's text (:func:`pack`; a text of an earlier version
+    as is)."""
+    if isinstance(value, (bytes, bytearray)):
+        return zlib.decompress(value).decode()
+    return str(value)
+
+
 def _b64(value: bytes) -> dict[str, str]:
     return {"$b": base64.b64encode(value).decode()}
 
@@ -100,9 +124,11 @@ class Exec:
 
     def __init__(self, item: Item) -> None:
         self.item, self.id, self.state = item, str(item["id"]), ExecutionState(item["st"])
-        self.steps = [(sid, tuple(deps)) for sid, deps in json.loads(item["sp"])]
+        self.steps = [(sid, tuple(deps)) for sid, deps in json.loads(unpack(item["sp"]))]
+        self.cells_text = unpack(item["ss"])
+        """``ss`` as read (a write that leaves it as it was does not write it)."""
         self.cells: list[Cell] = []
-        for line in str(item["ss"]).split("\n"):
+        for line in self.cells_text.split("\n"):
             st, released, why = line.split("|", 2)
             self.cells.append((StepState(st), released == "1", why or None))
         self.claims = {int(k): int(n) for k, n in (item.get("r") or {}).items()}
@@ -205,8 +231,8 @@ def exec_item(p: str, new: NewExecution, seq: int, now: int) -> Item:
     steps = json.dumps([[s.id, list(s.depends_on)] for s in new.steps])
     item: Item = {"pk": f"{p}X#{new.id}", "sk": "X", "id": new.id, "fl": new.flow, "ap": f"{p}X"}
     item.update(sh=new.spec_hash, st=_E.QUEUED.value, mp=new.max_parallel, to=new.timeout_ms)
-    item.update({"in": new.input}, ca=now, seq=seq, v=1, r={}, sp=steps)
-    item["ss"] = cells_text([(_S.PENDING, False, None)] * len(new.steps))
+    item.update({"in": new.input}, ca=now, seq=seq, v=1, r={}, sp=pack(steps))
+    item["ss"] = pack(cells_text([(_S.PENDING, False, None)] * len(new.steps)))
     if new.concurrency is not None:
         item.update(ck=new.conc_key, cl=new.concurrency.limit, cb=new.concurrency.behavior)
     if new.kind != "flow":

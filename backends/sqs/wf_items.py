@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.sqs.codec import Item
-from backends.sqs.flow_items import Cell, Exec, JobOp, cells_text
+from backends.sqs.flow_items import Cell, Exec, JobOp, cells_text, pack
 from queue_core.records.errors import StorageError
 from queue_core.records.flows import ExecutionState
 from queue_core.records.jobs import NewJob
@@ -154,7 +154,7 @@ class WfPlan:
             )
         self.steps.append([op.step, []])
         cells.append((op.state, op.job is not None, None))
-        sets["sp"] = json.dumps(self.steps)
+        sets["sp"] = pack(json.dumps(self.steps))
         if op.job is not None:  # enqueued now: the release of its stored job (JC#)
             self.kids[op.idx] = op.job
             todo.append(plan.Release(op.step, op.idx, op.job.flow_deadline_at))
@@ -229,6 +229,6 @@ def exec_sets(
             todo.append(op)
         else:
             wf.op(op, sets, cells, todo)
-    if (text := cells_text(cells)) != x.item["ss"]:
-        sets["ss"] = text
+    if (text := cells_text(cells)) != x.cells_text:
+        sets["ss"] = pack(text)
     return sets, todo, wf

@@ -8,18 +8,19 @@ events are pending when the next reap folds them at once.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from backends.sqs.flow_items import Exec
+from backends.sqs.flow_items import Exec, cells_text
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import JobState, Outcome, Reason
 from queue_core.rules.flows import plan
 from queue_core.storage.flows import step_job_id
-from queue_core.testing.fixtures import LEASE, T0, dead_end, retry_end
-from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec
+from queue_core.testing.fixtures import LEASE, T0, complete_end, dead_end, retry_end
+from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
 from tests.backends.sqs.conftest import Factory
 
 S = StepState
@@ -121,3 +122,46 @@ def test_job_operations_left_by_the_version_before_the_plan_are_read() -> None:
         ),
         plan.RequestCancel("b", 1),
     ]
+
+
+def _raw_execution(storage: Any, execution_id: str) -> dict[str, Any]:
+    key = storage.flows._key("X", execution_id)
+    item: dict[str, Any] = storage.store.ddb.get_item(
+        TableName=storage.store.db.name, Key=key, ConsistentRead=True
+    )["Item"]
+    return item
+
+
+def test_a_wide_execution_is_stored_compressed_and_a_text_one_still_advances(
+    make_storage: Factory,
+) -> None:
+    # An execution item is written again by each batch of step ends and billed by its
+    # whole size: long step lists and cells are stored compressed (binary). One written
+    # by the version before (text) is read, advanced and written compressed.
+    s = make_storage()
+    wide = make_execution(make_spec({"root": [], **{f"s{i:03d}": ["root"] for i in range(120)}}))
+    s.start_execution(wide, now=T0)
+    raw = _raw_execution(s, wide.id)
+    assert set(raw["sp"]) == {"B"} and set(raw["ss"]) == {"B"}
+    assert len(raw["sp"]["B"]) < len(json.dumps([["s000", ["root"]]] * 120)) // 4
+
+    older = make_execution(make_spec({"root": [], **{f"t{i:03d}": ["root"] for i in range(120)}}))
+    s.start_execution(older, now=T0)
+    x = s.flows._read(older.id)
+    text = {":sp": {"S": json.dumps([[sid, list(deps)] for sid, deps in x.steps])}}
+    text[":ss"] = {"S": cells_text(x.cells)}
+    s.store.ddb.update_item(
+        TableName=s.store.db.name,
+        Key=s.flows._key("X", older.id),
+        UpdateExpression="SET sp = :sp, ss = :ss",
+        ExpressionAttributeValues=text,
+    )
+    assert set(_raw_execution(s, older.id)["ss"]) == {"S"}
+    (root,) = [
+        c for c in s.claim("w", ["default"], 10, LEASE, now=T0 + 1) if c.execution_id == older.id
+    ]
+    assert s.finish([complete_end(root.ref)], now=T0 + 2) == [True]
+    after = states(s, older.id)
+    assert after["root"] is S.SUCCEEDED
+    assert {after[f"t{i:03d}"] for i in range(120)} == {S.QUEUED}
+    assert set(_raw_execution(s, older.id)["ss"]) == {"B"}
