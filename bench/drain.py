@@ -1,6 +1,7 @@
 """End-to-end throughput and latency of queue-core through its public API (BENCH.md workload).
 
-For one backend (``memory``, ``sqlite``, ``redis`` or ``postgres``):
+For one backend (``memory``, ``sqlite``, ``redis``, ``postgres``, ``redis-cluster`` or
+``sqs``):
 
 1. **enqueue single**: N ``noop.delay(i)`` calls, one producer, timed;
 2. **drain**: one ``queue-core worker APP --burst`` subprocess (the console script the
@@ -19,7 +20,10 @@ thread for latency), so it has no start-up or RSS figure.
 
 Servers: Redis is a throwaway ``redis-server`` on a free loopback port (no persistence),
 PostgreSQL a throwaway initdb cluster started by ``tests/servers/postgres.py``
-(``fsync=off``, ``synchronous_commit=off``); SQLite a fresh file in a temp dir.
+(``fsync=off``, ``synchronous_commit=off``); SQLite a fresh file in a temp dir; Redis
+Cluster three throwaway masters (``tests/servers/redis_cluster.py``); SQS + DynamoDB a moto
+server on a thread of this process (``tests/servers/moto.py``: moto is slow Python, so
+only ratios within one run mean anything there).
 
 Run from the repo root::
 
@@ -48,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKENDS = ("memory", "sqlite", "redis", "postgres")
+BACKENDS = ("memory", "sqlite", "redis", "postgres", "redis-cluster", "sqs")
 APP_MODULE = "qc_drain_app"
 
 APP_SOURCE = '''
@@ -124,6 +128,24 @@ def storage_url(backend: str, workdir: Path) -> Iterator[Callable[[str], str]]:
             yield fresh
         finally:
             pg.destroy()
+    elif backend == "redis-cluster":
+        from tests.servers.redis_cluster import start_redis_cluster, stop_redis_cluster
+
+        cluster = start_redis_cluster()
+        try:
+            yield lambda name: cluster.url(prefix=name)
+        finally:
+            stop_redis_cluster(cluster)
+    elif backend == "sqs":
+        import logging
+
+        from tests.servers.moto import moto_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+        with moto_server() as (endpoint, _):  # a thread of this process
+            yield lambda name: (
+                f"sqs://?region=us-east-1&table=qc-{name}&prefix={name}&endpoint_url={endpoint}"
+            )
     else:
         raise SystemExit(f"unknown backend {backend!r}; expected one of {BACKENDS}")
 

@@ -18,7 +18,8 @@ against a chain of N plain jobs, each enqueued by the body of the one before.
 
 Targets: a storage URL (``sqlite:///tmp/f.db``, ``redis://localhost:6379/0``,
 ``postgresql://…``; it should be empty), or a backend name (``sqlite``, ``redis``,
-``postgres``) for a throwaway store started like ``bench/drain.py`` does. A backend
+``postgres``, ``redis-cluster``, ``sqs``) for a throwaway store started like
+``bench/drain.py`` does. A backend
 whose storage does not implement ``SupportsFlows`` is reported and skipped. With no
 target (``nox -s bench``), all three names.
 
@@ -183,7 +184,9 @@ def _run(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("targets", nargs="*", help="storage URLs or sqlite|redis|postgres")
+    parser.add_argument(
+        "targets", nargs="*", help="storage URLs or sqlite|redis|postgres|redis-cluster|sqs"
+    )
     parser.add_argument("--width", type=int, default=998, help="parallel steps (default 998)")
     parser.add_argument("--chain", type=int, default=0, help="a chain of N steps instead")
     parser.add_argument("--reps", type=int, default=3, help="repetitions (median reported)")
