@@ -3,9 +3,9 @@ requests, no clock (the flows part, :mod:`backends.sqs.flows`, does those).
 
 The layout (``P`` is the key prefix ``"<prefix>#"``; ``docs/backends/sqs.md`` has every
 attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON),
-``ss`` (one line ``state|released|reason`` per step; both compressed when long,
-:func:`pack`), ``r`` (claims not yet folded: idx -> attempt) and ``td`` (job operations
-left, :func:`dump_op`); in its partition the
+``ss`` (one line ``state|released|reason`` per step), ``r`` (claims not yet folded: idx
+-> attempt) and ``td`` (job operations left, :func:`dump_op`), the three texts compressed
+when long (:func:`pack`); in its partition the
 step-end events ``E#<idx>#<attempt>#a|q``, results ``O#<idx>`` and the step jobs kept
 until released, ``JB#<part>`` (:func:`zjson` of :data:`PART` job items); concurrency key
 ``P XK#<key>``/``XK`` with ``a`` (id -> ``state|created_at``, :func:`slots`). A workflow's
@@ -80,21 +80,21 @@ def dump_op(op: JobOp) -> list[Any]:
 
 
 PACK_FROM = 1024
-"""``sp`` and ``ss`` texts of at least this many bytes are stored zlib-compressed (a binary
-attribute): an execution item is written again by every batch of its step ends, and
-DynamoDB bills a write by the whole item's size, in the table and in each index that
-holds it."""
+"""``sp``, ``ss`` and ``td`` texts of at least this many bytes are stored zlib-compressed (a
+binary attribute): an execution item is written again by every batch of its step ends
+and every chunk of its job writes, and DynamoDB bills a write by the whole item's size,
+in the table and in each index that holds it."""
 
 
 def pack(text: str) -> str | bytes:
-    """An ``sp`` or ``ss`` text as stored: as is when short, else compressed."""
+    """An ``sp``, ``ss`` or ``td`` text as stored: as is when short, else compressed."""
     raw = text.encode()
     return zlib.compress(raw, 1) if len(raw) >= PACK_FROM else text
 
 
 def unpack(value: Any) -> str:
-    """An ``sp`` or ``ss`` attribute's text (:func:`pack`; a text of an earlier version
-    as is)."""
+    """An ``sp``, ``ss`` or ``td`` attribute's text (:func:`pack`; a text of an earlier
+    version as is)."""
     if isinstance(value, (bytes, bytearray)):
         return zlib.decompress(value).decode()
     return str(value)
@@ -146,7 +146,7 @@ class Exec:
     def todo(self) -> list[JobOp]:
         """The job operations left to apply (``td``)."""
         out: list[JobOp] = []
-        for kind, i, *rest in json.loads(self.item.get("td") or "[]"):
+        for kind, i, *rest in json.loads(unpack(self.item.get("td") or "[]")):
             sid = self.steps[i][0]
             if kind == "rel":
                 out.append(plan.Release(sid, i, rest[0] if rest else self.item.get("dl")))

@@ -35,6 +35,7 @@ from backends.sqs.flow_items import (
     fit,
     fresh_release,
     job_when,
+    pack,
     slots,
     stored_at,
     unzjson,
@@ -352,7 +353,7 @@ class SQSFlows:
         done = [self._job_op(op, x, jobs, now, parts) for op in todo]
         chosen = fit([acts for acts, _, _ in done], TX_MAX - 1 - len(fixed), fixed)
         left = [dump_op(op) for gi, op in enumerate(todo) if gi not in chosen]
-        sets.update(td=json.dumps(left), dp=f"{self.p}XA", dx=now)
+        sets.update(td=pack(json.dumps(left)), dp=f"{self.p}XA", dx=now)
         if not left:
             sets.update(td=None, dp=None, dx=None)
         if create:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from backends.sqs.flow_items import Exec, cells_text
+from backends.sqs.flow_items import Exec, cells_text, pack
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import JobState, Outcome, Reason
 from queue_core.rules.flows import plan
@@ -165,3 +165,17 @@ def test_a_wide_execution_is_stored_compressed_and_a_text_one_still_advances(
     assert after["root"] is S.SUCCEEDED
     assert {after[f"t{i:03d}"] for i in range(120)} == {S.QUEUED}
     assert set(_raw_execution(s, older.id)["ss"]) == {"B"}
+
+
+def test_long_job_operations_left_are_stored_compressed_and_read_back() -> None:
+    spec = make_spec({"root": [], **{f"s{i:03d}": ["root"] for i in range(150)}})
+    new = make_execution(spec)
+    rows = [["rel", i, T0 + 60_000] for i in range(1, 151)]
+    packed = pack(json.dumps(rows))
+    assert isinstance(packed, bytes) and len(packed) < len(json.dumps(rows)) // 4
+    steps = json.dumps([["root", []], *([f"s{i:03d}", ["root"]] for i in range(150))])
+    item = {"id": new.id, "st": "running", "sp": steps, "ss": "\n".join(["pending|0|"] * 151)}
+    item["td"] = packed
+    assert Exec(item).todo() == [
+        plan.Release(f"s{i - 1:03d}", i, T0 + 60_000) for i in range(1, 151)
+    ]
