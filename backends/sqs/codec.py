@@ -79,10 +79,9 @@ before: ``get_job`` of a pending step is ``None``). Execution item ``pk = P X#<i
 ``mp`` max_parallel, ``to`` timeout, ``dl`` deadline, ``ca``/``sa``/``fa``, ``seq``,
 ``ck``/``cl``/``cb`` execution concurrency, ``in`` input, ``sp`` steps and dependencies
 (JSON), ``ss`` step cells (lines ``state|released|reason``), ``r`` claims not yet folded
-(idx -> attempt), ``td`` job operations left (JSON; ``sp``, ``ss`` and ``td`` zlib-compressed
-from 1 KB), ``v``; index keys ``ap`` = ``P X``,
-``tp``/``tx`` = ``P XT``/deadline (running) or ``P XF``/finished_at, ``dp``/``dx`` =
-``P XA`` while ``td`` is set. In the same partition: step-end events (``sk =
+(idx -> attempt), ``td`` job operations left (JSON; the three zlib'd from 1 KB), ``v``;
+index keys ``ap`` = ``P X``, ``tp``/``tx`` = ``P XT``/deadline (running) or ``P XF``/finished_at,
+``dp``/``dx`` = ``P XA`` while ``td`` is set. In the same partition: step-end events (``sk =
 E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``) and
 succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``, ``sk =
 FS``: ``body`` (zlib). Execution concurrency key ``pk = P XK#<key>``, ``sk = XK``: ``a``
