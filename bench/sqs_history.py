@@ -17,7 +17,6 @@ Run from the repo root (moto is slow: about 3 minutes per 1,000 kept jobs here):
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 import uuid
@@ -46,26 +45,19 @@ def _through(storage: Any, n: int) -> None:
 def main() -> None:
     kept_points = [int(k) for k in sys.argv[1:]] or [0, 1000]
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        os.environ.setdefault(k, v)
-    os.environ.pop("AWS_PROFILE", None)
 
     from sqs_requests import Meter
 
     from backends.sqs import SQSStorage
     from backends.sqs.tables import INDEXES
-    from tests.servers.moto import _MotoServer
-    from tests.servers.ports import free_port
+    from tests.servers.moto import moto_server  # sets test credentials and the region
 
-    port = free_port()
-    server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
+    with moto_server() as (endpoint, _server):
         storage = SQSStorage(
             region="us-east-1",
             table="qc-history",
             prefix=f"h{uuid.uuid4().hex[:10]}",
-            endpoint_url=f"http://127.0.0.1:{port}",
+            endpoint_url=endpoint,
         )
         meter = Meter(storage, INDEXES)
         stored = 0
@@ -95,8 +87,6 @@ def main() -> None:
                 flush=True,
             )
         storage.close()
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import re
 import sys
 import uuid
@@ -300,21 +299,14 @@ def main() -> None:
     )
     args = ap.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
-    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        os.environ.setdefault(k, v)
-    os.environ.pop("AWS_PROFILE", None)
 
     from backends.sqs import SQSStorage
     from backends.sqs.tables import INDEXES
     from queue_core import Queue
     from queue_core.worker import Worker
-    from tests.servers.moto import _MotoServer
-    from tests.servers.ports import free_port
+    from tests.servers.moto import moto_server  # sets test credentials and the region
 
-    port = free_port()
-    server = _MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
+    with moto_server() as (endpoint, _server):
         rows = []
         modes = {"delay": [False], "map": [True], "both": [False, True]}[args.enqueue]
         for bulk in [False] if args.flow else modes:
@@ -322,7 +314,7 @@ def main() -> None:
                 region=REGION,
                 table="qc-bench",
                 prefix=f"b{uuid.uuid4().hex[:10]}",
-                endpoint_url=f"http://127.0.0.1:{port}",
+                endpoint_url=endpoint,
             )
             queue = Queue(storage=storage)
 
@@ -343,10 +335,8 @@ def main() -> None:
                 got = _drain_flow(queue, args.flow, meter)
             else:
                 got = _drain(queue, noop, args.n, bulk, meter)
-            rows.append((bulk, got, meter.max_item))
+            rows.append((bulk, got, meter.max_item, meter.max_update))
             queue.close()
-    finally:
-        server.stop()
     if args.flow:
         _report(rows, args.flow + 2, args.kept, "flow")
     else:
@@ -354,7 +344,7 @@ def main() -> None:
 
 
 def _report(
-    rows: list[tuple[bool, dict[str, Any], int]], n: int, kept: int, flow: str = ""
+    rows: list[tuple[bool, dict[str, Any], int, int]], n: int, kept: int, flow: str = ""
 ) -> None:
     head = (
         f"{'enqueue':<8} {'phase':<8} {'SQS req/job':>11} {'DDB req/job':>11} "
@@ -363,7 +353,7 @@ def _report(
     )
     what = f"{n}-step flow fan-out, 1 worker (8 slots)" if flow else f"{n} jobs, 1 worker (1 slot)"
     print(f"{what}, {kept:,} finished jobs kept, requests per job (step)\n{head}")
-    for bulk, got, biggest in rows:
+    for bulk, got, biggest, rewritten in rows:
         total = [0.0] * 6
         for phase in ("enqueue", "drain"):
             per = _per_job(got[phase], n)
@@ -373,7 +363,7 @@ def _report(
         for phase in ("enqueue", "drain"):
             ops = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(got[phase][0].items()))
             print(f"    {phase}: {ops}")
-        print(f"    largest item put: {biggest} bytes")
+        print(f"    largest item put: {biggest} bytes, largest item updated: {rewritten} bytes")
 
 
 def _cells(per: tuple[float, ...]) -> str:
