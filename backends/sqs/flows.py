@@ -152,10 +152,15 @@ class SQSFlows:
                 log.warning("flow advance of %s left to the reaper: %s", eid, exc)
         return reaped
 
-    def reap(self, now: int, limit: int, *, first: bool) -> list[ReapedJob]:
+    def reap(
+        self, now: int, limit: int, *, first: bool, ended: Iterable[str] = ()
+    ) -> list[ReapedJob]:
         """``first`` (before the job reaps): advance the running executions whose deadline
-        passed. Else: those with events or job writes left (ended by this reap, or left by
-        a killed caller), then promote the keys whose promotion may be due."""
+        passed. Else: the executions ``ended`` (whose step jobs this reap just ended),
+        those whose events or job writes were left at or before ``reap_cutoff(now)`` (by
+        a killed caller: the margin keeps the reaper from racing a finisher still
+        advancing, whose every chunk would then be written twice), then promote the keys
+        whose promotion may be due."""
         if first:
             due = self.db.find(  # a margin after the deadline (reap_cutoff): the worker first
                 "tp = :p AND tx <= :t",
@@ -165,15 +170,21 @@ class SQSFlows:
                 t=reap_cutoff(now),
             )
             return self.after_ends([it["id"] for it in due], now)
-        reaped: list[ReapedJob] = []
-        for part in ("XA", "XP"):
-            items = self.db.find("dp = :p", index="due", limit=limit, p=f"{self.p}{part}")
-            for name in list(dict.fromkeys(it["pk"].split("#", 2)[2] for it in items))[:limit]:
-                if part == "XA":
-                    reaped += self.after_ends([name], now)
-                else:
-                    self._promote_key(name, now)
+        reaped = self.after_ends(ended, now)
+        left = self.db.find(
+            "dp = :p AND dx <= :t", index="due", limit=limit, p=f"{self.p}XA", t=reap_cutoff(now)
+        )
+        reaped += self.after_ends(self._names(left, limit), now)
+        for name in self._names(
+            self.db.find("dp = :p", index="due", limit=limit, p=f"{self.p}XP"), limit
+        ):
+            self._promote_key(name, now)
         return reaped
+
+    @staticmethod
+    def _names(items: list[Item], limit: int) -> list[str]:
+        """The execution ids (or key names) of ``items`` (``pk = P X#<name>``), once each."""
+        return list(dict.fromkeys(it["pk"].split("#", 2)[2] for it in items))[:limit]
 
     def prune(self, cutoff: int, limit: int) -> int:
         """Delete executions finished at or before ``cutoff``: their partition (a

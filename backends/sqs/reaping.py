@@ -39,6 +39,23 @@ def _corrupt_attrs(it: Item) -> list[str]:
     return [f"{a}={it.get(a)!r:.40}" for a in bad]
 
 
+def _verdict(it: Item, t: int) -> ReapVerdict | None:
+    """:func:`reap_verdict` on running item ``it`` at ``t`` (``None``: not stale)."""
+    return reap_verdict(
+        t,
+        lease_expires_at=it.get("le", 0),
+        deadline=it.get("dl"),
+        heartbeat_expires_at=it.get("hx") if it.get("hp") else None,
+        cancel_requested=bool(it.get("cxl")),
+        attempt=it["att"],
+        max_attempts=it["ma"],
+        lost_delay_ms=it.get("ld", 0),
+        run_at=it.get("ra"),
+        schedule_to_start_ms=it.get("s2s"),
+        place_at=it.get("po"),
+    )
+
+
 def _corrupt_verdict() -> ReapVerdict:
     """What a reap does to a running item that does not read: its attempt ``lost``, the
     job dead-lettered ``corrupt_record`` (:mod:`queue_core.records.corrupt`)."""
@@ -85,13 +102,14 @@ class Reaping:
             self.claiming.promote(t)
             flows = self.flows() if self.store.flows_exist() else None
             out = flows.reap(t, limit, first=True) if flows else []
-            mine, requeued = self._reap_running(t, limit)
+            ended: list[str] = []  # executions whose step jobs this reap ends
+            mine, requeued = self._reap_running(t, limit, ended)
             if len(mine) < limit:
-                mine += self._reap_unstarted(t, limit - len(mine))
+                mine += self._reap_unstarted(t, limit - len(mine), ended)
             self.store.hint(requeued, t)
             out += mine
             if flows:
-                out += flows.reap(t, limit, first=False)
+                out += flows.reap(t, limit, first=False, ended=ended)
         return out
 
     def _stale_running(self, t: int, limit: int) -> list[Item]:
@@ -114,31 +132,18 @@ class Reaping:
                     stale.setdefault(it["id"], it)
         return sorted(stale.values(), key=lambda x: (x.get("le", 0), x.get("seq", 0)))
 
-    def _reap_running(self, t: int, limit: int) -> tuple[list[ReapedJob], list[Item]]:
-        """Reap the stale running attempts: (what was reaped, jobs queued again)."""
+    def _reap_running(
+        self, t: int, limit: int, ended: list[str]
+    ) -> tuple[list[ReapedJob], list[Item]]:
+        """Reap the stale running attempts: (what was reaped, jobs queued again); the
+        executions of the step jobs it ends go into ``ended``."""
         out: list[ReapedJob] = []
         requeued: list[Item] = []
         for it in self._stale_running(t, limit):
             if len(out) >= limit:
                 break
             found = _corrupt_attrs(it)
-            verdict = (
-                _corrupt_verdict()
-                if found
-                else reap_verdict(
-                    t,
-                    lease_expires_at=it.get("le", 0),
-                    deadline=it.get("dl"),
-                    heartbeat_expires_at=it.get("hx") if it.get("hp") else None,
-                    cancel_requested=bool(it.get("cxl")),
-                    attempt=it["att"],
-                    max_attempts=it["ma"],
-                    lost_delay_ms=it.get("ld", 0),
-                    run_at=it.get("ra"),
-                    schedule_to_start_ms=it.get("s2s"),
-                    place_at=it.get("po"),
-                )
-            )
+            verdict = _corrupt_verdict() if found else _verdict(it, t)
             if verdict is None:
                 continue
             actions, sets = self.writes.end_attempt(
@@ -161,6 +166,8 @@ class Reaping:
                 self.db.transact(actions)
             except TxCancelled:
                 continue  # another reaper (or the worker) changed it first
+            if it.get("xid") is not None:
+                ended.append(it["xid"])
             if verdict.state is JobState.QUEUED:
                 requeued.append(after(it, sets))
             out.append(
@@ -174,9 +181,10 @@ class Reaping:
             )
         return out, requeued
 
-    def _reap_unstarted(self, t: int, limit: int) -> list[ReapedJob]:
+    def _reap_unstarted(self, t: int, limit: int, ended: list[str]) -> list[ReapedJob]:
         """Dead-letter queued jobs whose schedule-to-start bound passed unclaimed (the
-        ``P S`` partition of the ``due`` index, by their queued expiry)."""
+        ``P S`` partition of the ``due`` index, by their queued expiry); their executions
+        go into ``ended``."""
         out: list[ReapedJob] = []
         reason = Reason.SCHEDULE_TO_START.value
         for it in self.db.query(
@@ -196,6 +204,8 @@ class Reaping:
                 self.db.transact(actions)
             except TxCancelled:
                 continue
+            if it.get("xid") is not None:
+                ended.append(it["xid"])
             out.append(
                 ReapedJob(
                     job_id=it["id"], attempt=0, outcome=None, reason=reason, state=JobState.DEAD

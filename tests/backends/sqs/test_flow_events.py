@@ -3,7 +3,8 @@ operations they keep for later (``td``).
 
 Each advance normally follows the write that recorded its event; here the callers' advances
 are lost (as if each caller died right after its transaction), so several claims and
-events are pending when the next reap folds them at once.
+events are pending when the next reap (``REAP_MARGIN_MS`` after the last of them) folds them at
+once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from backends.sqs.flow_items import Exec, cells_text, pack
 from queue_core.records.flows import ExecutionState, StepState
 from queue_core.records.jobs import JobState, Outcome, Reason
 from queue_core.rules.flows import plan
+from queue_core.rules.leases import REAP_MARGIN_MS as M
 from queue_core.storage.flows import step_job_id
 from queue_core.testing.fixtures import LEASE, T0, complete_end, dead_end, retry_end
 from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec, states
@@ -46,7 +48,7 @@ def test_a_retry_claimed_again_before_any_advance_is_running(
     first = claim_steps(worker, T0 + 1)["a"]
     assert worker.finish([retry_end(first.ref, 0)], now=T0 + 2) == [True]
     assert claim_steps(worker, T0 + 3)["a"].attempt == 2
-    reaper.reap(now=T0 + 4)
+    reaper.reap(now=T0 + 3 + M)
     assert _stored(reaper, new.id) == ({"a": S.RUNNING, "b": S.PENDING}, {})
     assert reaper.get_job(step_job_id(new.id, 1)) is None
 
@@ -65,13 +67,13 @@ def test_a_step_claimed_again_while_a_sibling_died_is_left_to_finish(
     assert worker.finish([retry_end(got["b"].ref, 0)], now=T0 + 2) == [True]
     b2 = claim_steps(worker, T0 + 3)["b"]
     assert worker.finish([dead_end(got["a"].ref)], now=T0 + 4) == [True]
-    reaper.reap(now=T0 + 5)
+    reaper.reap(now=T0 + 4 + M)
     assert _stored(reaper, new.id) == ({"a": S.DEAD, "b": S.RUNNING, "c": S.NOT_RUN}, {})
     record = reaper.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.RUNNING
     assert record.failed_step == "a"
     # b's attempt is not stopped: it finishes, and then the execution fails
-    assert reaper.finish([dead_end(b2.ref)], now=T0 + 6) == [True]
+    assert reaper.finish([dead_end(b2.ref)], now=T0 + 5 + M) == [True]
     record = reaper.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.FAILED
 
@@ -87,7 +89,7 @@ def test_a_queued_step_cancelled_after_its_retry_ends_the_execution(
     a = claim_steps(worker, T0 + 1)["a"]
     assert worker.finish([retry_end(a.ref, 60_000)], now=T0 + 2) == [True]
     assert worker.cancel(a.id, now=T0 + 3) is JobState.CANCELLED
-    reaper.reap(now=T0 + 4)
+    reaper.reap(now=T0 + 3 + M)
     assert _stored(reaper, new.id) == ({"a": S.CANCELLED, "b": S.NOT_RUN}, {})
     record = reaper.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.FAILED
