@@ -16,7 +16,15 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["PRELUDES", "SCRIPTS", "cluster_text", "eval_once", "load_script", "lua_text"]
+__all__ = [
+    "PRELUDES",
+    "SCRIPTS",
+    "cluster_text",
+    "eval_once",
+    "load_script",
+    "lua_text",
+    "pack_command",
+]
 
 SCRIPTS = (
     "enqueue",
@@ -47,24 +55,42 @@ SCRIPTS = (
 ``enqueue_one`` and ``claim`` run with a shorter one (:data:`PRELUDES`), ``schedule_tick``
 joined to ``enqueue`` (``backends/redis/schedules.py``)."""
 
-# redis-py packs with hiredis when it is installed; the hot paths call it directly
-_hiredis_pack: Any = None
-try:
-    from hiredis import pack_command
 
-    _hiredis_pack = pack_command
+def pack_command(args: Sequence[bytes | str | int | float]) -> bytes:
+    """``args`` as one RESP command (an array of bulk strings), as redis-py's own packer
+    writes it (text in UTF-8, numbers in decimal, a float as ``repr``) in a third of its
+    time: the scripts' arguments are only these types, so the hot paths need none of its
+    checks. hiredis's ``pack_command`` replaces it when installed (the ``redis`` extra)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if type(a) is str:
+            b = a.encode()
+        elif type(a) is int:  # not a bool: redis-py refuses those too
+            b = b"%d" % a
+        elif type(a) is bytes:
+            b = a
+        elif type(a) is float:
+            b = repr(a).encode()
+        else:
+            raise TypeError(f"cannot send {a!r} to Redis: bytes, str, int or float")
+        parts += (b"$%d\r\n" % len(b), b, b"\r\n")
+    return b"".join(parts)
+
+
+_pack: Any = pack_command
+try:
+    from hiredis import pack_command as _hiredis_pack
+
+    _pack = _hiredis_pack
 except ImportError:  # pragma: no cover - hiredis is an optional speed-up
     pass
 
 
 def eval_once(conn: Any, script: Any, args: Sequence[Any], keys: Sequence[str] = ()) -> Any:
-    """EVALSHA on one pooled connection; on NOSCRIPT load the script and run it again.
-    ``keys`` are named in ``KEYS`` (a cluster node answers ``MOVED`` for a key of a slot it
-    does not own, before running anything)."""
-    if _hiredis_pack is not None:
-        conn.send_packed_command([_hiredis_pack(("EVALSHA", script.sha, len(keys), *keys, *args))])
-    else:
-        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    """EVALSHA on one pooled connection, packed by :func:`pack_command` (or hiredis); on
+    NOSCRIPT load the script and run it again. ``keys`` are named in ``KEYS`` (a cluster
+    node answers ``MOVED`` for a key of a slot it does not own, before running anything)."""
+    conn.send_packed_command([_pack(("EVALSHA", script.sha, len(keys), *keys, *args))])
     try:
         return conn.read_response()
     except NoScriptError:

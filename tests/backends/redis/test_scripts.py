@@ -1,14 +1,22 @@
 """Loading the Lua scripts (backends/redis/scripts.py): ``-- #include`` lines are
 replaced by the shared piece they name, so enqueue.lua and enqueue_plain.lua run the
-same duplicate check and once-per-batch writes."""
+same duplicate check and once-per-batch writes; and the packer that sends them when
+hiredis is not installed."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from backends.redis.scripts import PRELUDES, SCRIPTS, load_script, lua_text
+import pytest
+from redis._parsers.encoders import Encoder
+from redis.connection import PythonRespSerializer
+
+from backends.redis import RedisStorage, scripts
+from backends.redis.scripts import PRELUDES, SCRIPTS, load_script, lua_text, pack_command
+from queue_core.records.jobs import JobState
 from queue_core.rules.limits import RATE_START_MS
+from queue_core.testing.fixtures import LEASE, T0, complete_end, new_job
 
 LUA = Path(__file__).resolve().parents[3] / "backends" / "redis" / "lua"
 
@@ -98,3 +106,38 @@ def test_the_claim_script_keeps_the_rules_rate_start() -> None:
     RATE_START_MS (a claim's start_by is NOW plus it): the copy is the rule's value."""
     found = re.findall(r"^local RATE_START_MS = (\d+)$", lua_text("claim"), re.M)
     assert found == [str(RATE_START_MS)]
+
+
+ARGS = [
+    ("EVALSHA", "0" * 40, 0, "qc:", "", 604_800_000, "01JOBID", "bench.noop"),
+    ("x", b"\x00\xff\r\n", -7, 2.5, 1e-300, "héllo ✓", b"", 0),
+    (b"PING",),
+]
+
+
+@pytest.mark.parametrize("args", ARGS)
+def test_pack_command_writes_what_redis_py_writes(args: tuple[object, ...]) -> None:
+    # the hot paths' packer without hiredis: byte for byte what redis-py's own sends
+    ours = pack_command(args)  # type: ignore[arg-type]
+    assert ours == b"".join(
+        PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode).pack(*args)
+    )
+
+
+@pytest.mark.parametrize("bad", [True, None, [1]])
+def test_pack_command_refuses_what_redis_py_refuses(bad: object) -> None:
+    with pytest.raises(TypeError, match="bytes, str, int or float"):
+        pack_command(("SET", "k", bad))  # type: ignore[arg-type]
+
+
+def test_the_storage_runs_its_scripts_packed_without_hiredis(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scripts, "_pack", pack_command)  # as when hiredis is not installed
+    job = new_job(id="j1", payload=b"\x00\xff")
+    storage.enqueue([job], now=T0)
+    (claimed,) = storage.claim("w", ["default"], 1, LEASE, now=T0 + 1)
+    assert (claimed.id, claimed.payload) == ("j1", b"\x00\xff")
+    assert storage.finish([complete_end(claimed.ref, b"ok")], now=T0 + 2) == [True]
+    done = storage.get_job("j1")
+    assert done is not None and done.state is JobState.SUCCEEDED
