@@ -52,8 +52,9 @@ name      meaning
 
 Index keys (sparse; present only while the job is in that index): ``rq``/``rk`` ready
 queue and claim order, ``dp``/``dx`` due partition and time (``P P`` parked, ``P S``
-schedule-to-start, ``P R`` running by lease, ``P F`` finished), ``tp``/``tx`` attempt
-deadline, ``hp``/``hx`` heartbeat deadline, ``ap`` every job of the prefix; a queued
+schedule-to-start, ``P R`` running by ``reap_due(le, dl)``, ``P F`` finished),
+``tp``/``tx`` attempt deadline (an earlier version's running jobs), ``hp``/``hx``
+heartbeat deadline, ``ap`` every job of the prefix; a queued
 ``round_robin`` job's ``ltp``/``lx`` = its key's turn partition and claim order
 (:mod:`backends.sqs.round_robin`).
 
@@ -108,7 +109,7 @@ from queue_core.records.jobs import (
     Outcome,
     dt_from_ms,
 )
-from queue_core.rules.leases import queued_expiry
+from queue_core.rules.leases import queued_expiry, reap_due
 
 __all__ = [
     "CHUNK",
@@ -334,9 +335,9 @@ class Keys:
         }
         # a mistyped value is left to the claim's corrupt check (split_claimed), not added
         to, hb = item.get("to"), item.get("hbms")
-        if isinstance(to, int):
-            sets["tp"] = f"{self.p}T"
-            sets["tx"] = sets["dl"] = now + to
+        if isinstance(to, int):  # one index entry serves the lease and the deadline
+            sets["dl"] = now + to
+            sets["dx"] = reap_due(now + lease_ms, now + to)
         if isinstance(hb, int) and hb:
             sets["hp"], sets["hx"] = f"{self.p}H", now + hb
         return sets

@@ -20,6 +20,7 @@ from backends.sqs.writes import Writes
 from queue_core.records.control import ProgressUpdate
 from queue_core.records.errors import LeaseLost, StorageError
 from queue_core.records.jobs import AttemptEnd, JobState, LeaseRef, RenewResult
+from queue_core.rules.leases import REAP_MARGIN_MS, reap_due
 from queue_core.rules.outcomes import end_state
 
 if TYPE_CHECKING:
@@ -76,19 +77,19 @@ class Finishing:
     ) -> RenewResult:
         """See :meth:`queue_core.storage.protocol.Storage.renew`. One conditional UpdateItem
         per ref, plus one ``ChangeMessageVisibilityBatch`` per queue for the receipts
-        held."""
+        held. The ``due`` index's time ``dx`` is :func:`reap_due`: the new lease's expiry
+        while the attempt's deadline comes after it, else (a second write, near the
+        deadline) the deadline plus the reaper's margin."""
         t = self.store.now(now)
         flags: list[bool | None] = []
         with translate("renew"):
             for ref in refs:
-                op = self.db.update(
-                    self.keys.job(ref.job_id),
-                    {"le": t + lease_ms, "dx": t + lease_ms},
-                    cond=FENCE,
-                    cond_values=fence_values(ref),
-                )
-                op["ReturnValues"] = "ALL_NEW"
-                resp = self.db.update_if(op)
+                resp = self._renew(ref, t + lease_ms, None)
+                if resp is None:  # lost, or its deadline comes before the new lease ends
+                    job = self.db.get(self.keys.job(ref.job_id))
+                    dl = None if job is None else job.get("dl")
+                    if isinstance(dl, int) and reap_due(t + lease_ms, dl) < t + lease_ms:
+                        resp = self._renew(ref, t + lease_ms, dl)
                 if resp is None:
                     self.store.delivery.forget(ref.job_id)
                 flags.append(
@@ -98,6 +99,21 @@ class Finishing:
             alive = {r.job_id for r in refs} - {r.job_id for r in result.lost}
             self.store.delivery.extend(alive, lease_ms)
         return result
+
+    def _renew(self, ref: LeaseRef, expires: int, deadline: int | None) -> dict[str, Any] | None:
+        """The fenced renewal of ``ref`` to ``expires`` (the item after it; ``None`` when
+        the condition failed). ``deadline``: the attempt's, which comes first; without it
+        the write is also conditional on a deadline, if any, that does not."""
+        dx = reap_due(expires, deadline)
+        cond, values = FENCE, fence_values(ref)
+        if deadline is None:
+            cond += " AND (attribute_not_exists(dl) OR dl >= :cap)"
+            values["cap"] = expires - REAP_MARGIN_MS
+        op = self.db.update(
+            self.keys.job(ref.job_id), {"le": expires, "dx": dx}, cond=cond, cond_values=values
+        )
+        op["ReturnValues"] = "ALL_NEW"
+        return self.db.update_if(op)
 
     def heartbeat(self, ref: LeaseRef, *, now: int | None = None) -> bool:
         """See :meth:`queue_core.storage.protocol.Storage.heartbeat` (one conditional

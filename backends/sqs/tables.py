@@ -17,9 +17,13 @@ that index's key attributes, so moving a job between states moves it between ind
 * ``ready``  ``rq`` = ``P Q#<queue>``, ``rk`` = inverted priority / ready time / sequence:
   queued jobs that are due, in claim order.
 * ``due``    ``dp`` = ``P P`` (parked: queued, not yet due, by ready time), ``P S``
-  (due and bounded by schedule-to-start, by deadline), ``P R`` (running, by lease
-  expiry), ``P F`` (finished, by ``finished_at``, for prune).
-* ``timeout`` ``tp`` = ``P T``, ``tx`` = attempt deadline (running jobs with a timeout).
+  (due and bounded by schedule-to-start, by deadline), ``P R`` (running, by
+  :func:`~queue_core.rules.leases.reap_due`: lease expiry, or the attempt's deadline plus
+  the reaper's margin when that comes first), ``P F`` (finished, by ``finished_at``, for
+  prune).
+* ``timeout`` ``tp`` = ``P XT`` / ``P XF`` executions by deadline / finish time, ``P EVP``
+  workflow events; ``P T`` running jobs by attempt deadline as an earlier version wrote
+  them (a job's deadline is in ``due`` since: one index entry less to write per job).
 * ``heartbeat`` ``hp`` = ``P H``, ``hx`` = heartbeat deadline (running, heartbeat on).
 * ``all``    ``ap`` = ``P`` for every job (stats, pending counts).
 * ``dead`` / ``deadtask`` ``lp`` = ``P DL`` / ``ltp`` = ``P DT#<task>``, ``lx`` =

@@ -11,6 +11,7 @@ from queue_core.rules.leases import (
     expired_bound,
     heartbeat_write_due,
     reap_cutoff,
+    reap_due,
     renew_interval,
     schedule_to_start_expired,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_RETENTION_MS",
     "REAP_MARGIN_MS",
     "reap_cutoff",
+    "reap_due",
     "ReapVerdict",
     "end_state",
     "parse_retention",

@@ -18,6 +18,7 @@ __all__ = [
     "expired_bound",
     "heartbeat_write_due",
     "reap_cutoff",
+    "reap_due",
     "renew_interval",
     "schedule_to_start_expired",
 ]
@@ -37,6 +38,16 @@ def reap_cutoff(now: int) -> int:
     :data:`REAP_MARGIN_MS`. It applies to attempt deadlines, heartbeat bounds and flow
     execution deadlines (``deadline_at``); storage selects what to reap with it."""
     return now - REAP_MARGIN_MS
+
+
+def reap_due(lease_expires_at: int, deadline: int | None) -> int:
+    """The earliest time the reaper may end a running attempt for its lease or its
+    deadline: the lease's expiry, or the deadline plus :data:`REAP_MARGIN_MS` when that
+    comes first (the first time :func:`expired_bound` is not ``None`` without a heartbeat
+    bound). A storage may keep its running attempts in one index sorted by it."""
+    if deadline is None:
+        return lease_expires_at
+    return min(lease_expires_at, deadline + REAP_MARGIN_MS)
 
 
 def expired_bound(

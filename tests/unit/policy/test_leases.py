@@ -9,6 +9,7 @@ from queue_core.rules import (
     REAP_MARGIN_MS,
     expired_bound,
     heartbeat_write_due,
+    reap_due,
     renew_interval,
     schedule_to_start_expired,
 )
@@ -62,9 +63,7 @@ def test_expired_bound(
         (NOW, NOW - 5, 30_000, False),  # clock went back: no write storm
     ],
 )
-def test_heartbeat_write_throttle(
-    last: int | None, now: int, heartbeat_ms: int, due: bool
-) -> None:
+def test_heartbeat_write_throttle(last: int | None, now: int, heartbeat_ms: int, due: bool) -> None:
     assert heartbeat_write_due(last, now, heartbeat_ms) is due
 
 
@@ -100,3 +99,31 @@ def test_schedule_to_start_expired(
     now: int, ready_at: int, bound: int | None, expired: bool
 ) -> None:
     assert schedule_to_start_expired(now, ready_at, bound) is expired
+
+
+@pytest.mark.parametrize(
+    ("lease", "deadline", "expected"),
+    [
+        (NOW, None, NOW),  # no deadline: the lease
+        (NOW + 30_000, NOW + 60_000, NOW + 30_000),  # the lease ends first
+        (NOW + 30_000, NOW + 5_000, NOW + 5_000 + M),  # the deadline, a margin later
+        (NOW + M, NOW, NOW + M),  # both at once
+    ],
+)
+def test_reap_due_is_the_first_time_expired_bound_answers(
+    lease: int, deadline: int | None, expected: int
+) -> None:
+    assert reap_due(lease, deadline) == expected
+    # an index sorted by it finds every attempt the reaper may end, and none before
+    assert (
+        expired_bound(
+            expected - 1, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=None
+        )
+        is None
+    )
+    assert (
+        expired_bound(
+            expected, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=None
+        )
+        is not None
+    )
