@@ -52,9 +52,8 @@ name      meaning
 
 Index keys (sparse; present only while the job is in that index): ``rq``/``rk`` ready
 queue and claim order, ``dp``/``dx`` due partition and time (``P P`` parked, ``P S``
-schedule-to-start, ``P R`` running by ``reap_due(le, dl)``, ``P F`` finished),
-``tp``/``tx`` attempt deadline (an earlier version's running jobs), ``hp``/``hx``
-heartbeat deadline, ``ap`` every job of the prefix; a queued
+schedule-to-start, ``P R`` running by ``reap_due(le, dl)``, ``P F`` finished), ``tp``/
+``tx`` an earlier version's deadline, ``hp``/``hx`` heartbeat, ``ap`` every job; a queued
 ``round_robin`` job's ``ltp``/``lx`` = its key's turn partition and claim order
 (:mod:`backends.sqs.round_robin`).
 
