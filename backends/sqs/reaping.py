@@ -115,7 +115,7 @@ class Reaping:
     def _stale_running(self, t: int, limit: int) -> list[Item]:
         """Running jobs with a lease at or before ``t``, or a deadline or heartbeat bound at
         or before ``reap_cutoff(t)`` (the margin the worker gets to record it first): the
-        ``due`` index holds both of the first (``reap_due``); ``timeout``'s ``P T`` holds
+        ``due`` index holds the first two (by ``reap_due``); ``timeout``'s ``P T`` holds
         the deadlines of running jobs an earlier version claimed."""
         stale: dict[str, Item] = {}
         cutoff = reap_cutoff(t)

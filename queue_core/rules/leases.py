@@ -40,14 +40,19 @@ def reap_cutoff(now: int) -> int:
     return now - REAP_MARGIN_MS
 
 
-def reap_due(lease_expires_at: int, deadline: int | None) -> int:
-    """The earliest time the reaper may end a running attempt for its lease or its
-    deadline: the lease's expiry, or the deadline plus :data:`REAP_MARGIN_MS` when that
-    comes first (the first time :func:`expired_bound` is not ``None`` without a heartbeat
-    bound). A storage may keep its running attempts in one index sorted by it."""
-    if deadline is None:
-        return lease_expires_at
-    return min(lease_expires_at, deadline + REAP_MARGIN_MS)
+def reap_due(
+    lease_expires_at: int, deadline: int | None, heartbeat_expires_at: int | None = None
+) -> int:
+    """The earliest time the reaper may end a running attempt: its lease's expiry, or its
+    deadline or heartbeat bound plus :data:`REAP_MARGIN_MS` when that comes first -- the
+    first time :func:`expired_bound` is not ``None``. A storage may keep its running
+    attempts in one index sorted by it (Redis: ``run_score`` in ``_running.lua``; SQS,
+    without the heartbeat bound, which has its own index there)."""
+    due = lease_expires_at
+    for bound in (deadline, heartbeat_expires_at):
+        if bound is not None and bound + REAP_MARGIN_MS < due:
+            due = bound + REAP_MARGIN_MS
+    return due
 
 
 def expired_bound(

@@ -4,8 +4,8 @@
 -- heartbeat bound passed this long after it (a live worker records it first)
 local REAP_MARGIN = 1000
 
--- The score is the first instant queue_core.rules.leases.expired_bound names a bound:
--- the earliest of lease expiry, deadline + REAP_MARGIN and heartbeat deadline +
+-- The score is queue_core.rules.leases.reap_due: the first instant expired_bound names a
+-- bound, the earliest of lease expiry, deadline + REAP_MARGIN and heartbeat deadline +
 -- REAP_MARGIN; reap.lua judges which.
 local function run_score(le, dl, hd)
   local s = le

@@ -102,28 +102,30 @@ def test_schedule_to_start_expired(
 
 
 @pytest.mark.parametrize(
-    ("lease", "deadline", "expected"),
+    ("lease", "deadline", "heartbeat", "expected"),
     [
-        (NOW, None, NOW),  # no deadline: the lease
-        (NOW + 30_000, NOW + 60_000, NOW + 30_000),  # the lease ends first
-        (NOW + 30_000, NOW + 5_000, NOW + 5_000 + M),  # the deadline, a margin later
-        (NOW + M, NOW, NOW + M),  # both at once
+        (NOW, None, None, NOW),  # no deadline: the lease
+        (NOW + 30_000, NOW + 60_000, None, NOW + 30_000),  # the lease ends first
+        (NOW + 30_000, NOW + 5_000, None, NOW + 5_000 + M),  # the deadline, a margin later
+        (NOW + M, NOW, None, NOW + M),  # both at once
+        (NOW + 30_000, NOW + 9_000, NOW + 4_000, NOW + 4_000 + M),  # the heartbeat first
+        (NOW + 30_000, NOW + 2_000, NOW + 4_000, NOW + 2_000 + M),
     ],
 )
 def test_reap_due_is_the_first_time_expired_bound_answers(
-    lease: int, deadline: int | None, expected: int
+    lease: int, deadline: int | None, heartbeat: int | None, expected: int
 ) -> None:
-    assert reap_due(lease, deadline) == expected
+    assert reap_due(lease, deadline, heartbeat) == expected
     # an index sorted by it finds every attempt the reaper may end, and none before
     assert (
         expired_bound(
-            expected - 1, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=None
+            expected - 1, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=heartbeat
         )
         is None
     )
     assert (
         expired_bound(
-            expected, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=None
+            expected, lease_expires_at=lease, deadline=deadline, heartbeat_expires_at=heartbeat
         )
         is not None
     )
