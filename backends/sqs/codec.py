@@ -78,15 +78,15 @@ before: ``get_job`` of a pending step is ``None``). Execution item ``pk = P X#<i
 ``sk = X``: ``id``, ``fl`` flow, ``sh`` spec hash, ``st``, ``rsn``, ``fs`` failed step,
 ``mp`` max_parallel, ``to`` timeout, ``dl`` deadline, ``ca``/``sa``/``fa``, ``seq``,
 ``ck``/``cl``/``cb`` execution concurrency, ``in`` input, ``sp`` steps and dependencies
-(JSON), ``ss`` step cells (lines ``state|released|reason``), ``r`` claims not yet folded
-(idx -> attempt), ``td`` job operations left (JSON; the three zlib'd from 1 KB), ``v``;
+(JSON; a workflow's only), ``ss`` step cells (lines ``state|released|reason``), ``r``
+claims (idx -> attempt), ``td`` job operations left (JSON; the three zlib'd from 1 KB), ``v``;
 index keys ``ap`` = ``P X``, ``tp``/``tx`` = ``P XT``/deadline (running) or ``P XF``/finished_at,
 ``dp``/``dx`` = ``P XA`` while ``td`` is set. In the same partition: step-end events (``sk =
 E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``) and
 succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``, ``sk =
-FS``: ``body`` (zlib). Execution concurrency key ``pk = P XK#<key>``, ``sk = XK``: ``a``
-active executions (id -> ``state|created_at``), ``cl``, ``cb``, ``v``, ``dp``/``dx`` =
-``P XP`` while a promotion may be due.
+FS``: ``body`` (zlib), ``sp`` a declared flow's steps (zlib JSON). Execution concurrency
+key ``pk = P XK#<key>``, ``sk = XK``: ``a`` active executions (id -> ``state|created_at``),
+``cl``, ``cb``, ``v``, ``dp``/``dx`` = ``P XP`` while a promotion may be due.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from backends.sqs.codec import Item
 from backends.sqs.dynamo import Table
 from backends.sqs.errors import translate
 from backends.sqs.flow_items import Exec
@@ -22,12 +23,17 @@ class StepInputsReader:
         db: the table.
         key: an execution's item key from its id.
         read: an execution by id (consistent read), ``None`` when there is none.
+        exec_of: an execution item as read -> the execution (with its steps).
     """
 
     def __init__(
-        self, db: Table, key: Callable[[str], dict[str, Any]], read: Callable[[str], Exec | None]
+        self,
+        db: Table,
+        key: Callable[[str], dict[str, Any]],
+        read: Callable[[str], Exec | None],
+        exec_of: Callable[[Item], Exec],
     ) -> None:
-        self.db, self._key, self._read = db, key, read
+        self.db, self._key, self._read, self._exec_of = db, key, read, exec_of
 
     def get_step_inputs(self, execution_id: str, step_id: str) -> StepInputs:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_step_inputs` (the
@@ -46,7 +52,7 @@ class StepInputsReader:
         (two reads per claimed batch instead of two per step)."""
         with translate("get_step_inputs_batch"):
             keys = [self._key(eid) for eid in dict.fromkeys(eid for eid, _ in steps)]
-            read = {x.id: x for x in map(Exec, self.db.batch_get(keys))} if keys else {}
+            read = {x.id: x for x in map(self._exec_of, self.db.batch_get(keys))} if keys else {}
             known = [(read.get(eid), sid) for eid, sid in steps]
             asked = [(x, sid) for x, sid in known if x is not None and sid in x.pos]
             found = iter(self._inputs(asked))

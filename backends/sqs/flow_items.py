@@ -2,14 +2,16 @@
 requests, no clock (the flows part, :mod:`backends.sqs.flows`, does those).
 
 The layout (``P`` is the key prefix ``"<prefix>#"``; ``docs/backends/sqs.md`` has every
-attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON),
-``ss`` (one line ``state|released|reason`` per step), ``r`` (claims not yet folded: idx
--> attempt) and ``td`` (job operations left, :func:`dump_op`), the three texts compressed
-when long (:func:`pack`); in its partition the
-step-end events ``E#<idx>#<attempt>#a|q``, results ``O#<idx>`` and the step jobs kept
-until released, ``JB#<part>`` (:func:`zjson` of :data:`PART` job items); concurrency key
-``P XK#<key>``/``XK`` with ``a`` (id -> ``state|created_at``, :func:`slots`). A workflow's
-items (memos, children's jobs, event waits, events) are :mod:`backends.sqs.wf_items`'.
+attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON; a
+declared flow's are its spec's, ``sp`` of ``P FS#<hash>``/``FS``, not repeated in each
+execution item, which DynamoDB bills by its whole size at every write), ``ss`` (one line
+``state|released|reason`` per step), ``r`` (claims not yet folded: idx -> attempt) and
+``td`` (job operations left, :func:`dump_op`), the three texts compressed when long
+(:func:`pack`); in its partition the step-end events ``E#<idx>#<attempt>#a|q``, results
+``O#<idx>`` and the step jobs kept until released, ``JB#<part>`` (:func:`zjson` of
+:data:`PART` job items); concurrency key ``P XK#<key>``/``XK`` with ``a`` (id ->
+``state|created_at``, :func:`slots`). A workflow's items (memos, children's jobs, event
+waits, events) are :mod:`backends.sqs.wf_items`'.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backends.sqs.codec import Item
+from queue_core.records.errors import StorageError
 from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
 from queue_core.records.jobs import JobState, Outcome
 from queue_core.rules.flows import decide, plan
@@ -34,6 +37,7 @@ __all__ = [
     "Cell",
     "Exec",
     "JobOp",
+    "Steps",
     "cells_text",
     "dump_op",
     "exec_item",
@@ -41,7 +45,9 @@ __all__ = [
     "fresh_release",
     "job_when",
     "pack",
+    "read_steps",
     "slots",
+    "steps_text",
     "stored_at",
     "unpack",
     "unzjson",
@@ -119,12 +125,37 @@ def unzjson(blob: bytes) -> list[Item]:
     return items
 
 
-class Exec:
-    """One execution item as read: its steps, their cells, the claims not yet folded."""
+Steps = list[tuple[str, tuple[str, ...]]]
+"""A flow's steps as stored (``sp``): each step's id and the ids it depends on."""
 
-    def __init__(self, item: Item) -> None:
+
+def steps_text(new: NewExecution) -> str:
+    """The ``sp`` text of ``new``'s steps (JSON ``[[id, [dependency, ...]], ...]``)."""
+    return json.dumps([[s.id, list(s.depends_on)] for s in new.steps])
+
+
+def read_steps(value: Any) -> Steps:
+    """The steps of an ``sp`` attribute (:func:`pack` of :func:`steps_text`)."""
+    return [(sid, tuple(deps)) for sid, deps in json.loads(unpack(value))]
+
+
+class Exec:
+    """One execution item as read: its steps, their cells, the claims not yet folded.
+
+    A declared flow's steps are its spec's, kept once per spec (``sp`` of its ``FS#``
+    item) and passed as ``steps``; an execution item holds its own ``sp`` when its steps
+    grow at run time (a workflow) or when an earlier version wrote it."""
+
+    def __init__(self, item: Item, steps: Steps | None = None) -> None:
         self.item, self.id, self.state = item, str(item["id"]), ExecutionState(item["st"])
-        self.steps = [(sid, tuple(deps)) for sid, deps in json.loads(unpack(item["sp"]))]
+        if "sp" in item:
+            self.steps = read_steps(item["sp"])
+        elif steps is not None:
+            self.steps = list(steps)
+        else:
+            raise StorageError(
+                f"execution {self.id}: the steps of spec {item.get('sh')!r} were not read"
+            )
         self.cells_text = unpack(item["ss"])
         """``ss`` as read (a write that leaves it as it was does not write it)."""
         self.cells: list[Cell] = []
@@ -227,11 +258,13 @@ def cells_text(cells: Iterable[Cell]) -> str:
 
 
 def exec_item(p: str, new: NewExecution, seq: int, now: int) -> Item:
-    """The execution item of ``new`` as stored ``queued`` with every step ``pending``."""
-    steps = json.dumps([[s.id, list(s.depends_on)] for s in new.steps])
+    """The execution item of ``new`` as stored ``queued`` with every step ``pending`` (a
+    declared flow's steps are not in it: they are its spec's, ``sp`` of the ``FS#`` item)."""
     item: Item = {"pk": f"{p}X#{new.id}", "sk": "X", "id": new.id, "fl": new.flow, "ap": f"{p}X"}
     item.update(sh=new.spec_hash, st=_E.QUEUED.value, mp=new.max_parallel, to=new.timeout_ms)
-    item.update({"in": new.input}, ca=now, seq=seq, v=1, r={}, sp=pack(steps))
+    item.update({"in": new.input}, ca=now, seq=seq, v=1, r={})
+    if new.kind != "flow":  # steps added at run time: kept in the execution
+        item["sp"] = pack(steps_text(new))
     item["ss"] = pack(cells_text([(_S.PENDING, False, None)] * len(new.steps)))
     if new.concurrency is not None:
         item.update(ck=new.conc_key, cl=new.concurrency.limit, cb=new.concurrency.behavior)

@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -41,6 +40,7 @@ from backends.sqs.flow_items import (
     unzjson,
     zjson,
 )
+from backends.sqs.flow_specs import FlowSpecs, small
 from backends.sqs.store import SEQ, Store
 from backends.sqs.wf_items import exec_sets
 from backends.sqs.wf_writes import wf_writes
@@ -65,18 +65,7 @@ _E, _S = ExecutionState, StepState
 _TRIES = 100
 _HINTS = 10  # wake-up hints per queue per write: claims read the ready index
 _EVENTS = 60  # events folded by one transaction (the rest by the next round)
-_SPEC_MAX = 350 * 1024
 Actions = list[dict[str, Any]]
-
-
-def _small(flow: str, what: str, blob: bytes) -> bytes:
-    """``blob`` when it fits in one item; else the ``StorageError`` naming ``what``."""
-    if len(blob) > _SPEC_MAX:
-        raise StorageError(
-            f"sqs backend: flow {flow!r}: {what}: {len(blob)} bytes compressed, more than "
-            f"the {_SPEC_MAX} this backend stores in one item"
-        )
-    return blob
 
 
 class SQSFlows:
@@ -90,7 +79,10 @@ class SQSFlows:
     def __init__(self, store: Store, writes: Writes) -> None:
         self.store, self.db, self.keys, self.p = store, store.db, store.keys, store.keys.p
         self.writes = writes
-        self.inputs = StepInputsReader(self.db, lambda eid: self._key("X", eid), self._read)
+        self.inputs = StepInputsReader(
+            self.db, lambda eid: self._key("X", eid), self._read, self._exec
+        )
+        self.specs = FlowSpecs(self.db, self.p)
 
     def _key(self, kind: str, name: str) -> dict[str, Any]:
         """The key of an execution (``X``), a concurrency key (``XK``), a spec (``FS``)."""
@@ -98,7 +90,11 @@ class SQSFlows:
 
     def _read(self, eid: str) -> Exec | None:
         item = self.db.get(self._key("X", eid))
-        return None if item is None else Exec(item)
+        return None if item is None else self._exec(item)
+
+    def _exec(self, item: Item) -> Exec:
+        """An execution item as read, with its steps (its own ``sp``, else its spec's)."""
+        return Exec(item, None if "sp" in item else self.specs.steps(str(item["sh"])))
 
     def _put(self, item: Item) -> dict[str, Any]:
         return {"Put": {"TableName": self.db.name, "Item": encode_item(item)}}
@@ -202,7 +198,7 @@ class SQSFlows:
                 ConsistentRead=True,
             )
             keys = [self.db.key_of(o) for o in own if o["sk"] != "X"]
-            ids = [job_of(it["id"], i) for i in range(len(Exec(it).steps))]
+            ids = [job_of(it["id"], i) for i in range(len(self._exec(it).steps))]
             for job in self.store.read_jobs(ids).values():
                 pruned += 1
                 keys.append(self.keys.job(job["id"]))
@@ -223,12 +219,10 @@ class SQSFlows:
         in chunks (``td``); superseded executions end first (:meth:`_supersede`)."""
         t = self.store.now(now)
         with translate("start_execution"):
-            body = _small(new.flow, "the spec", zlib.compress(new.spec_json.encode("utf-8")))
-            spec = {"pk": f"{self.p}FS#{new.spec_hash}", "sk": "FS", "body": body}
-            self.db.client.put_item(TableName=self.db.name, Item=encode_item(spec))
+            steps = self.specs.put(new)  # a declared flow's steps: not in each execution
             seqs = SEQ.take(len(new.jobs) + 1)
             for _ in range(_TRIES):
-                x = Exec(exec_item(self.p, new, seqs[0], t))
+                x = Exec(exec_item(self.p, new, seqs[0], t), steps)
                 admission, fixed = self._admit(new, t)
                 if admission.supersede and new.concurrency and new.conc_key is not None:
                     for old in admission.supersede:
@@ -262,7 +256,7 @@ class SQSFlows:
         ]
         parts = {k // PART: items[k : k + PART] for k in range(0, len(items), PART)}
         pk, what = f"{self.p}X#{new.id}", "the job items of {} steps"
-        blobs = {k: _small(new.flow, what.format(len(its)), zjson(its)) for k, its in parts.items()}
+        blobs = {k: small(new.flow, what.format(len(its)), zjson(its)) for k, its in parts.items()}
         return [self._put({"pk": pk, "sk": f"JB#{k:04d}", "d": b}) for k, b in blobs.items()], parts
 
     def cancel_execution(self, execution_id: str, *, now: int | None = None) -> ExecutionState:
@@ -549,15 +543,11 @@ class SQSFlows:
 
     # ------------------------------------------------------------------ reads
 
-    def _spec_json(self, spec_hash: str) -> str:
-        item = self.db.get(self._key("FS", spec_hash))
-        return "" if item is None else zlib.decompress(item["body"]).decode("utf-8")
-
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_execution`."""
         with translate("get_execution"):
             x = self._read(execution_id)
-            return None if x is None else x.record(self._spec_json(x.item["sh"]))
+            return None if x is None else x.record(self.specs.spec_json(x.item["sh"]))
 
     def list_executions(
         self,
@@ -575,8 +565,8 @@ class SQSFlows:
         with translate("list_executions"):
             items = sorted(self.db.query(**kw), key=lambda it: (it["ca"], it["seq"]), reverse=True)
             page = items[max(offset, 0) : max(offset, 0) + limit]
-            specs = {h: self._spec_json(h) for h in dict.fromkeys(it["sh"] for it in page)}
-            return [Exec(it).record(specs[it["sh"]]) for it in page]
+            specs = {h: self.specs.spec_json(h) for h in dict.fromkeys(it["sh"] for it in page)}
+            return [self._exec(it).record(specs[it["sh"]]) for it in page]
 
     def list_steps(self, execution_id: str) -> list[StepRecord]:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.list_steps` (claims not yet

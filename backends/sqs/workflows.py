@@ -155,7 +155,7 @@ class SQSWorkflows:
             x = self.flows._read(execution_id)
             if x is None:
                 return None
-            record = x.record(self.flows._spec_json(x.item["sh"]))
+            record = x.record(self.flows.specs.spec_json(x.item["sh"]))
             steps = x.step_records()
             memos = self._memos(x)
             found = self.store.read_jobs([s.job_id for s in steps if s.job_id is not None])

@@ -138,14 +138,19 @@ def test_a_wide_execution_is_stored_compressed_and_a_text_one_still_advances(
     make_storage: Factory,
 ) -> None:
     # An execution item is written again by each batch of step ends and billed by its
-    # whole size: long step lists and cells are stored compressed (binary). One written
-    # by the version before (text) is read, advanced and written compressed.
+    # whole size: a declared flow's step list is its spec's (kept once, compressed, in
+    # the spec item), long cells are stored compressed (binary). One written by an
+    # earlier version (its own step list, text) is read, advanced and written compressed.
     s = make_storage()
     wide = make_execution(make_spec({"root": [], **{f"s{i:03d}": ["root"] for i in range(120)}}))
     s.start_execution(wide, now=T0)
     raw = _raw_execution(s, wide.id)
-    assert set(raw["sp"]) == {"B"} and set(raw["ss"]) == {"B"}
-    assert len(raw["sp"]["B"]) < len(json.dumps([["s000", ["root"]]] * 120)) // 4
+    assert "sp" not in raw and set(raw["ss"]) == {"B"}
+    spec = s.store.ddb.get_item(
+        TableName=s.store.db.name, Key=s.flows._key("FS", wide.spec_hash), ConsistentRead=True
+    )["Item"]
+    assert set(spec["sp"]) == {"B"}
+    assert len(spec["sp"]["B"]) < len(json.dumps([["s000", ["root"]]] * 120)) // 4
 
     older = make_execution(make_spec({"root": [], **{f"t{i:03d}": ["root"] for i in range(120)}}))
     s.start_execution(older, now=T0)
@@ -181,3 +186,38 @@ def test_long_job_operations_left_are_stored_compressed_and_read_back() -> None:
     assert Exec(item).todo() == [
         plan.Release(f"s{i - 1:03d}", i, T0 + 60_000) for i in range(1, 151)
     ]
+
+
+def test_a_declared_flows_steps_are_read_from_its_spec_by_another_worker(
+    make_storage: Factory,
+) -> None:
+    # The execution item holds no step list: a worker that did not start the execution
+    # reads its spec's (the FS# item) and claims, advances and lists from it.
+    starter, other = make_storage(), make_storage()
+    new = make_execution(make_spec({"a": [], "b": ["a"], "c": ["a", "b"]}))
+    starter.start_execution(new, now=T0)
+    assert "sp" not in _raw_execution(other, new.id)
+    (a,) = other.claim("w", ["default"], 10, LEASE, now=T0 + 1)
+    assert other.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+    assert states(other, new.id) == {"a": S.SUCCEEDED, "b": S.QUEUED, "c": S.PENDING}
+    steps = other.list_steps(new.id)
+    assert [(r.step_id, r.depends_on) for r in steps] == [
+        ("a", ()),
+        ("b", ("a",)),
+        ("c", ("a", "b")),
+    ]
+    assert [r.id for r in other.list_executions()] == [new.id]
+
+
+def test_an_execution_item_does_not_grow_with_its_declared_steps(make_storage: Factory) -> None:
+    # DynamoDB bills each write of the execution item (one per batch of step ends) by the
+    # item's whole size: with the step list kept in the spec, a 400-step fan-out's item is
+    # about the size of a 4-step one's (it held 2 KB more with the list).
+    s = make_storage()
+    sizes = []
+    for width in (4, 400):
+        spec = make_spec({"root": [], **{f"s{i:04d}": ["root"] for i in range(width)}})
+        new = make_execution(spec)
+        s.start_execution(new, now=T0)
+        sizes.append(len(repr(_raw_execution(s, new.id))))
+    assert sizes[1] < sizes[0] + 200, sizes
