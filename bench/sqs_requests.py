@@ -38,6 +38,10 @@ one 8-slot worker, so that steps are claimed together as in a real drain; the fi
 are per step::
 
     python bench/sqs_requests.py --flow 500
+
+``--by-item`` also splits the drain's write units by write (Put, Update, Delete; inside a
+transaction or not) and by the kind of item written (the sort key before its ``#``: ``J``
+a job, ``X`` an execution, ``E`` a step-end event, ...).
 """
 
 from __future__ import annotations
@@ -146,6 +150,10 @@ class Meter:
         """Items Queries read (``ScannedCount``: before their filters)."""
         self.mean_item = 1024
         """Bytes billed per item a Query read but did not return (``Select=COUNT``)."""
+        self.items: Counter[str] = Counter()
+        """Write units by write and item kind (``--by-item``), since the last :meth:`take`."""
+        self.last_items: Counter[str] = Counter()
+        """:attr:`items` as the last :meth:`take` found them."""
         self._index_keys = [tuple(k for k in pair if k) for pair in indexes.values()]
         for client in (storage.store.ddb, storage.store.sqs):
             service = client.meta.service_model.service_name
@@ -182,6 +190,10 @@ class Meter:
             return
         self.wru += factor * math.ceil(size / 1024) + gsi
         self.gsi += gsi
+        key = body.get("Key") or body.get("Item") or {}
+        sk = str(key.get("sk", {}).get("S", "?"))
+        tx = " (in a transaction)" if factor == 2 else ""
+        self.items[f"{kind} {sk.split('#')[0]}{tx}"] += factor * math.ceil(size / 1024) + gsi
 
     def _params(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         op = model.name
@@ -220,6 +232,7 @@ class Meter:
         self.calls.clear()
         self.wru = self.rru = self.gsi = 0.0
         self.scanned = 0
+        self.last_items, self.items = self.items, Counter()
         return out
 
 
@@ -237,7 +250,7 @@ def _drain(queue: Any, task: Any, n: int, bulk: bool, meter: Meter) -> dict[str,
     run = meter.take()
     stats = {s.queue: s for s in queue.stats()}
     assert stats["default"].succeeded >= n, stats
-    return {"enqueue": enq, "drain": run}
+    return {"enqueue": enq, "drain": run, "items": meter.last_items}
 
 
 def _drain_flow(queue: Any, width: int, meter: Meter) -> dict[str, Any]:
@@ -254,7 +267,7 @@ def _drain_flow(queue: Any, width: int, meter: Meter) -> dict[str, Any]:
     Worker(queue, slots=8, burst=True, install_signal_handlers=False, scheduler=False).run()
     run = meter.take()
     assert execution.status().value == "succeeded", execution.status()
-    return {"enqueue": start, "drain": run}
+    return {"enqueue": start, "drain": run, "items": meter.last_items}
 
 
 def _root(input: int) -> int:
@@ -297,6 +310,11 @@ def main() -> None:
         metavar="W",
         help="measure a fan-out flow of W + 2 steps (8-slot worker) instead of plain jobs",
     )
+    ap.add_argument(
+        "--by-item",
+        action="store_true",
+        help="also split the drain's write units by write and item kind (J job, X execution, ...)",
+    )
     args = ap.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request
 
@@ -338,13 +356,17 @@ def main() -> None:
             rows.append((bulk, got, meter.max_item, meter.max_update))
             queue.close()
     if args.flow:
-        _report(rows, args.flow + 2, args.kept, "flow")
+        _report(rows, args.flow + 2, args.kept, "flow", args.by_item)
     else:
-        _report(rows, args.n, args.kept)
+        _report(rows, args.n, args.kept, by_item=args.by_item)
 
 
 def _report(
-    rows: list[tuple[bool, dict[str, Any], int, int]], n: int, kept: int, flow: str = ""
+    rows: list[tuple[bool, dict[str, Any], int, int]],
+    n: int,
+    kept: int,
+    flow: str = "",
+    by_item: bool = False,
 ) -> None:
     head = (
         f"{'enqueue':<8} {'phase':<8} {'SQS req/job':>11} {'DDB req/job':>11} "
@@ -364,6 +386,12 @@ def _report(
             ops = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(got[phase][0].items()))
             print(f"    {phase}: {ops}")
         print(f"    largest item put: {biggest} bytes, largest item updated: {rewritten} bytes")
+        if by_item:
+            ranked = sorted(got["items"].items(), key=lambda kv: -kv[1])
+            print("    drain write units by write and item kind (sort key before '#'):")
+            for what, units in ranked:
+                if units / n >= 0.005:
+                    print(f"        {units / n:6.2f}  {what}")
 
 
 def _cells(per: tuple[float, ...]) -> str:
