@@ -45,7 +45,7 @@ name      meaning
 ``pg``    latest progress: ``f`` fraction (text), ``m`` message, ``at`` (epoch ms)
 ``po``    a reaped job's place in line while its backoff delays ``ra`` (``queued_fields``)
 ``ao``    outcome of the last attempt when it ended inline (a success without
-          counter or flow: no attempt item is written); ``ar`` its reason, ``am`` mode
+          counter: no attempt item is written); ``ar`` its reason, ``am`` mode
 ``v``     version, incremented by every update (conditional writes compare it)
 ``ttl``   DynamoDB TTL (epoch seconds) of a finished job
 ========  ===================================================================
@@ -61,8 +61,8 @@ Attempt item (``sk = A#00001`` …): ``n`` number, ``wk``, ``sa``, ``fa``, ``oc`
 ``rsn`` reason, ``ec``/``et``/``msg``/``tb`` error, ``mode``. Written when the attempt
 ends (in the transaction that ends it); while it runs, its record is the job item's
 ``att``/``wk``/``sa`` (a claim is one write to the job item, not a transaction of two),
-and a success without concurrency key or flow keeps its end there too (``ao``): the
-finish is then one conditional UpdateItem.
+and a success without concurrency key keeps its end there too (``ao``): a plain job's
+finish is then one conditional UpdateItem (a step job that runs again stores it first).
 
 Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
 ``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),

@@ -81,7 +81,7 @@ class Writes:
         progress)."""
         att_sets = _attempt_sets(outcome, attempt_reason, error, mode, now)
         inline = state is JobState.SUCCEEDED and error is None
-        inline = inline and job.get("ck") is None and job.get("xid") is None
+        inline = inline and job.get("ck") is None
         actions: Actions = [] if inline else [self._attempt_put(job, att_sets)]
         if state is JobState.QUEUED:
             sets, removes = self.keys.queued_fields(
@@ -152,7 +152,8 @@ class Writes:
         """A step job released again (``plan.Release`` after a resume): a finished one runs
         again -- queued ready now, ``max_attempts`` = its attempts so far + the budget it
         was stored with, reason, result and error cleared, its dead-letter entry removed,
-        its attempt records kept; a queued or running one is left alone. The writes, and
+        its attempt records kept (a success ended inline on the job item is stored as its
+        attempt item); a queued or running one is left alone. The writes, and
         the job item to hint."""
         if job["st"] in (JobState.QUEUED.value, JobState.RUNNING.value):
             return [], None, None
@@ -164,6 +165,9 @@ class Writes:
             self.keys.job(job["id"]), sets, removes, cond="st = :s AND v = :jv", cond_values=values
         )
         actions: Actions = [{"Update": job_update}]
+        if job.get("ao") is not None:  # its success ended inline: stored as its record now
+            record = encode_item(current_attempt(job))
+            actions.append({"Put": {"TableName": self.db.name, "Item": record}})
         if job.get("did"):
             dead = self.keys.dead(job["did"])
             keys = [dead, *self.keys.chunks(dead["pk"]["S"], job.get("plc"))]

@@ -9,7 +9,7 @@ import pytest
 
 from queue_core.records.errors import ConfigError, NotFound
 from queue_core.records.flows import ExecutionState, StepState
-from queue_core.records.jobs import JobState
+from queue_core.records.jobs import JobState, Outcome, dt_from_ms
 from queue_core.records.workflows import MemoPut, Suspension
 from queue_core.storage.flows import step_job_id
 from queue_core.storage.protocol import Storage
@@ -120,7 +120,17 @@ class ResumeContract(ContractBase):
         assert (unknown.value.code, unknown.value.field) == ("invalid_option", "step_id")
         assert flows.resume_execution(new.id, "a", now=T0 + 6) is _E.RUNNING
         assert states(flows, new.id) == {"a": _S.QUEUED, "b": _S.PENDING, "c": _S.SUCCEEDED}
-        storage.finish([complete_end(claim_steps(storage, T0 + 7)["a"].ref)], now=T0 + 8)
+        again = claim_steps(storage, T0 + 7)["a"]
+        storage.finish([complete_end(again.ref)], now=T0 + 8)
+        attempts = storage.list_attempts(again.id)  # the first run's success is kept
+        assert [(a.number, a.outcome) for a in attempts] == [
+            (1, Outcome.SUCCEEDED),
+            (2, Outcome.SUCCEEDED),
+        ]
+        ends = [(T0 + 1, T0 + 2), (T0 + 7, T0 + 8)]
+        assert [(a.started_at, a.finished_at) for a in attempts] == [
+            (dt_from_ms(s), dt_from_ms(f)) for s, f in ends
+        ]
         assert states(flows, new.id)["b"] is _S.QUEUED
         storage.finish([complete_end(claim_steps(storage, T0 + 9)["b"].ref)], now=T0 + 10)
         record = flows.get_execution(new.id)

@@ -1,8 +1,9 @@
 """Where a running attempt's record lives: on the job item until the attempt ends.
 
 A claim of a plain job is one conditional UpdateItem of the job item (1 write unit);
-the attempt item is Put by the transaction that ends the attempt, except a plain
-success, which ends inline on the job item (one conditional UpdateItem). These tests check
+the attempt item is Put by the transaction that ends the attempt, except a success
+without concurrency key (a plain job's or a flow step's), which ends inline on the job
+item (for a plain job one conditional UpdateItem). These tests check
 the writes, the reads of a running attempt, and that an attempt item written at claim
 by an earlier version (the old layout) is completed, not duplicated, by the end.
 """
@@ -146,3 +147,31 @@ def test_a_stale_candidate_loses_the_single_update_and_claims_nothing(
     assert calls["UpdateItem"] == 1  # the conditional update was sent and refused
     (only,) = s.list_attempts("d1")
     assert only.worker_id == "w2"
+
+
+def test_a_flow_steps_success_ends_inline_and_is_stored_when_the_step_runs_again(
+    make_storage: Factory,
+) -> None:
+    # A step's end is a transaction anyway (its step-end event); its success keeps the
+    # ended attempt on the job item like a plain one (no attempt item: 2 write units a
+    # step less). A resume that runs the step again stores it first, in the same write.
+    from queue_core.storage.flows import step_job_id
+    from queue_core.testing.fixtures import T0, complete_end
+    from queue_core.testing.suite._flows_base import claim_steps, make_execution, make_spec
+
+    s = make_storage()
+    new = make_execution(make_spec({"a": []}))
+    s.start_execution(new, now=T0)
+    a = claim_steps(s, T0 + 1)["a"]
+    assert s.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+    job_id = step_job_id(new.id, 0)
+    assert _attempt_item(s, job_id, 1) is None
+    assert [x.outcome for x in s.list_attempts(job_id)] == [Outcome.SUCCEEDED]
+
+    assert s.resume_execution(new.id, "a", now=T0 + 3).value == "running"
+    stored = _attempt_item(s, job_id, 1)
+    assert stored is not None and (stored["oc"], stored["sa"], stored["fa"]) == (
+        "succeeded",
+        T0 + 1,
+        T0 + 2,
+    )
