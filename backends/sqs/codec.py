@@ -84,7 +84,7 @@ index keys ``ap`` = ``P X``, ``tp``/``tx`` = ``P XT``/deadline (running) or ``P 
 ``dp``/``dx`` = ``P XA`` while ``td`` is set. In the same partition: step-end events (``sk =
 E#<idx>#<attempt>#a|q``: ``i``, ``n``, ``st``, ``rsn``, ``dp``/``dx`` = ``P XA``) and
 succeeded steps' results (``sk = O#<idx>``: ``d``). Spec ``pk = P FS#<hash>``, ``sk =
-FS``: ``body`` (zlib), ``sp`` a declared flow's steps (zlib JSON). Execution concurrency
+FS``: ``body`` (zlib; a declared flow's steps are read from it). Execution concurrency
 key ``pk = P XK#<key>``, ``sk = XK``: ``a`` active executions (id -> ``state|created_at``),
 ``cl``, ``cb``, ``v``, ``dp``/``dx`` = ``P XP`` while a promotion may be due.
 """

@@ -3,8 +3,8 @@ requests, no clock (the flows part, :mod:`backends.sqs.flows`, does those).
 
 The layout (``P`` is the key prefix ``"<prefix>#"``; ``docs/backends/sqs.md`` has every
 attribute): execution ``P X#<id>``/``X`` with ``sp`` (steps and dependencies, JSON; a
-declared flow's are its spec's, ``sp`` of ``P FS#<hash>``/``FS``, not repeated in each
-execution item, which DynamoDB bills by its whole size at every write), ``ss`` (one line
+declared flow's are its spec's, ``P FS#<hash>``/``FS``, not repeated in each execution
+item, which DynamoDB bills by its whole size at every write), ``ss`` (one line
 ``state|released|reason`` per step), ``r`` (claims not yet folded: idx -> attempt) and
 ``td`` (job operations left, :func:`dump_op`), the three texts compressed when long
 (:func:`pack`); in its partition the step-end events ``E#<idx>#<attempt>#a|q``, results
@@ -142,9 +142,9 @@ def read_steps(value: Any) -> Steps:
 class Exec:
     """One execution item as read: its steps, their cells, the claims not yet folded.
 
-    A declared flow's steps are its spec's, kept once per spec (``sp`` of its ``FS#``
-    item) and passed as ``steps``; an execution item holds its own ``sp`` when its steps
-    grow at run time (a workflow) or when an earlier version wrote it."""
+    A declared flow's steps are its spec's, read once per spec (its ``FS#`` item) and
+    passed as ``steps``; an execution item holds its own ``sp`` when its steps grow at run
+    time (a workflow) or when an earlier version wrote it."""
 
     def __init__(self, item: Item, steps: Steps | None = None) -> None:
         self.item, self.id, self.state = item, str(item["id"]), ExecutionState(item["st"])
@@ -257,13 +257,13 @@ def cells_text(cells: Iterable[Cell]) -> str:
     return "\n".join(f"{st.value}|{int(released)}|{why or ''}" for st, released, why in cells)
 
 
-def exec_item(p: str, new: NewExecution, seq: int, now: int) -> Item:
-    """The execution item of ``new`` as stored ``queued`` with every step ``pending`` (a
-    declared flow's steps are not in it: they are its spec's, ``sp`` of the ``FS#`` item)."""
+def exec_item(p: str, new: NewExecution, seq: int, now: int, own_steps: bool = True) -> Item:
+    """The execution item of ``new`` as stored ``queued`` with every step ``pending``; its
+    steps (``sp``) only with ``own_steps`` (not for a declared flow: they are its spec's)."""
     item: Item = {"pk": f"{p}X#{new.id}", "sk": "X", "id": new.id, "fl": new.flow, "ap": f"{p}X"}
     item.update(sh=new.spec_hash, st=_E.QUEUED.value, mp=new.max_parallel, to=new.timeout_ms)
     item.update({"in": new.input}, ca=now, seq=seq, v=1, r={})
-    if new.kind != "flow":  # steps added at run time: kept in the execution
+    if own_steps:
         item["sp"] = pack(steps_text(new))
     item["ss"] = pack(cells_text([(_S.PENDING, False, None)] * len(new.steps)))
     if new.concurrency is not None:

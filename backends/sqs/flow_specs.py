@@ -1,10 +1,10 @@
 """Flow specs on SQS + DynamoDB: the ``FS#`` item of each spec hash and what is read from it.
 
-A spec item (``P FS#<hash>``/``FS``) holds the spec (``body``, zlib JSON) and, for a
-declared flow, its steps and dependencies (``sp``, zlib JSON). The steps are kept here once
-rather than in each execution item: DynamoDB bills every write of an item by its whole
-size, and an execution item is written again by each batch of step ends. A spec never
-changes under its hash, so a process reads a spec's steps once.
+A spec item (``P FS#<hash>``/``FS``) holds the spec (``body``, zlib JSON). A declared
+flow's steps and dependencies are read from it, not from each execution item: DynamoDB
+bills every write of an item by its whole size, and an execution item is written again
+by each batch of step ends. A spec never changes under its hash, so a process reads a
+spec's steps once.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 from backends.sqs.codec import encode_item
 from backends.sqs.dynamo import Table
-from backends.sqs.flow_items import Steps, read_steps, steps_text
+from backends.sqs.flow_items import Steps
 from queue_core.records.errors import StorageError
+from queue_core.rules.flows.spec import FlowSpec
 from queue_core.storage.flows import NewExecution
 
 __all__ = ["SPEC_MAX", "FlowSpecs", "small"]
@@ -24,6 +25,11 @@ SPEC_MAX = 350 * 1024
 """Bytes (compressed) this backend stores in one item of a flow's."""
 _KEPT = 256
 """Specs' steps kept in memory by one process's flows part."""
+
+
+def _steps_of(spec_json: str) -> Steps:
+    """A spec's steps as an execution holds them (``NewExecution.build``'s order)."""
+    return [(s.id, tuple(s.depends_on)) for s in FlowSpec.from_json(spec_json).steps]
 
 
 def small(flow: str, what: str, blob: bytes) -> bytes:
@@ -52,27 +58,25 @@ class FlowSpecs:
         return {"pk": {"S": f"{self.p}FS#{spec_hash}"}, "sk": {"S": "FS"}}
 
     def put(self, new: NewExecution) -> Steps | None:
-        """Store ``new``'s spec (again: the same content under the same hash); return a
-        declared flow's steps (``None`` for a workflow, whose steps grow in its execution)."""
+        """Store ``new``'s spec (again: the same content under the same hash); return its
+        steps when they are its spec's (a declared flow), else ``None`` (a workflow, whose
+        steps grow in its execution item, which then keeps them)."""
         body = small(new.flow, "the spec", zlib.compress(new.spec_json.encode("utf-8")))
         spec = {"pk": f"{self.p}FS#{new.spec_hash}", "sk": "FS", "body": body}
-        steps = None
-        if new.kind == "flow":
-            sp = zlib.compress(steps_text(new).encode("utf-8"), 9)
-            small(new.flow, "the spec with its steps", body + sp)
-            spec["sp"] = sp
-            steps = self._keep(new.spec_hash, read_steps(sp))
         self.db.client.put_item(TableName=self.db.name, Item=encode_item(spec))
-        return steps
+        steps = [(s.id, tuple(s.depends_on)) for s in new.steps]
+        if new.kind != "flow" or _steps_of(new.spec_json) != steps:
+            return None
+        return self._keep(new.spec_hash, steps)
 
     def steps(self, spec_hash: str) -> Steps:
         """The steps of a declared flow's spec (read once per process)."""
         steps = self._steps.get(spec_hash)
         if steps is None:
-            item = self.db.get(self._key(spec_hash))
-            if item is None or "sp" not in item:
-                raise StorageError(f"sqs backend: flow spec {spec_hash!r} has no steps stored")
-            steps = self._keep(spec_hash, read_steps(item["sp"]))
+            text = self.spec_json(spec_hash)
+            if not text:
+                raise StorageError(f"sqs backend: flow spec {spec_hash!r} is not stored")
+            steps = self._keep(spec_hash, _steps_of(text))
         return steps
 
     def _keep(self, spec_hash: str, steps: Steps) -> Steps:

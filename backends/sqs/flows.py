@@ -222,7 +222,7 @@ class SQSFlows:
             steps = self.specs.put(new)  # a declared flow's steps: not in each execution
             seqs = SEQ.take(len(new.jobs) + 1)
             for _ in range(_TRIES):
-                x = Exec(exec_item(self.p, new, seqs[0], t), steps)
+                x = Exec(exec_item(self.p, new, seqs[0], t, steps is None), steps)
                 admission, fixed = self._admit(new, t)
                 if admission.supersede and new.concurrency and new.conc_key is not None:
                     for old in admission.supersede:
