@@ -33,7 +33,3 @@ class Keys:
     def wake(self, queue: str, home: str | None = None) -> str:
         """Wake-up token list of one queue (bounded; BLPOPed by idle workers)."""
         return f"{home or self.prefix}:w:{queue}"
-
-    def pattern(self) -> str:
-        """A SCAN/KEYS pattern matching every key of this prefix."""
-        return f"{self.prefix}:*"

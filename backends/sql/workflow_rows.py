@@ -87,12 +87,6 @@ class WorkflowRows:
         if wake:
             self.store.notify(cur)
 
-    def set_awaiting(self, cur: Any, eid: str, idxs: Sequence[int]) -> str | None:
-        """``SetAwaiting``; the column's new value."""
-        value = json.dumps(list(idxs)) if idxs else None
-        cur.execute(self.q["wf_set_awaiting"], {"e": eid, "awaiting": value})
-        return value
-
     def add_waiter(self, cur: Any, eid: str, w: EventWait) -> None:
         """``AddWaiter`` (replacing one with the same memo key)."""
         cur.execute(self.q["wf_put_wait"], {

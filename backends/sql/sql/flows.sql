@@ -199,9 +199,6 @@ SELECT schedule_to_start_ms FROM qc_jobs WHERE id = :id AND state = 'queued'
 UPDATE qc_jobs SET run_at = :at, expires_at = :expires, place_at = NULL
 WHERE id = :id AND state = 'queued'
 
--- name: wf_set_awaiting
-UPDATE qc_executions SET awaiting = :awaiting WHERE id = :e
-
 -- name: wf_put_wait
 INSERT INTO qc_waits (execution_id, memo_key, name, key, since, until)
 VALUES (:e, :memo_key, :name, :key, :since, :until)
