@@ -59,7 +59,7 @@ from queue_core.worker.settings import (
     step_gate,
     worker_id,
 )
-from queue_core.worker.startup import FirstClaim, after_first_claim
+from queue_core.worker.startup import FirstClaim, after_first_claim, freeze_start_heap
 from queue_core.worker.state import RunState
 from queue_core.worker.timing import DueTimes, Timing
 from queue_core.worker.watchdog import Watchdog
@@ -361,6 +361,7 @@ class Worker:
         self._listeners.notify("worker_started", self)
         async with anyio.create_task_group() as tg:
             parts = self._parts = self._assemble(tg, queues, tasks, limiter, first_claim)
+            freeze_start_heap()
             await self._start_services(tg, parts, tasks, limiter, first_claim)
             await parts.claims.claim_loop()
             await self._shutdown(parts)

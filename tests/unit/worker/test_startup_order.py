@@ -124,3 +124,30 @@ async def test_a_failed_first_claim_starts_the_services_too() -> None:
     storage = OrderStorage(clock)
     storage.fail = StorageUnavailable("down for the test")
     await _start_and_check(storage, Queue(storage=storage, clock=clock, lease=3), {"register"})
+
+
+def test_a_worker_freezes_the_start_heap_once_per_process() -> None:
+    # Full collections during a drain walked every object the start made (20-45 ms each,
+    # docs/guides/performance.md); the first worker of a process moves them out of the
+    # collector's reach before its first claim, and later workers leave that as it is.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import gc
+        from queue_core import Queue
+        from queue_core.worker import Worker
+        q = Queue("memory://")
+        before = gc.get_freeze_count()
+        for _ in range(2):
+            Worker(q, burst=True, install_signal_handlers=False, scheduler=False).run()
+            print(gc.get_freeze_count() - before)
+        """
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    first, second = map(int, got.stdout.split())
+    assert first > 1000 and second <= first, got.stdout  # frozen objects may still be freed
