@@ -83,6 +83,8 @@ def _event(raw: bytes) -> folding.StepEvent:
 
 
 Row = dict[str, bytes | None]
+Head = tuple[list[Any], list[bytes]]
+"""An execution's :data:`_FAST_FIELDS` values and pending events (``P:xe``), as read."""
 
 
 def _head(f: dict[str, bytes | None]) -> ExecutionHead:
@@ -278,15 +280,19 @@ class RedisFlows:
             return state
         raise StorageError(f"execution {eid}: too much contention")
 
-    def _fast(self, eid: str, now: int) -> Plan | None | Literal[False]:
-        """:func:`~.folding.fold_fast` from the execution's head and counters and O(events +
-        dependents) step reads; ``None`` when it is gone, ``False`` for the full view."""
+    def _fast(self, eid: str, now: int, head: Head | None = None) -> Plan | None | Literal[False]:
+        """:func:`~.folding.fold_fast` from the execution's head and counters (``head``: as
+        ``finish.lua`` read them, else read here) and O(events + dependents) step reads;
+        ``None`` when it is gone, ``False`` for the full view."""
         key = self.store.key
-        with translate_errors("read execution"):
-            pipe = self.store.client.pipeline(transaction=True)
-            pipe.hmget(key("x", eid), _FAST_FIELDS)
-            pipe.lrange(key("xe", eid), 0, -1)
-            row, raw = pipe.execute()
+        if head is not None:
+            row, raw = head
+        else:
+            with translate_errors("read execution"):
+                pipe = self.store.client.pipeline(transaction=True)
+                pipe.hmget(key("x", eid), _FAST_FIELDS)
+                pipe.lrange(key("xe", eid), 0, -1)
+                row, raw = pipe.execute()
         f = dict(zip(_FAST_FIELDS, row, strict=True))
         if f["st"] is None or int(f["c.pending"] or -1) < 0:  # no counters: stored before them
             return None if f["st"] is None else False
@@ -327,11 +333,15 @@ class RedisFlows:
         return index
 
     def _try(
-        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition] | None
+        self,
+        eid: str,
+        now: int,
+        judge: Callable[[ExecutionView], Transition] | None,
+        head: Head | None = None,
     ) -> Result | None:
         """One optimistic attempt: fold the pending events, then ``judge`` (no judge:
-        fast when it can); ``None`` on a conflict."""
-        got = self._fast(eid, now) if judge is None else False
+        fast when it can, from ``head`` when given); ``None`` on a conflict."""
+        got = self._fast(eid, now, head) if judge is None else False
         if got is False:
             x = self._read(eid)
             if x is not None:
@@ -349,12 +359,18 @@ class RedisFlows:
         return state, reaped, _text(f["ck"]) if finished else None
 
     def _advance(
-        self, eid: str, now: int, judge: Callable[[ExecutionView], Transition] | None = None
+        self,
+        eid: str,
+        now: int,
+        judge: Callable[[ExecutionView], Transition] | None = None,
+        head: Head | None = None,
     ) -> Result | None:
-        """Advance ``eid`` (retrying on a conflict), then promote the key of an execution
-        that finished; ``None`` when it is left in ``P:xadv`` for the reaper."""
+        """Advance ``eid`` (retrying on a conflict; ``head``: the first try's read, as
+        ``finish.lua`` returned it), then promote the key of an execution that finished;
+        ``None`` when it is left in ``P:xadv`` for the reaper."""
         for _ in range(_TRIES):
-            got = self._try(eid, now, judge)
+            got = self._try(eid, now, judge, head)
+            head = None  # a conflict: the next try reads again
             if got is not None:
                 if got[2] is not None:
                     self._promote(got[2], now)
@@ -380,14 +396,17 @@ class RedisFlows:
 
     # ------------------------------------------------------------------ the jobs part's calls
 
-    def advance_ends(self, eids: Sequence[str], now: int | None) -> None:
-        """Advance the executions whose step jobs just ended. The ends are already durable
-        (and their executions in ``P:xadv``): a failure here is logged and left to the
-        next ``reap``, never reported as a failed ``finish``/``cancel``."""
+    def advance_ends(
+        self, eids: Sequence[str], now: int | None, heads: dict[str, Head] | None = None
+    ) -> None:
+        """Advance the executions whose step jobs just ended (``heads``: their heads and
+        events as ``finish.lua`` read them). The ends are already durable (and their
+        executions in ``P:xadv``): a failure here is logged and left to the next ``reap``,
+        never reported as a failed ``finish``/``cancel``."""
         try:
             t = self.store.now(now)
             for eid in dict.fromkeys(eids):
-                self._advance(eid, t)
+                self._advance(eid, t, head=None if heads is None else heads.get(eid))
         except StorageError as exc:
             log.warning("flow advance of %s left to the reaper: %s", ", ".join(eids), exc)
 

@@ -180,9 +180,16 @@ class RedisJobs:
                     took[k] = x
         else:
             took = self._finish_in(None, ends, [e.ref.lease_token for e in ends], now)
-        ended = [x.decode() for x in took if isinstance(x, bytes)]  # executions of step ends
+        ended: list[str] = []  # executions of step ends, each with its head as finish read it
+        heads: dict[str, tuple[list[Any], list[bytes]]] = {}
+        for x in took:
+            if isinstance(x, list):
+                ended.append(x[0].decode())
+                heads[ended[-1]] = (x[1], x[2])
+            elif isinstance(x, bytes):
+                ended.append(x.decode())
         if ended:
-            self.flows().advance_ends(ended, now)
+            self.flows().advance_ends(ended, now, heads)
         return [x != 0 for x in took]
 
     def _finish_in(

@@ -42,16 +42,21 @@ def _counters_match(storage: RedisStorage, raw: redis.Redis[bytes], eid: str) ->
             assert int(unmet[str(i).encode()]) == left, step.id
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
-    """Records each fast attempt's outcome and each full read of an execution."""
+def _spy(
+    monkeypatch: pytest.MonkeyPatch, given: list[bool] | None = None
+) -> tuple[list[str], list[str]]:
+    """Records each fast attempt's outcome (and in ``given`` whether ``finish.lua`` had
+    read its head) and each full read of an execution."""
     fast: list[str] = []
     full: list[str] = []
     orig_fast = RedisFlows._fast
     orig_read = RedisFlows._read
 
-    def try_fast(self: Any, eid: str, now: int) -> Any:
-        got = orig_fast(self, eid, now)
+    def try_fast(self: Any, eid: str, now: int, head: Any = None) -> Any:
+        got = orig_fast(self, eid, now, head)
         fast.append("none" if got is False else "gone" if got is None else "applied")
+        if given is not None:
+            given.append(head is not None)
         return got
 
     def read_exec(self: Any, eid: str) -> Any:
@@ -168,3 +173,33 @@ def test_step_inputs_read_the_step_list_once_and_follow_a_changed_spec(
     raw.hset(f"{p}:x:{new.id}", mapping={"sh": "another", "sp": other})
     assert storage.get_step_inputs(new.id, "b").results == {"a": None}
     assert len(lists) == before + 1
+
+
+def test_a_step_end_is_advanced_from_the_head_finish_read(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # finish.lua returns, per execution it recorded step ends of, the head and events the
+    # advance would read first: the advance starts without a round trip of its own. Two
+    # ends of one execution in one call: one head, read after both were recorded.
+    new = make_execution(make_spec({"a": [], "b": [], "c": ["a", "b"]}))
+    storage.start_execution(new, now=T0)
+    given: list[bool] = []
+    fast, full = _spy(monkeypatch, given)
+    got = claim_steps(storage, T0 + 1)
+    assert storage.finish([complete_end(got["a"].ref), complete_end(got["b"].ref)], now=T0 + 2)
+    assert (fast, given, full) == (["applied"], [True], [])
+    assert states(storage, new.id) == {"a": _S.SUCCEEDED, "b": _S.SUCCEEDED, "c": _S.QUEUED}
+    _counters_match(storage, raw, new.id)
+
+
+def test_finish_reads_the_head_fields_the_fast_advance_reads() -> None:
+    # the field list of finish.lua's head read mirrors backends/redis/flows.py's
+    import re
+    from pathlib import Path
+
+    from backends.redis import flows
+
+    text = (Path(flows.__file__).parent / "lua" / "finish.lua").read_text()
+    block = re.search(r"local HEAD = \{(.*?)\}", text, re.S)
+    assert block is not None
+    assert re.findall(r"'([^']+)'", block.group(1)) == flows._FAST_FIELDS

@@ -30,8 +30,8 @@ _S = StepState
 def _killed_before_advance(storage: RedisStorage, monkeypatch: pytest.MonkeyPatch) -> None:
     """The caller dies right after the finish/cancel script: nobody advances."""
 
-    def never(eids: Sequence[str], now: int | None) -> None:
-        del eids, now
+    def never(eids: Sequence[str], now: int | None, heads: object = None) -> None:
+        del eids, now, heads
 
     monkeypatch.setattr(storage.flows, "advance_ends", never)
 
@@ -136,7 +136,7 @@ def test_an_advance_that_fails_after_the_finish_is_left_to_the_reaper(
     storage.start_execution(new, now=T0)
     a = claim_steps(storage, T0 + 1)["a"]
 
-    def down(eid: str, now: int) -> list[object]:
+    def down(eid: str, now: int, head: object = None) -> list[object]:
         raise StorageUnavailable(f"redis unavailable during advance of {eid} at {now}")
 
     monkeypatch.setattr(storage.flows, "_advance", down)
