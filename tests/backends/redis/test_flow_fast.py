@@ -203,3 +203,20 @@ def test_finish_reads_the_head_fields_the_fast_advance_reads() -> None:
     block = re.search(r"local HEAD = \{(.*?)\}", text, re.S)
     assert block is not None
     assert re.findall(r"'([^']+)'", block.group(1)) == flows._FAST_FIELDS
+
+
+def test_the_head_finish_read_holds_unset_fields_over_resp3_too(redis_url: str) -> None:
+    # An unset field (no deadline, no reason) is false in the script; it must reach the
+    # advance as unset over RESP3 too (a URL may ask for it), or an execution without a
+    # deadline would be taken for one whose deadline (0) has passed.
+    s = RedisStorage.from_url(f"{redis_url}&protocol=3")
+    try:
+        new = make_execution(make_spec({"a": [], "b": ["a"]}))
+        s.start_execution(new, now=T0)
+        a = claim_steps(s, T0 + 1)["a"]
+        assert s.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+        assert states(s, new.id) == {"a": _S.SUCCEEDED, "b": _S.QUEUED}
+        record = s.get_execution(new.id)
+        assert record is not None and record.state is ExecutionState.RUNNING
+    finally:
+        s.close()
