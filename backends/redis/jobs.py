@@ -42,7 +42,7 @@ from queue_core.rules.outcomes import end_state
 from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
-    from backends.redis.flows import RedisFlows
+    from backends.redis.flows import Head, RedisFlows
     from queue_core.records.workflows import SuspendedEnd
 
 __all__ = ["RedisJobs"]
@@ -181,7 +181,7 @@ class RedisJobs:
         else:
             took = self._finish_in(None, ends, [e.ref.lease_token for e in ends], now)
         ended: list[str] = []  # executions of step ends, each with its head as finish read it
-        heads: dict[str, tuple[list[Any], list[bytes]]] = {}
+        heads: dict[str, Head] = {}
         for x in took:
             if isinstance(x, list):
                 ended.append(x[0].decode())

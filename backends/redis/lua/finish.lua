@@ -19,6 +19,7 @@
 defer_counts()
 local S = 14
 local out = {}
+local steps = false -- a step job's end took: its execution's head goes back too
 for b = 3, #ARGV - 1, S do
   local id = ARGV[b + 1]
   local k = jk(id)
@@ -51,12 +52,14 @@ for b = 3, #ARGV - 1, S do
         redis.call('HSET', P .. ':xo:' .. x, redis.call('HGET', k, 'xi'), ARGV[b + 9])
       end
       out[#out + 1] = flow_event(id, x, f[2])
+      steps = true
     else
       out[#out + 1] = 1
     end
   end
 end
 flush_counts()
+if not steps then return out end -- plain jobs only: nothing more to build
 -- the fields of backends/redis/flows.py _FAST_FIELDS, in its order (a test compares them)
 local HEAD = {'fl', 'sh', 'st', 'rs', 'fs', 'mp', 'to', 'dl', 'ca', 'sa', 'fa', 'ck', 'cl',
   'cb', 'v', 'c.pending', 'c.queued', 'c.running', 'c.succeeded', 'c.dead', 'c.cancelled',
