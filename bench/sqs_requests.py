@@ -188,12 +188,13 @@ class Meter:
         if kind == "ConditionCheck":
             self.wru += factor
             return
-        self.wru += factor * math.ceil(size / 1024) + gsi
+        units = factor * math.ceil(size / 1024) + gsi
+        self.wru += units
         self.gsi += gsi
         key = body.get("Key") or body.get("Item") or {}
         sk = str(key.get("sk", {}).get("S", "?"))
         tx = " (in a transaction)" if factor == 2 else ""
-        self.items[f"{kind} {sk.split('#')[0]}{tx}"] += factor * math.ceil(size / 1024) + gsi
+        self.items[f"{kind} {sk.split('#')[0]}{tx}"] += units
 
     def _params(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         op = model.name

@@ -41,6 +41,7 @@ __all__ = [
     "cells_text",
     "dump_op",
     "exec_item",
+    "exec_record",
     "fit",
     "fresh_release",
     "job_when",
@@ -194,22 +195,7 @@ class Exec:
         return out
 
     def record(self, spec_json: str = "") -> ExecutionRecord:
-        get = self.item.get
-        same: dict[str, Any] = {field: get(name) for field, name in _RECORD.items()}
-        return ExecutionRecord(
-            id=self.id,
-            state=self.state,
-            reason=None if get("rsn") is None else ExecutionReason(get("rsn")),
-            spec_json=spec_json,
-            input=bytes(get("in", b"")),
-            max_parallel=int(get("mp", 0)),
-            conc_key=get("ck"),
-            kind=self.kind,
-            parent_id=get("pi"),
-            parent_idx=get("px"),
-            awaiting=tuple(get("aw") or ()),
-            **same,
-        )
+        return exec_record(self.item, spec_json)
 
     def step_records(self, claimed: bool = True) -> list[StepRecord]:
         """The steps as stored; with ``claimed``, a claim not yet folded shows ``running``."""
@@ -231,6 +217,26 @@ class Exec:
 
     def view(self) -> ExecutionView:
         return self.record().view(self.step_records(claimed=False))
+
+
+def exec_record(item: Item, spec_json: str = "") -> ExecutionRecord:
+    """The record of an execution item (its steps are not needed: a listing reads none)."""
+    get = item.get
+    same: dict[str, Any] = {field: get(name) for field, name in _RECORD.items()}
+    return ExecutionRecord(
+        id=str(item["id"]),
+        state=ExecutionState(item["st"]),
+        reason=None if get("rsn") is None else ExecutionReason(get("rsn")),
+        spec_json=spec_json,
+        input=bytes(get("in", b"")),
+        max_parallel=int(get("mp", 0)),
+        conc_key=get("ck"),
+        kind=str(get("k") or "flow"),
+        parent_id=get("pi"),
+        parent_idx=get("px"),
+        awaiting=tuple(get("aw") or ()),
+        **same,
+    )
 
 
 def stored_at(x: Exec, idx: int) -> tuple[int, str, int]:

@@ -31,6 +31,7 @@ from backends.sqs.flow_items import (
     JobOp,
     dump_op,
     exec_item,
+    exec_record,
     fit,
     fresh_release,
     job_when,
@@ -546,8 +547,8 @@ class SQSFlows:
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.get_execution`."""
         with translate("get_execution"):
-            x = self._read(execution_id)
-            return None if x is None else x.record(self.specs.spec_json(x.item["sh"]))
+            item = self.db.get(self._key("X", execution_id))  # the record needs no steps
+            return None if item is None else exec_record(item, self.specs.spec_json(item["sh"]))
 
     def list_executions(
         self,
@@ -566,7 +567,7 @@ class SQSFlows:
             items = sorted(self.db.query(**kw), key=lambda it: (it["ca"], it["seq"]), reverse=True)
             page = items[max(offset, 0) : max(offset, 0) + limit]
             specs = {h: self.specs.spec_json(h) for h in dict.fromkeys(it["sh"] for it in page)}
-            return [self._exec(it).record(specs[it["sh"]]) for it in page]
+            return [exec_record(it, specs[it["sh"]]) for it in page]
 
     def list_steps(self, execution_id: str) -> list[StepRecord]:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.list_steps` (claims not yet
