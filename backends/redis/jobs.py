@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 __all__ = ["RedisJobs"]
 
 
+def _start_values(ref: LeaseRef, token: str, ago: int) -> tuple[str, int, str, int]:
+    """A held attempt's start as ``start.lua`` and ``finish.lua`` take it."""
+    return (ref.job_id, ref.attempt, token, ago)
+
+
 def _suspended(end: AttemptEnd) -> bool:
     """A workflow function's suspended end (its module loads with the first one seen)."""
     from queue_core.records.workflows import SuspendedEnd
@@ -124,14 +129,14 @@ class RedisJobs:
         if not self.store.cluster:
             args = self.store.args(now)
             for k, ref in enumerate(refs):
-                args += (ref.job_id, ref.attempt, ref.lease_token, ago[k])
+                args += _start_values(ref, ref.lease_token, ago[k])
             with translate_errors("start_claimed"):
                 return [c == 1 for c in self.store.run(self._start, args)]
         out = [False] * len(refs)
         for home, part in self._by_home([r.lease_token for r in refs]).items():
             args = self.store.args(now, home)
             for k, token in part:
-                args += (refs[k].job_id, refs[k].attempt, token, ago[k])
+                args += _start_values(refs[k], token, ago[k])
             with translate_errors("start_claimed"):
                 got = self.store.run(self._start, args)
             for (k, _), c in zip(part, got, strict=True):
@@ -163,40 +168,70 @@ class RedisJobs:
         info = [end.outcome.value, end.reason, err.error_class, err.error_type, err.message]
         return json.dumps([*info, err.traceback, end.mode])
 
-    def finish(self, ends: Sequence[AttemptEnd], now: int | None) -> list[bool]:
+    def finish(
+        self,
+        ends: Sequence[AttemptEnd],
+        now: int | None,
+        started: tuple[Sequence[LeaseRef], Sequence[int]] = ((), ()),
+    ) -> list[bool]:
         """``Storage.finish``: one ``finish.lua`` call (each end fenced on its own; on a
         cluster one per home), then the flows part advances the executions of the step
-        jobs that ended."""
-        if not ends:
+        jobs that ended. ``started``: the refs of held attempts whose bodies started and
+        how long ago (``SupportsStartWithFinish.start_and_finish``), stored by the same
+        call before the ends: one round trip instead of ``start.lua``'s and this one."""
+        refs, ago_ms = started
+        if not ends and not refs:
             return []
         for end in ends:
             if end.__class__ is not AttemptEnd and _suspended(end):  # a workflow's
+                self.start_claimed(refs, ago_ms, now)
                 return self._finish_suspended(ends, now)
+        ago = started_ago(refs, ago_ms)
         if self.store.cluster:
             took: list[Any] = [0] * len(ends)
-            for home, part in self._by_home([e.ref.lease_token for e in ends]).items():
-                got = self._finish_in(home, [ends[k] for k, _ in part], [t for _, t in part], now)
+            by_home = self._by_home([e.ref.lease_token for e in ends])
+            starts_by_home = self._by_home([r.lease_token for r in refs])
+            for home in {**starts_by_home, **by_home}:
+                part = by_home.get(home, [])
+                starts = [
+                    _start_values(refs[k], t, ago[k]) for k, t in starts_by_home.get(home, [])
+                ]
+                got = self._finish_in(
+                    home, [ends[k] for k, _ in part], [t for _, t in part], now, starts
+                )
                 for (k, _), x in zip(part, got, strict=True):
                     took[k] = x
         else:
-            took = self._finish_in(None, ends, [e.ref.lease_token for e in ends], now)
+            starts = [_start_values(ref, ref.lease_token, ago[k]) for k, ref in enumerate(refs)]
+            took = self._finish_in(None, ends, [e.ref.lease_token for e in ends], now, starts)
         ended: list[str] = []  # executions of step ends, each with its head as finish read it
         heads: dict[str, Head] = {}
+        at = now  # when the ends were recorded (finish.lua's clock with the heads)
         for x in took:
             if isinstance(x, list):
                 ended.append(x[0].decode())
                 heads[ended[-1]] = (x[1], x[2])
+                at = int(x[3]) if at is None else at
             elif isinstance(x, bytes):
                 ended.append(x.decode())
         if ended:
-            self.flows().advance_ends(ended, now, heads)
+            self.flows().advance_ends(ended, at, heads)
         return [x != 0 for x in took]
 
     def _finish_in(
-        self, home: str | None, ends: Sequence[AttemptEnd], tokens: Sequence[str], now: int | None
+        self,
+        home: str | None,
+        ends: Sequence[AttemptEnd],
+        tokens: Sequence[str],
+        now: int | None,
+        starts: Sequence[tuple[str, int, str, int]] = (),
     ) -> list[Any]:
-        """``finish.lua`` for ``ends`` (with their tokens as stored) in ``home``."""
+        """``finish.lua`` for ``ends`` (with their tokens as stored) in ``home``, after
+        ``starts`` (``start.lua``'s values: job id, attempt, token as stored, ms ago)."""
         args = self.store.args(now, home)
+        args.append(len(starts))
+        for start in starts:
+            args += start
         for end, token in zip(ends, tokens, strict=True):
             ref, d, err = end.ref, end.decision, end.error
             state, job_reason = end_state(d, end.reason)

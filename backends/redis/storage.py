@@ -293,6 +293,17 @@ class RedisStorage(
         """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
         return self.jobs.start_claimed(refs, ago_ms, now)
 
+    def start_and_finish(
+        self,
+        refs: Sequence[LeaseRef],
+        ago_ms: Sequence[int],
+        ends: Sequence[AttemptEnd],
+        *,
+        now: int | None = None,
+    ) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsStartWithFinish.start_and_finish`."""
+        return self.jobs.finish(ends, now, (refs, ago_ms))
+
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """See :meth:`queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`."""
         return self.claiming.wait_for_jobs(queues, timeout)

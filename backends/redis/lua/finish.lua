@@ -2,7 +2,10 @@
 -- The state and job reason of each decision are computed in Python by
 -- queue_core.rules.outcomes.end_state; this script only applies them.
 -- KEYS: none (derived from the prefix)
--- ARGV: prefix, now, retention, then 14 per end: job_id, attempt, lease_token,
+-- ARGV: prefix, now, retention, the number of starts, then 4 per start (job_id, attempt,
+--       lease_token, ago: the bodies of held attempts that started, stored first, as
+--       start.lua stores them; SupportsStartWithFinish.start_and_finish), then 14 per
+--       end: job_id, attempt, lease_token,
 --       end state ('succeeded', 'queued' = retry, 'dead', 'cancelled', 'timed_out'),
 --       delay_ms, lost_delay_ms ('' = keep), job reason ('' = none),
 --       has_result ('1'/'0'), result, attempt info (JSON array: outcome, reason,
@@ -13,14 +16,18 @@
 --       with 'pa' = now, only when the end takes)
 -- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end; for a step
 --          job that took, its execution id instead of 1 (the caller advances it), and
---          for the first of each execution {id, head, events}: the advance's first read
---          (RedisFlows._fast), taken once every end of this call is recorded, so that
---          the advance starts without a round trip of its own
+--          for the first of each execution {id, head, events, now}: the advance's first
+--          read (RedisFlows._fast), taken once every end of this call is recorded, and
+--          the time the ends were recorded at (the advance's), so that the advance starts
+--          without a round trip of its own
 defer_counts()
 local S = 14
+local NS = tonumber(ARGV[4])
+-- #include _start_refs
+if NS > 0 then start_refs(4, 3 + 4 * NS) end
 local out = {}
 local steps = false -- a step job's end took: its execution's head goes back too
-for b = 3, #ARGV - 1, S do
+for b = 4 + 4 * NS, #ARGV - 1, S do
   local id = ARGV[b + 1]
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss', 'x',
@@ -70,7 +77,7 @@ for i = 1, #out do
   if type(x) == 'string' and not seen[x] then
     seen[x] = true
     out[i] = {x, redis.call('HMGET', P .. ':x:' .. x, unpack(HEAD)),
-      redis.call('LRANGE', P .. ':xe:' .. x, 0, -1)}
+      redis.call('LRANGE', P .. ':xe:' .. x, 0, -1), NOW}
   end
 end
 return out

@@ -192,6 +192,29 @@ def test_a_step_end_is_advanced_from_the_head_finish_read(
     _counters_match(storage, raw, new.id)
 
 
+def test_a_step_end_told_no_time_is_advanced_at_the_time_finish_recorded_it(
+    storage: RedisStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With no ``now``, finish.lua returns its clock with the head: the advance that follows
+    # asks the server for no time of its own (a round trip per step end less).
+    new = make_execution(make_spec({"a": [], "b": ["a"]}))
+    storage.start_execution(new)
+    a = storage.claim("w", ["default"], 10, 30_000)[0]
+    asked: list[int | None] = []
+    orig = type(storage.store).now
+
+    def now(self: Any, given: int | None) -> int:
+        asked.append(given)
+        return orig(self, given)
+
+    monkeypatch.setattr(type(storage.store), "now", now)
+    assert storage.finish([complete_end(a.ref)]) == [True]
+    assert None not in asked
+    assert asked  # the advance ran, at the finish's time
+    b = storage.get_job(f"{new.id}.1")
+    assert b is not None and b.state.value == "queued"
+
+
 def test_finish_reads_the_head_fields_the_fast_advance_reads() -> None:
     # the field list of finish.lua's head read mirrors backends/redis/flows.py's
     import re
