@@ -28,6 +28,7 @@ from typing import Any, Literal, overload
 from backends.redis.errors import translate_errors
 from backends.redis.flow_encode import Blobs, encode_ops
 from backends.redis.flow_inputs import Indexes, StepInputsReader, parse_index
+from backends.redis.fold_reads import Prefetched
 from backends.redis.records import job_args, reaped_jobs
 from backends.redis.store import RedisStore
 from queue_core.records.errors import LeaseLost, NotFound, StorageError
@@ -83,8 +84,9 @@ def _event(raw: bytes) -> folding.StepEvent:
 
 
 Row = dict[str, bytes | None]
-Head = tuple[list[Any], list[bytes]]
-"""An execution's :data:`_FAST_FIELDS` values and pending events (``P:xe``), as read."""
+Head = tuple[list[Any], list[bytes], Prefetched | None]
+"""An execution's :data:`_FAST_FIELDS` values and pending events (``P:xe``), as read, and
+the step fields read with them (:mod:`~backends.redis.fold_reads`)."""
 
 
 def _head(f: dict[str, bytes | None]) -> ExecutionHead:
@@ -286,13 +288,14 @@ class RedisFlows:
         ``None`` when it is gone, ``False`` for the full view."""
         key = self.store.key
         if head is not None:
-            row, raw = head
+            row, raw, pre = head
         else:
             with translate_errors("read execution"):
                 pipe = self.store.client.pipeline(transaction=True)
                 pipe.hmget(key("x", eid), _FAST_FIELDS)
                 pipe.lrange(key("xe", eid), 0, -1)
                 row, raw = pipe.execute()
+            pre = None
         f = dict(zip(_FAST_FIELDS, row, strict=True))
         if f["st"] is None or int(f["c.pending"] or -1) < 0:  # no counters: stored before them
             return None if f["st"] is None else False
@@ -303,19 +306,28 @@ class RedisFlows:
         events = [_event(e) for e in raw]
 
         def read(steps: Sequence[int], deps: Sequence[int]) -> Any:
-            with translate_errors("read execution"):
-                pipe = self.store.client.pipeline(transaction=True)
-                pipe.hmget(key("xs", eid), [*steps, *deps])
-                if deps:
-                    pipe.hmget(key("xu", eid), deps)
-                got, *unmet = pipe.execute()
-            if None in got or (deps and None in unmet[0]):
+            if pre is not None and pre.covers(steps, deps):  # finish.lua read them
+                got, unmet = pre.values(steps, deps)
+            else:
+                with translate_errors("read execution"):
+                    pipe = self.store.client.pipeline(transaction=True)
+                    pipe.hmget(key("xs", eid), [*steps, *deps])
+                    if deps:
+                        pipe.hmget(key("xu", eid), deps)
+                    got, *more = pipe.execute()
+                unmet = more[0] if deps else []
+            if None in got or None in unmet:
                 return None
             states = dict(zip([*steps, *deps], (_step(v)[0] for v in got), strict=True))
-            return states, dict(zip(deps, map(int, unmet[0] if deps else ()), strict=True))
+            return states, {d: int(v) for d, v in zip(deps, unmet, strict=True) if v is not None}
 
         done = folding.fold_fast(_head(f), index, counts, events, read, now)
         return False if done is None else (f, len(events), done.head.state, done.ops, done.finished)
+
+    def known_index(self, eid: str) -> StepIndex | None:
+        """``eid``'s step index as last read, if this process read it (no I/O)."""
+        known = self._indexes.get(eid)
+        return None if known is None else known[1]
 
     def _fast_index(self, eid: str, sh: bytes | None, steps: int) -> StepIndex | None:
         """``eid``'s step index of ``steps`` steps: remembered, else read (``sp``, no step

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from backends.redis import progress
+from backends.redis import fold_reads, progress
 from backends.redis.errors import translate_errors
 from backends.redis.records import (
     STATES,
@@ -44,6 +44,7 @@ from queue_core.storage.claims import started_ago
 if TYPE_CHECKING:
     from backends.redis.flows import Head, RedisFlows
     from queue_core.records.workflows import SuspendedEnd
+    from queue_core.rules.flows.decide_fast import StepIndex
 
 __all__ = ["RedisJobs"]
 
@@ -82,6 +83,10 @@ class RedisJobs:
         self._cancel = store.script("cancel")
         self._info_cache: dict[tuple[str, str | None, str], str] = {}
         self._turn = 0
+
+    def _known_index(self, eid: str) -> StepIndex | None:
+        """The step index of execution ``eid`` the flows part holds, if any (no I/O)."""
+        return self.flows().known_index(eid)
 
     def _by_home(self, tokens: Sequence[str]) -> dict[str, list[tuple[int, str]]]:
         """On a cluster: home -> ``(position, token as stored)`` of each lease token."""
@@ -187,6 +192,8 @@ class RedisJobs:
                 self.start_claimed(refs, ago_ms, now)
                 return self._finish_suspended(ends, now)
         ago = started_ago(refs, ago_ms)
+        asked = fold_reads.asked_for(ends, self._known_index)
+        reads = fold_reads.argv(asked)
         if self.store.cluster:
             took: list[Any] = [0] * len(ends)
             by_home = self._by_home([e.ref.lease_token for e in ends])
@@ -197,20 +204,24 @@ class RedisJobs:
                     _start_values(refs[k], t, ago[k]) for k, t in starts_by_home.get(home, [])
                 ]
                 got = self._finish_in(
-                    home, [ends[k] for k, _ in part], [t for _, t in part], now, starts
+                    home, [ends[k] for k, _ in part], [t for _, t in part], now, starts, reads
                 )
                 for (k, _), x in zip(part, got, strict=True):
                     took[k] = x
         else:
             starts = [_start_values(ref, ref.lease_token, ago[k]) for k, ref in enumerate(refs)]
-            took = self._finish_in(None, ends, [e.ref.lease_token for e in ends], now, starts)
+            tokens = [e.ref.lease_token for e in ends]
+            took = self._finish_in(None, ends, tokens, now, starts, reads)
         ended: list[str] = []  # executions of step ends, each with its head as finish read it
         heads: dict[str, Head] = {}
         at = now  # when the ends were recorded (finish.lua's clock with the heads)
         for x in took:
             if isinstance(x, list):
-                ended.append(x[0].decode())
-                heads[ended[-1]] = (x[1], x[2])
+                eid = x[0].decode()
+                ended.append(eid)
+                a = asked.get(eid)
+                pre = None if a is None or len(x) < 6 else fold_reads.Prefetched.of(a, x[4], x[5])
+                heads[eid] = (x[1], x[2], pre)
                 at = int(x[3]) if at is None else at
             elif isinstance(x, bytes):
                 ended.append(x.decode())
@@ -225,13 +236,16 @@ class RedisJobs:
         tokens: Sequence[str],
         now: int | None,
         starts: Sequence[tuple[str, int, str, int]] = (),
+        reads: Sequence[str | int] = (0,),
     ) -> list[Any]:
         """``finish.lua`` for ``ends`` (with their tokens as stored) in ``home``, after
-        ``starts`` (``start.lua``'s values: job id, attempt, token as stored, ms ago)."""
+        ``starts`` (``start.lua``'s values: job id, attempt, token as stored, ms ago);
+        ``reads``: the step fields to read with the heads (:func:`fold_reads.argv`)."""
         args = self.store.args(now, home)
         args.append(len(starts))
         for start in starts:
             args += start
+        args += reads
         for end, token in zip(ends, tokens, strict=True):
             ref, d, err = end.ref, end.decision, end.error
             state, job_reason = end_state(d, end.reason)

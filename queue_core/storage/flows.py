@@ -36,6 +36,7 @@ __all__ = [
     "StepRecord",
     "spec_hash",
     "step_job_id",
+    "step_of_job",
 ]
 
 
@@ -45,6 +46,16 @@ def step_job_id(execution_id: str, idx: int) -> str:
     Deterministic, so releasing a step twice is idempotent in every storage.
     """
     return f"{execution_id}.{idx}"
+
+
+def step_of_job(job_id: str) -> tuple[str, int] | None:
+    """The execution and step index a step job's id names (:func:`step_job_id`'s
+    inverse), or ``None`` when ``job_id`` is not of that form. A hint only: a plain job
+    may be given an id of the same form."""
+    eid, dot, idx = job_id.rpartition(".")
+    if not dot or not eid or not idx.isdigit():
+        return None
+    return eid, int(idx)
 
 
 def spec_hash(spec_json: str) -> str:

@@ -4,7 +4,9 @@
 -- KEYS: none (derived from the prefix)
 -- ARGV: prefix, now, retention, the number of starts, then 4 per start (job_id, attempt,
 --       lease_token, ago: the bodies of held attempts that started, stored first, as
---       start.lua stores them; SupportsStartWithFinish.start_and_finish), then 14 per
+--       start.lua stores them; SupportsStartWithFinish.start_and_finish), the number of
+--       executions to read steps of ahead, then 3 per execution (id, P:xs fields, P:xu
+--       fields: comma-separated step indexes; backends/redis/fold_reads.py), then 14 per
 --       end: job_id, attempt, lease_token,
 --       end state ('succeeded', 'queued' = retry, 'dead', 'cancelled', 'timed_out'),
 --       delay_ms, lost_delay_ms ('' = keep), job reason ('' = none),
@@ -16,18 +18,23 @@
 --       with 'pa' = now, only when the end takes)
 -- Returns: a table of 1 (took) / 0 (not current: nothing recorded) per end; for a step
 --          job that took, its execution id instead of 1 (the caller advances it), and
---          for the first of each execution {id, head, events, now}: the advance's first
---          read (RedisFlows._fast), taken once every end of this call is recorded, and
---          the time the ends were recorded at (the advance's), so that the advance starts
---          without a round trip of its own
+--          for the first of each execution {id, head, events, now[, xs, xu]}: the
+--          advance's first read (RedisFlows._fast), taken once every end of this call is
+--          recorded, the time the ends were recorded at (the advance's), and the step
+--          fields asked ahead for it, so that the advance starts without a round trip of
+--          its own
 defer_counts()
 local S = 14
 local NS = tonumber(ARGV[4])
 -- #include _start_refs
 if NS > 0 then start_refs(4, 3 + 4 * NS) end
+local R = 5 + 4 * NS -- the number of executions to read steps of ahead
+local NR = tonumber(ARGV[R])
+local reads = {}
+for r = R + 1, R + 3 * NR, 3 do reads[ARGV[r]] = {ARGV[r + 1], ARGV[r + 2]} end
 local out = {}
 local steps = false -- a step job's end took: its execution's head goes back too
-for b = 4 + 4 * NS, #ARGV - 1, S do
+for b = R + 3 * NR, #ARGV - 1, S do
   local id = ARGV[b + 1]
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'tok', 'q', 'ck', 'wid', 'sa', 'pr', 'ss', 'x',
@@ -78,6 +85,15 @@ for i = 1, #out do
     seen[x] = true
     out[i] = {x, redis.call('HMGET', P .. ':x:' .. x, unpack(HEAD)),
       redis.call('LRANGE', P .. ':xe:' .. x, 0, -1), NOW}
+    local rd = reads[x]
+    if rd then
+      for j = 1, 2 do
+        local fields = {}
+        for v in string.gmatch(rd[j], '[^,]+') do fields[#fields + 1] = v end
+        out[i][4 + j] = #fields > 0 and
+          redis.call('HMGET', P .. (j == 1 and ':xs:' or ':xu:') .. x, unpack(fields)) or {}
+      end
+    end
   end
 end
 return out

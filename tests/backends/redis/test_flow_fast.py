@@ -215,6 +215,40 @@ def test_a_step_end_told_no_time_is_advanced_at_the_time_finish_recorded_it(
     assert b is not None and b.state.value == "queued"
 
 
+def test_a_step_end_is_advanced_from_the_step_fields_finish_read_ahead(
+    storage: RedisStorage, raw: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Once this process knows an execution's step index, a batch of its step ends names
+    # the ended steps and their dependents to finish.lua, which reads them with the head:
+    # the advance makes no read of its own (fold_reads.py): b's end releases c, then c's
+    # end releases d, each from what finish.lua read.
+    new = make_execution(make_spec({"a": [], "b": [], "c": ["a", "b"], "d": ["c"]}))
+    storage.start_execution(new, now=T0)
+    got = claim_steps(storage, T0 + 1)
+    pipelines: list[int] = []
+    client = storage.store.client
+    orig = client.pipeline
+
+    def pipeline(*a: Any, **k: Any) -> Any:
+        pipelines.append(1)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(client, "pipeline", pipeline)
+    assert storage.finish([complete_end(got["a"].ref)], now=T0 + 2) == [True]
+    first = len(pipelines)  # the index is read (once), and maybe the steps with it
+    assert storage.finish([complete_end(got["b"].ref)], now=T0 + 3) == [True]
+    assert len(pipelines) == first  # b's end: a and c's state and unmet count read ahead
+    assert states(storage, new.id)["c"] is _S.QUEUED
+    c = claim_steps(storage, T0 + 4)["c"]
+    before = len(pipelines)  # (reading the states above is a pipeline)
+    assert storage.finish([complete_end(c.ref)], now=T0 + 5) == [True]
+    assert len(pipelines) == before
+    assert states(storage, new.id) == {
+        "a": _S.SUCCEEDED, "b": _S.SUCCEEDED, "c": _S.SUCCEEDED, "d": _S.QUEUED
+    }  # fmt: skip
+    _counters_match(storage, raw, new.id)
+
+
 def test_finish_reads_the_head_fields_the_fast_advance_reads() -> None:
     # the field list of finish.lua's head read mirrors backends/redis/flows.py's
     import re
