@@ -55,6 +55,12 @@ class Dialect(Protocol):
         """A new connection of its own for an idle worker's wait."""
         ...
 
+    def pipeline(self, conn: Any) -> Any:
+        """An entered pipeline on ``conn`` (statements sent without waiting for their
+        replies until one is read; ``__exit__`` waits for the rest), or ``None`` where
+        the driver has none (:meth:`~backends.sql.store.Store.tx_pipelined`)."""
+        ...
+
     def enter(self, conn: Any, write: bool) -> Any:
         """Start a scope on ``conn`` (a write transaction when ``write``); a cursor whose
         rows are read by column name."""

@@ -184,7 +184,7 @@ class Finishing:
 
         flows, store, d = self.flows(), self.store, self.store.dialect
         values = [v for _, v, _ in items]
-        with store.tx() as cur:
+        with store.tx_pipelined() as cur:
             x = flows.open(cur, eid, now)
             t = x.t if x is not None else store.resolve_now(cur, now)
             ids = {v.id for v in values}

@@ -231,6 +231,15 @@ class PostgreSQL:
         """An autocommit connection for ``LISTEN qc_jobs``."""
         return psycopg.connect(self.conninfo, autocommit=True, **self.connect_kw)
 
+    def pipeline(self, conn: Any) -> Any:
+        """psycopg's pipeline mode (not behind PgBouncer, whose pooling the pipelined
+        transactions were not tried with)."""
+        if self.pgbouncer:
+            return None
+        pipe = conn.pipeline()
+        pipe.__enter__()
+        return pipe
+
     def enter(self, conn: Any, write: bool) -> Any:
         """A cursor; ``BEGIN`` when ``write``."""
         cur = conn.cursor()

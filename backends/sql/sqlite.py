@@ -163,6 +163,10 @@ class SQLite:
             self.url.database or "", check_same_thread=False, isolation_level=None, timeout=1.0
         )
 
+    def pipeline(self, conn: Any) -> None:
+        """None: an embedded database has no round trips to spare."""
+        return None
+
     def enter(self, conn: Any, write: bool) -> Any:
         """Take the process's write lock (and ``BEGIN IMMEDIATE`` when ``write``)."""
         self._write_lock.acquire()

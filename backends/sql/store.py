@@ -109,6 +109,13 @@ class Store:
         """A write transaction on this thread's connection; ``with`` yields a cursor."""
         return Scope(self, self._conn(), True)
 
+    def tx_pipelined(self) -> Scope:
+        """:meth:`tx` whose statements are sent without waiting for the replies no one
+        reads (where the dialect can: :meth:`Dialect.pipeline`): ``BEGIN`` goes with the
+        first statement, and the writes after the last read go with ``COMMIT``. Only
+        for code that reads every result it uses (a ``rowcount`` is not one)."""
+        return Scope(self, self._conn(), True, pipelined=True)
+
     def stmt(self) -> Scope:
         """One statement (atomic on its own), or reads, on this thread's connection."""
         return Scope(self, self._conn(), False)
@@ -227,15 +234,25 @@ class Scope:
     failed, or cannot roll back, is forgotten so the thread reconnects next time.
     """
 
-    __slots__ = ("_conn", "_cursor", "_store", "_write")
+    __slots__ = ("_conn", "_cursor", "_pipe", "_store", "_write")
 
-    def __init__(self, store: Store, conn: Any, write: bool | None, cursor: Any = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        conn: Any,
+        write: bool | None,
+        cursor: Any = None,
+        *,
+        pipelined: bool = False,
+    ) -> None:
         """``write``: a transaction (``True``), one statement or reads (``False``), or
-        ``None``: reads on ``cursor`` that the dialect neither enters nor leaves."""
+        ``None``: reads on ``cursor`` that the dialect neither enters nor leaves;
+        ``pipelined``: see :meth:`Store.tx_pipelined`."""
         self._store = store
         self._conn = conn
         self._write = write
         self._cursor = cursor
+        self._pipe: Any = pipelined
 
     def __enter__(self) -> Any:
         watch = self._store.watch
@@ -244,10 +261,13 @@ class Scope:
         if self._cursor is not None:
             return self._cursor
         try:
+            if self._pipe:
+                self._pipe = self._store.dialect.pipeline(self._conn)
             return self._store.dialect.enter(self._conn, self._write is True)
         except BaseException as exc:
             if watch is not None:
                 watch.disarm(self._conn)
+            self._end_pipe(exc)
             self._fail(exc, entered=False)
             raise
 
@@ -264,16 +284,33 @@ class Scope:
                     self._fail(exc, entered=False)
                 return
             if exc is not None:
+                self._end_pipe(exc)
                 self._fail(exc, entered=True)
                 return
             try:
                 self._store.dialect.leave(self._conn, self._write is True)
+                self._end_pipe(None)  # the replies not read yet: a failed statement raises
             except BaseException as err:
+                self._end_pipe(err)
                 self._fail(err, entered=False)
                 raise
         finally:
             if self._store.watch is not None:
                 self._store.watch.disarm(self._conn)
+
+    def _end_pipe(self, exc: BaseException | None) -> None:
+        """Leave the pipeline, if one is open: with ``exc``, quietly (what it held is
+        rolled back next); else waiting for every reply (raising the first error)."""
+        pipe, self._pipe = self._pipe, None
+        if not pipe or pipe is True:
+            return
+        if exc is None:
+            pipe.__exit__(None, None, None)
+            return
+        try:
+            pipe.__exit__(type(exc), exc, exc.__traceback__)
+        except Exception:  # noqa: BLE001, S110 - exc is the error to report
+            pass
 
     def _fail(self, exc: BaseException, *, entered: bool) -> None:
         """Clean up after ``exc``; raise its translation when it has one."""
