@@ -36,6 +36,10 @@ class Asked:
     deps: list[int] = field(default_factory=list)
     """The dependents of the steps that succeeded (``P:xu`` fields)."""
 
+    def prefetched(self, steps: Sequence[bytes | None], deps: Sequence[bytes | None]) -> Prefetched:
+        """What ``finish.lua`` read for this, field by field."""
+        return Prefetched.of(self, steps, deps)
+
 
 def asked_for(
     ends: Sequence[AttemptEnd], index_of: Callable[[str], StepIndex | None]

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from backends.redis import fold_reads, progress
+from backends.redis import progress
 from backends.redis.errors import translate_errors
 from backends.redis.records import (
     STATES,
@@ -43,8 +43,8 @@ from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
     from backends.redis.flows import Head, RedisFlows
+    from backends.redis.fold_reads import Asked
     from queue_core.records.workflows import SuspendedEnd
-    from queue_core.rules.flows.decide_fast import StepIndex
 
 __all__ = ["RedisJobs"]
 
@@ -70,9 +70,13 @@ class RedisJobs:
         store: RedisStore,
         flows: Callable[[], RedisFlows],
         suspend: Callable[[SuspendedEnd, int | None], bool],
+        built_flows: Callable[[], RedisFlows | None] = lambda: None,
     ) -> None:
         self.store = store
         self.flows = flows
+        self.built_flows = built_flows
+        """The flows part if it was built (no build: a worker of plain jobs never loads
+        the flow modules)."""
         self.suspend = suspend
         """A workflow function's suspended end (``RedisWorkflows.suspend``)."""
         self._renew = store.script("renew")
@@ -83,10 +87,6 @@ class RedisJobs:
         self._cancel = store.script("cancel")
         self._info_cache: dict[tuple[str, str | None, str], str] = {}
         self._turn = 0
-
-    def _known_index(self, eid: str) -> StepIndex | None:
-        """The step index of execution ``eid`` the flows part holds, if any (no I/O)."""
-        return self.flows().known_index(eid)
 
     def _by_home(self, tokens: Sequence[str]) -> dict[str, list[tuple[int, str]]]:
         """On a cluster: home -> ``(position, token as stored)`` of each lease token."""
@@ -192,8 +192,14 @@ class RedisJobs:
                 self.start_claimed(refs, ago_ms, now)
                 return self._finish_suspended(ends, now)
         ago = started_ago(refs, ago_ms)
-        asked = fold_reads.asked_for(ends, self._known_index)
-        reads = fold_reads.argv(asked)
+        asked: dict[str, Asked] = {}
+        reads: list[str | int] = [0]
+        built = self.built_flows()
+        if built is not None:  # a step index may be known: name the advance's reads
+            from backends.redis import fold_reads
+
+            asked = fold_reads.asked_for(ends, built.known_index)
+            reads = fold_reads.argv(asked)
         if self.store.cluster:
             took: list[Any] = [0] * len(ends)
             by_home = self._by_home([e.ref.lease_token for e in ends])
@@ -220,7 +226,7 @@ class RedisJobs:
                 eid = x[0].decode()
                 ended.append(eid)
                 a = asked.get(eid)
-                pre = None if a is None or len(x) < 6 else fold_reads.Prefetched.of(a, x[4], x[5])
+                pre = None if a is None or len(x) < 6 else a.prefetched(x[4], x[5])
                 heads[eid] = (x[1], x[2], pre)
                 at = int(x[3]) if at is None else at
             elif isinstance(x, bytes):

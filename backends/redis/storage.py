@@ -183,7 +183,9 @@ class RedisStorage(
         self.prefix, self.key_prefix, self.keys = store.prefix, store.key_prefix, store.keys
         self.retention_ms = retention_ms
         self.enqueuing = RedisEnqueue(store)
-        self.jobs = RedisJobs(store, lambda: self.flows, self._suspended)
+        self.jobs = RedisJobs(
+            store, lambda: self.flows, self._suspended, lambda: RedisStorage.flows.built(self)
+        )
         self.claiming = RedisClaiming(
             store, lambda ends: self.jobs.finish(ends, None), self._function_claimed
         )

@@ -62,3 +62,7 @@ class Lazy(Generic[T]):
             if self._name not in cache:
                 cache[self._name] = self._build(obj)
         return cache[self._name]  # type: ignore[no-any-return]
+
+    def built(self, obj: object) -> T | None:
+        """``obj``'s value if it was built already, else ``None`` (nothing is built)."""
+        return obj.__dict__.get(self._name)
