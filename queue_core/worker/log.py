@@ -33,7 +33,6 @@ __all__ = [
     "fast_record",
     "log",
     "log_attempt_end",
-    "logs_ends",
     "wants_traceback",
 ]
 
@@ -194,11 +193,6 @@ _probe = logging.LogRecord("", 0, "", 0, "", None, None)
 _START = _probe.created - _probe.relativeCreated / 1000.0
 """When ``logging`` was imported (``relativeCreated`` counts from it)."""
 del _probe
-
-
-def logs_ends(end: AttemptEnd) -> bool:
-    """Whether :func:`log_attempt_end` would log ``end`` (its level is enabled)."""
-    return log.isEnabledFor(logging.WARNING if end.decision.action is Action.DEAD else logging.INFO)
 
 
 def log_attempt_end(

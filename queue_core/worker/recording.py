@@ -43,7 +43,7 @@ from queue_core.worker.caps import cap_message, format_traceback
 from queue_core.worker.durable import record_suspension, suspended, suspended_end
 from queue_core.worker.flowsteps import flow_binds, step_failure_reason
 from queue_core.worker.listeners import Listeners
-from queue_core.worker.log import log_attempt_end, logs_ends, wants_traceback
+from queue_core.worker.log import log_attempt_end, wants_traceback
 from queue_core.worker.slots import Attempt
 from queue_core.worker.timing import DueTimes, Timing
 
@@ -164,10 +164,9 @@ class Recorder:
         self.log_tracebacks = log_tracebacks
         self.rng = rng
         self._call_cache: dict[str, CallOptions] = {}
-        self._lines: dict[Any, tuple[str, float, str]] = {}
-        """Ends waiting to be written before their line is logged (by ref): task name,
-        duration, queue. The line goes out from the finish thread once storage has the
-        end (:meth:`log_written`), not from the event loop, whose turn it would lengthen."""
+        self._dead_lines: dict[Any, tuple[str, float, str]] = {}
+        """Dead-lettered ends waiting to be written before their line is logged (by
+        ref): task name, duration, queue."""
 
     def _policy(self, att: Attempt) -> RetryPolicy:
         """The task's policy with the call's overrides. The budget is the job's own
@@ -385,8 +384,14 @@ class Recorder:
         if decision.action is Action.RETRY and decision.delay_ms > 0 and due is not None:
             due.add_in(decision.delay_ms / 1000)
         duration = self.timing.monotonic() - att.claimed_at
-        if logs_ends(end):  # logged once written (a dead letter: with its id)
-            self._lines[end.ref] = (_log_name(att), duration, att.job.queue)
+        name = _log_name(att)
+        if decision.action is Action.DEAD:  # logged once written: with its dead-letter id
+            self._dead_lines[end.ref] = (name, duration, att.job.queue)
+        else:
+            log_attempt_end(
+                end, name, duration, queue=att.job.queue, worker_id=self.id,
+                traceback=wants_traceback(end, self.log_tracebacks),
+            )  # fmt: skip
         if self.listeners.all:
             error_class = None if error is None else error.error_class
             self.listeners.notify(
@@ -397,17 +402,17 @@ class Recorder:
             )
 
     def log_written(self, batch: Sequence[AttemptEnd], took: Sequence[bool]) -> None:
-        """On the finish thread, after ``batch`` was written (``took`` per end): the line
-        of each end; a dead-lettered one names the dead-letter entry storage wrote (read
-        back: storage makes the id), so ``queue-core dlq show ID`` is one copy away."""
-        if not self._lines:
+        """After ``batch`` was written (``took`` per end): the line of each dead-lettered
+        end, naming the dead-letter entry storage wrote (read back: storage makes the
+        id), so ``queue-core dlq show ID`` is one copy away."""
+        if not self._dead_lines:
             return
         for end, ok in zip(batch, took, strict=False):
-            line = self._lines.pop(end.ref, None)
+            line = self._dead_lines.pop(end.ref, None)
             if line is None:
                 continue
             dead_id = None
-            if ok and end.decision.action is Action.DEAD:
+            if ok:
                 try:
                     record = self.storage.get_job(end.ref.job_id)
                 except StorageError:  # the line goes out without the id

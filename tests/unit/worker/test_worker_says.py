@@ -34,41 +34,6 @@ def attempt_ends(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in worker_records(caplog) if event(r).get("event") == "attempt_end"]
 
 
-def test_an_end_is_logged_from_the_finish_thread_once_storage_has_it(queue: Queue) -> None:
-    # The line of an attempt end goes out after its end was written, and not from the
-    # event loop (where it would delay the next start): when the handler sees it, storage
-    # already holds the job's final state.
-    @queue.task(name="quick")
-    def quick(i: int) -> int:
-        return i
-
-    seen: list[tuple[str, JobState, str]] = []
-    storage = queue.storage()
-
-    class Probe(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            fields = event(record)
-            if fields.get("event") == "attempt_end":
-                job = storage.get_job(fields["job_id"])
-                assert job is not None
-                seen.append((fields["job_id"], job.state, record.threadName or ""))
-
-    probe = Probe(logging.INFO)
-    logger = logging.getLogger("queue_core.worker")
-    old = logger.level
-    logger.addHandler(probe)
-    logger.setLevel(logging.INFO)
-    try:
-        handles = [quick.delay(i) for i in range(5)]
-        drain(queue)
-    finally:
-        logger.removeHandler(probe)
-        logger.setLevel(old)
-    assert sorted(j for j, _, _ in seen) == sorted(h.id for h in handles)
-    assert {state for _, state, _ in seen} == {JobState.SUCCEEDED}
-    assert {thread for _, _, thread in seen} == {"queue-core finish"}
-
-
 def test_one_line_per_attempt_end(queue: Queue, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="queue_core.worker")
 
