@@ -61,6 +61,10 @@ class Dialect(Protocol):
         the driver has none (:meth:`~backends.sql.store.Store.tx_pipelined`)."""
         ...
 
+    def pipelined(self, cur: Any) -> bool:
+        """Whether ``cur``'s connection is in the pipeline of :meth:`pipeline`."""
+        ...
+
     def enter(self, conn: Any, write: bool) -> Any:
         """Start a scope on ``conn`` (a write transaction when ``write``); a cursor whose
         rows are read by column name."""

@@ -194,6 +194,7 @@ class Finishing:
                 and len(ids) == len(values)
                 and flows.commute(x, [v.state for v in values])
             ):
+                flows.preload(x, [(sid, v.state) for _, v, sid in items])  # with the finish
                 done = d.finish_batch(cur, values, t, steps=True)
                 took = [v.id in done for v in values]
                 pairs = zip(items, took, strict=True)

@@ -26,10 +26,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from backends.sql.flow_open import (
+    Open,
+    StepEnd,
+    StepRow,
+    dependents_of,
+    is_sub,
+    step_row,
+    touched_rows,
+)
 from backends.sql.flow_reads import index_of, reason_of, remember_index
 from backends.sql.limits import Limits, mark
 from backends.sql.records import Row, job_row
@@ -49,8 +57,6 @@ from queue_core.rules.flows.decide import (
 )
 from queue_core.rules.flows.decide_fast import (
     OFF_FAST_PATH,
-    ExecutionHead,
-    StepIndex,
     advance_idle,
     step_index,
 )
@@ -58,76 +64,11 @@ from queue_core.rules.flows.spec import ConcurrencySpec
 from queue_core.storage.flows import NewExecution, step_job_id
 from queue_core.storage.workflows import sub_execution_id
 
-__all__ = ["Flows", "Open", "StepEnd"]
-
-StepEnd = tuple[str, str, str | None]
-"""A step job's change: (step id, the job's new state as stored, its reason)."""
+__all__ = ["Flows"]
 
 _S, _E = StepState, ExecutionState
 _OFF = frozenset(OFF_FAST_PATH)
 _LONE_MAX = 10_000  # executions Flows._lone remembers before it starts over
-
-
-@dataclass(slots=True)
-class _Step:
-    """A step row as this transaction sees it."""
-
-    state: StepState
-    reason: str | None
-    unmet: int | None
-    running: bool = False
-    """Stored ``queued`` and its job was running when read (the view shows ``running``)."""
-    lowered: int = 0
-    """Dependencies that succeeded in this transaction (``unmet`` written minus this)."""
-    dirty: bool = False
-    sub: bool = False
-    """A workflow's step that stands for a sub-execution (no job)."""
-
-
-class Open:
-    """One execution locked in a flow transaction: its row, its step rows read so far with
-    the plan's changes, and what :meth:`Flows._flush` has yet to write."""
-
-    def __init__(
-        self, cur: Any, head: dict[str, Any], index: StepIndex, t: int, parent: Open | None
-    ) -> None:
-        self.cur, self.head, self.index, self.t = cur, head, index, t
-        self.parent = parent
-        """A sub-execution's parent, locked first (its end ends the parent's step)."""
-        self.id: str = head["id"]
-        self.workflow = head["kind"] == WORKFLOW
-        self.steps: dict[int, _Step] = {}
-        self.whole = self.jobs_locked = False
-        """``whole``: every step row is read (with its job's state)."""
-        self.ds = self.db = 0
-        self.started = self.finished = self.changed = False
-        self.releases: list[plan.Release] = []
-        self.skipped: list[StepEnd] = []
-        """Children stored ``skipped`` by their ``skip`` limit: their steps end next."""
-        self.seen: ExecutionHead | None = None
-        self.stored: dict[int, Row] = {}
-        """Step rows read with their stored job (``idx, job, payload, job_id``: what a
-        release needs), by index."""
-
-    def head_view(self) -> ExecutionHead:
-        """The execution's fields as the fast rule reads them (kept until they change)."""
-        if self.seen is None:
-            h = self.head
-            self.seen = ExecutionHead(
-                state=_E(h["state"]), max_parallel=h["max_parallel"],
-                deadline_at=h["deadline_at"], reason=reason_of(h["reason"]),
-                failed_step=h["failed_step"], kind=h["kind"] or "flow",
-            )  # fmt: skip
-        return self.seen
-
-    def counts(self) -> dict[StepState, int]:
-        """Steps by state as the counters say: ``n_bad`` under one OFF_FAST_PATH state
-        (the rule asks only whether there is one); NULL counters (an execution started
-        before schema version 10) count as one: judged on the whole execution."""
-        ok, bad = self.head["n_succeeded"], self.head["n_bad"]
-        if ok is None or bad is None:
-            return {OFF_FAST_PATH[0]: 1}
-        return {_S.SUCCEEDED: ok + self.ds, OFF_FAST_PATH[0]: bad + self.db}
 
 
 class Flows:
@@ -196,16 +137,42 @@ class Flows:
             x.cur.execute(self.q["flow_lock_jobs"], {"e": x.id})
         x.jobs_locked = True
 
+    def preload(self, x: Open, ends: Sequence[tuple[str, str]]) -> None:
+        """Ask now for the step rows :meth:`ended` will read for ``ends`` (step id, end
+        state), as if every end took: in a pipelined transaction (PostgreSQL) the read
+        goes with the caller's next statement and is read by :meth:`_load` (one round
+        trip less); elsewhere it is read at once. The step rows are not what the ends'
+        own statement writes, so the order does not change what is read."""
+        index, pos = x.index, x.index.pos
+        touched = [j for sid, state in ends for j in touched_rows(index, pos[sid], state)]
+        if not self.store.dialect.pipelined(x.cur):
+            self._load(x, touched, len(ends))
+            return
+        missing = sorted({i for i in touched if i not in x.steps})
+        if missing and not x.whole and x.pending is None:
+            params = {"e": x.id, "idxs": self.store.array(missing), "k": len(ends)}
+            x.pending = x.cur.connection.cursor()
+            x.pending.execute(self.q["flow_step_rows"], params)
+
     def _load(self, x: Open, idxs: Iterable[int], ends: int) -> None:
         """Read the rows of steps ``idxs`` not read yet (one statement), with the stored
         job of each pending one that ``ends`` step ends may release (for :meth:`_release`)."""
+        if x.pending is not None:  # asked ahead
+            cur, x.pending = x.pending, None
+            self._keep(x, cur.fetchall())
+            cur.close()
         missing = sorted({i for i in idxs if i not in x.steps})
         if missing and not x.whole:
             params = {"e": x.id, "idxs": self.store.array(missing), "k": ends}
-            for r in x.cur.execute(self.q["flow_step_rows"], params).fetchall():
-                x.steps[r["idx"]] = _step(x, r)
-                if r["job"] is not None:
-                    x.stored[r["idx"]] = r
+            self._keep(x, x.cur.execute(self.q["flow_step_rows"], params).fetchall())
+
+    def _keep(self, x: Open, rows: Iterable[Row]) -> None:
+        """Step rows read by :meth:`_load`."""
+        for r in rows:
+            if r["idx"] not in x.steps:
+                x.steps[r["idx"]] = step_row(x, r)
+            if r["job"] is not None and r["idx"] not in x.stored:
+                x.stored[r["idx"]] = r
 
     def _view(self, x: Open) -> ExecutionView:
         """The whole execution; read (its active step jobs locked first) unless it is."""
@@ -213,7 +180,7 @@ class Flows:
             self._flush(x)
             self._lock_jobs(x)
             for r in x.cur.execute(self.q["flow_steps"], {"e": x.id}).fetchall():
-                x.steps[r["idx"]] = _step(x, r)
+                x.steps[r["idx"]] = step_row(x, r)
                 x.steps[r["idx"]].running = r["state"] == "queued" and r["job_state"] == "running"
             x.whole = True
         h, ids, deps = x.head, x.index.ids, x.index.depends_on
@@ -235,14 +202,14 @@ class Flows:
         each decided by :func:`plan.step_end` and applied, in order; the jobs the
         decisions timed out."""
         index, pos = x.index, x.index.pos
-        touched = [j for sid, state, _ in ends for j in _touched(index, pos[sid], state)]
+        touched = [j for sid, state, _ in ends for j in touched_rows(index, pos[sid], state)]
         self._load(x, touched, len(ends))
         reaped: list[ReapedJob] = []
         for sid, value, why in ends:
             i, state = pos[sid], _S(value)
             _, ops = plan.step_end(
                 x.head_view(), index, x.counts(), sid, x.steps[i].state, state,
-                partial(_dependents, x, i), partial(self._view, x), x.t, why,
+                partial(dependents_of, x, i), partial(self._view, x), x.t, why,
             )  # fmt: skip
             reaped += self._apply(x, ops)
         return reaped + self._flush(x)
@@ -355,7 +322,7 @@ class Flows:
             remember_index(new.spec_hash, index)
         x = self.open(cur, new.id, t, key_held=True, parent=parent)
         assert x is not None
-        x.steps = {i: _Step(_S.PENDING, None, n) for i, n in enumerate(x.index.unmet)}
+        x.steps = {i: StepRow(_S.PENDING, None, n) for i, n in enumerate(x.index.unmet)}
         x.whole = True
         self._apply(x, plan.start_ops(self._view(x), x.index, admission, t))
         self._flush(x)
@@ -412,7 +379,7 @@ class Flows:
                 x.started = True
             elif isinstance(op, plan.Finished):
                 x.finished = True
-            elif isinstance(op, (plan.EndJob, plan.RequestCancel)) and _sub(x, op.idx):
+            elif isinstance(op, (plan.EndJob, plan.RequestCancel)) and is_sub(x, op.idx):
                 reaped += self._cancel_sub(x, op.idx)
             elif isinstance(op, plan.EndJob):
                 reaped += self._end_job(x, op)
@@ -439,7 +406,7 @@ class Flows:
             rows.drop_memos(cur, x.id, op.keys)
         elif isinstance(op, plan.AddStep):
             skipped = rows.add_step(cur, x.id, op, t)
-            x.steps[op.idx] = _Step(op.state, None, 0, sub=op.job is None)
+            x.steps[op.idx] = StepRow(op.state, None, 0, sub=op.job is None)
             if skipped is not None:
                 x.skipped.append((op.step, JobState.SKIPPED.value, skipped))
             i = x.index
@@ -566,33 +533,6 @@ class Flows:
                 reaped += self._apply(y, plan.start_ops(self._view(y), y.index, admitted, x.t))
                 reaped += self._flush(y)
         return reaped
-
-
-def _step(x: Open, r: Row) -> _Step:
-    """A step row as read (a workflow's step past the function's without a job stands
-    for a sub-execution)."""
-    sub = x.workflow and r["idx"] > 0 and r["job_id"] is None
-    return _Step(_S(r["state"]), r["reason"], r["unmet"], sub=sub)
-
-
-def _sub(x: Open, idx: int) -> bool:
-    step = x.steps.get(idx)
-    return step is not None and step.sub
-
-
-def _touched(index: StepIndex, i: int, state: str) -> tuple[int, ...]:
-    """The rows a step end's fast decision reads: the step's, and its dependents' on success."""
-    return (i, *index.dependents[i]) if state == _S.SUCCEEDED.value else (i,)
-
-
-def _dependents(x: Open, i: int) -> dict[str, tuple[StepState, int]]:
-    """Step ``i``'s dependents as the fast rule reads them: state and ``unmet`` (a NULL
-    ``unmet``, never counted, never looks ready: such executions are judged whole anyway)."""
-    index, steps = x.index, x.steps
-    return {
-        index.ids[d]: (steps[d].state, u if (u := steps[d].unmet) is not None else -1)
-        for d in index.dependents[i]
-    }
 
 
 def _prior(view: ExecutionView) -> Callable[[str], StepState]:

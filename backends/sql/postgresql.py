@@ -240,6 +240,10 @@ class PostgreSQL:
         pipe.__enter__()
         return pipe
 
+    def pipelined(self, cur: Any) -> bool:
+        """Whether ``cur``'s connection is in pipeline mode now."""
+        return bool(cur.connection.pgconn.pipeline_status)
+
     def enter(self, conn: Any, write: bool) -> Any:
         """A cursor; ``BEGIN`` when ``write``."""
         cur = conn.cursor()

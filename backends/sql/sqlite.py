@@ -167,6 +167,10 @@ class SQLite:
         """None: an embedded database has no round trips to spare."""
         return None
 
+    def pipelined(self, cur: Any) -> bool:
+        """Never (:meth:`pipeline`)."""
+        return False
+
     def enter(self, conn: Any, write: bool) -> Any:
         """Take the process's write lock (and ``BEGIN IMMEDIATE`` when ``write``)."""
         self._write_lock.acquire()

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from backends.sql.flows import Flows, Open
+from backends.sql.flow_open import Open
+from backends.sql.flows import Flows
 from backends.sql.store import Store
 from queue_core.records.errors import LeaseLost, NotFound, StorageError
 from queue_core.records.flows import ExecutionState

@@ -276,3 +276,35 @@ def test_a_step_end_releases_its_dependents_with_the_rows_it_read(storage: SQLSt
     end(last["d"], t + 7)
     record = storage.get_execution(new.id)
     assert record is not None and record.state is ExecutionState.SUCCEEDED
+
+
+def test_a_step_end_asks_for_its_step_rows_before_its_own_statement(
+    storage: SQLStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The step rows the end's decision reads do not depend on the end's statement, so
+    # they are asked first (Flows.preload): on PostgreSQL, in the pipelined transaction,
+    # both go in one round trip. Read once; the released steps run as before.
+    new = make_execution(make_spec({"a": [], "b": ["a"], "c": ["a"]}))
+    storage.start_execution(new, now=T0)
+    flows, dialect = storage.flows, storage.store.dialect
+    asked: list[str] = []
+
+    class Counting(dict[str, str]):
+        def __getitem__(self, name: str) -> str:
+            asked.append(name)
+            return super().__getitem__(name)
+
+    finish_batch = dialect.finish_batch
+
+    def counted(*a: Any, **k: Any) -> Any:
+        asked.append("finish_batch")
+        return finish_batch(*a, **k)
+
+    flows.q = Counting(flows.q)
+    monkeypatch.setattr(dialect, "finish_batch", counted)
+    a = claim_steps(storage, T0 + 1)["a"]
+    asked.clear()
+    assert storage.finish([complete_end(a.ref)], now=T0 + 2) == [True]
+    rows = [n for n in asked if n in ("flow_step_rows", "finish_batch")]
+    assert rows == ["flow_step_rows", "finish_batch"]
+    assert sorted(claim_steps(storage, T0 + 3)) == ["b", "c"]
