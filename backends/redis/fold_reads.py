@@ -37,8 +37,11 @@ class Asked:
     """The dependents of the steps that succeeded (``P:xu`` fields)."""
 
     def prefetched(self, steps: Sequence[bytes | None], deps: Sequence[bytes | None]) -> Prefetched:
-        """What ``finish.lua`` read for this, field by field."""
-        return Prefetched.of(self, steps, deps)
+        """What ``finish.lua`` returned for this (the values of the fields asked, in
+        order), field by field."""
+        return Prefetched(
+            dict(zip(self.steps, steps, strict=True)), dict(zip(self.deps, deps, strict=True))
+        )
 
 
 def asked_for(
@@ -81,15 +84,6 @@ class Prefetched:
 
     steps: dict[int, bytes | None]
     deps: dict[int, bytes | None]
-
-    @classmethod
-    def of(
-        cls, asked: Asked, steps: Sequence[bytes | None], deps: Sequence[bytes | None]
-    ) -> Prefetched:
-        """What ``finish.lua`` returned for ``asked``, field by field."""
-        return cls(
-            dict(zip(asked.steps, steps, strict=True)), dict(zip(asked.deps, deps, strict=True))
-        )
 
     def covers(self, steps: Sequence[int], deps: Sequence[int]) -> bool:
         """Whether the read of ``steps`` and ``deps`` can be answered from here."""

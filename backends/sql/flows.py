@@ -143,27 +143,25 @@ class Flows:
         goes with the caller's next statement and is read by :meth:`_load` (one round
         trip less); elsewhere it is read at once. The step rows are not what the ends'
         own statement writes, so the order does not change what is read."""
-        index, pos = x.index, x.index.pos
-        touched = [j for sid, state in ends for j in touched_rows(index, pos[sid], state)]
-        if not self.store.dialect.pipelined(x.cur):
-            self._load(x, touched, len(ends))
-            return
-        missing = sorted({i for i in touched if i not in x.steps})
-        if missing and not x.whole and x.pending is None:
-            params = {"e": x.id, "idxs": self.store.array(missing), "k": len(ends)}
-            x.pending = x.cur.connection.cursor()
-            x.pending.execute(self.q["flow_step_rows"], params)
+        self._load(x, _touched(x, ends), len(ends), ahead=self.store.dialect.pipelined(x.cur))
 
-    def _load(self, x: Open, idxs: Iterable[int], ends: int) -> None:
+    def _load(self, x: Open, idxs: Iterable[int], ends: int, *, ahead: bool = False) -> None:
         """Read the rows of steps ``idxs`` not read yet (one statement), with the stored
-        job of each pending one that ``ends`` step ends may release (for :meth:`_release`)."""
+        job of each pending one that ``ends`` step ends may release (for :meth:`_release`);
+        ``ahead``: only send the statement (on a cursor of its own, read by the next
+        call)."""
         if x.pending is not None:  # asked ahead
             cur, x.pending = x.pending, None
             self._keep(x, cur.fetchall())
             cur.close()
         missing = sorted({i for i in idxs if i not in x.steps})
-        if missing and not x.whole:
-            params = {"e": x.id, "idxs": self.store.array(missing), "k": ends}
+        if not missing or x.whole:
+            return
+        params = {"e": x.id, "idxs": self.store.array(missing), "k": ends}
+        if ahead:
+            x.pending = x.cur.connection.cursor()
+            x.pending.execute(self.q["flow_step_rows"], params)
+        else:
             self._keep(x, x.cur.execute(self.q["flow_step_rows"], params).fetchall())
 
     def _keep(self, x: Open, rows: Iterable[Row]) -> None:
@@ -202,8 +200,7 @@ class Flows:
         each decided by :func:`plan.step_end` and applied, in order; the jobs the
         decisions timed out."""
         index, pos = x.index, x.index.pos
-        touched = [j for sid, state, _ in ends for j in touched_rows(index, pos[sid], state)]
-        self._load(x, touched, len(ends))
+        self._load(x, _touched(x, [(sid, state) for sid, state, _ in ends]), len(ends))
         reaped: list[ReapedJob] = []
         for sid, value, why in ends:
             i, state = pos[sid], _S(value)
@@ -533,6 +530,12 @@ class Flows:
                 reaped += self._apply(y, plan.start_ops(self._view(y), y.index, admitted, x.t))
                 reaped += self._flush(y)
         return reaped
+
+
+def _touched(x: Open, ends: Iterable[tuple[str, str]]) -> list[int]:
+    """The step rows the fast decisions of ``ends`` (step id, end state) read."""
+    pos = x.index.pos
+    return [j for sid, state in ends for j in touched_rows(x.index, pos[sid], state)]
 
 
 def _prior(view: ExecutionView) -> Callable[[str], StepState]:

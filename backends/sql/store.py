@@ -234,7 +234,7 @@ class Scope:
     failed, or cannot roll back, is forgotten so the thread reconnects next time.
     """
 
-    __slots__ = ("_conn", "_cursor", "_pipe", "_store", "_write")
+    __slots__ = ("_conn", "_cursor", "_pipe", "_pipelined", "_store", "_write")
 
     def __init__(
         self,
@@ -252,7 +252,9 @@ class Scope:
         self._conn = conn
         self._write = write
         self._cursor = cursor
-        self._pipe: Any = pipelined
+        self._pipelined = pipelined
+        self._pipe: Any = None
+        """The dialect's open pipeline, if any (:meth:`Dialect.pipeline`)."""
 
     def __enter__(self) -> Any:
         watch = self._store.watch
@@ -261,7 +263,7 @@ class Scope:
         if self._cursor is not None:
             return self._cursor
         try:
-            if self._pipe:
+            if self._pipelined:
                 self._pipe = self._store.dialect.pipeline(self._conn)
             return self._store.dialect.enter(self._conn, self._write is True)
         except BaseException as exc:
@@ -302,7 +304,7 @@ class Scope:
         """Leave the pipeline, if one is open: with ``exc``, quietly (what it held is
         rolled back next); else waiting for every reply (raising the first error)."""
         pipe, self._pipe = self._pipe, None
-        if not pipe or pipe is True:
+        if pipe is None:
             return
         if exc is None:
             pipe.__exit__(None, None, None)

@@ -5,7 +5,7 @@ the advance then makes no read of its own is checked on a server in test_flow_fa
 from __future__ import annotations
 
 from backends.redis import fold_reads
-from backends.redis.fold_reads import Asked, Prefetched, asked_for
+from backends.redis.fold_reads import Asked, asked_for
 from queue_core.records.jobs import LeaseRef
 from queue_core.rules.flows.decide_fast import StepIndex, step_index
 from queue_core.storage.flows import step_job_id, step_of_job
@@ -47,9 +47,9 @@ def test_a_read_wider_than_the_bound_is_left_to_the_advance() -> None:
 
 
 def test_the_advance_answers_only_reads_the_prefetch_covers() -> None:
-    pre = Prefetched.of(Asked(steps=[0, 1, 2], deps=[1, 2]), [b"s0", b"s1", None], [b"1", b"2"])
+    pre = Asked(steps=[0, 1, 2], deps=[1, 2]).prefetched([b"s0", b"s1", None], [b"1", b"2"])
     assert pre.covers([0], [1, 2])
     assert pre.values([0], [1, 2]) == ([b"s0", b"s1", None], [b"1", b"2"])
     assert not pre.covers([3], [])  # an event of a step another call ended
     assert not pre.covers([0], [3])
-    assert not Prefetched.of(Asked(steps=[0, 3], deps=[]), [b"s0", b"s3"], []).covers([0], [3])
+    assert not Asked(steps=[0, 3], deps=[]).prefetched([b"s0", b"s3"], []).covers([0], [3])
