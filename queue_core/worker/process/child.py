@@ -10,12 +10,23 @@ its own clock: the heartbeat throttle reads :func:`time.monotonic` here (the wor
 
 Frames, parent -> child::
 
-    ("run", request)                                    request: a tuple, see ``_run``
+    ("run", request, sent_at)                           request: a tuple, see ``_run``;
+                                                        sent_at: the parent's
+                                                        ``time.monotonic()`` as it sent it
     ("cancel",)                                         sent before the group gets SIGTERM
 
 Frames, child -> parent::
 
     ("ready", pid)                                      once, at start
+    ("prep",)                                           the body's module is imported
+                                                        first (its first use here): the
+                                                        parent holds the deadline until
+    ("go", at)                                          the body starts at ``at`` (this
+                                                        process's ``time.monotonic()``,
+                                                        the same clock as the parent's);
+                                                        sent after a "prep", or when ``at``
+                                                        is more than :data:`LATE_START`
+                                                        after ``sent_at``
     ("hb",)                                             a (throttled) ``ctx.heartbeat()``
     ("ok", value_blob)                                  the body returned (pickled apart, so
                                                         a value the parent cannot load fails
@@ -58,6 +69,17 @@ _READ_SIZE = 1 << 16
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes})
 """Types of return values sent as themselves: exact types that pickle to themselves."""
 
+
+LATE_START = 0.005
+"""Seconds a body may start after its request was sent without telling the parent: the
+parent stops an attempt at ``sent_at + timeout + LATE_START``, or at ``at + timeout`` once
+a ``("go", at)`` frame came (after a module's first import, a slow unpickle, a busy
+machine), and holds the deadline while a ``("prep",)`` awaits its ``go`` (up to
+:data:`PREP_BOUND`), so a body runs its whole timeout: never stopped early (SPEC §4)."""
+
+PREP_BOUND = 60.0
+"""Seconds past the timeout the parent waits for the ``go`` of a ``prep`` (an import that
+hangs is stopped then, as a child that does not start is)."""
 
 _ORPHANED = 70
 """Exit status of a child whose worker went away while it ran a body."""
@@ -239,6 +261,13 @@ def _import(module_name: str, main_path: str | None) -> ModuleType:
     return _main_module
 
 
+def _imports(module_name: str) -> bool:
+    """Whether finding a body of ``module_name`` imports it first (its first use here)."""
+    if module_name == "__main__":
+        return _main_module is None
+    return module_name not in sys.modules
+
+
 def resolve(module_name: str, qualname: str, main_path: str | None = None) -> Callable[..., Any]:
     """Find the body: import the module, walk the qualname, unwrap a task wrapper.
 
@@ -302,7 +331,9 @@ REQUEST_FIELDS = (
 about half the time of a dict with these keys)."""
 
 
-def _call(pipe: _Pipe, request: tuple[Any, ...]) -> tuple[ChildContext | None, Any]:
+def _call(
+    pipe: _Pipe, request: tuple[Any, ...], sent_at: float | None
+) -> tuple[ChildContext | None, Any]:
     """Run the body of ``request``; ``(ctx, value)`` (the ``ctx`` it got, if any)."""
     module, qualname, main_path, args, kwargs, job_id, attempt, deadline = request[:8]
     every, wants_ctx, execution_id, step_id, carried = request[8:]
@@ -310,7 +341,16 @@ def _call(pipe: _Pipe, request: tuple[Any, ...]) -> tuple[ChildContext | None, A
     if os.environ.get("QUEUE_CORE_ATTEMPT") != text:
         os.environ["QUEUE_CORE_ATTEMPT"] = text
     ctx: ChildContext | None = None
+    imports = sent_at is not None and _imports(module)
+    if imports:  # the import may outlast the timeout: the parent waits for the start
+        pipe.send(("prep",))
     body = resolve(module, qualname, main_path)
+    if sent_at is not None:
+        at = time.monotonic()
+        if imports or at - sent_at > LATE_START:  # the parent's deadline moves with it
+            pipe.send(("go", at))
+            if deadline is not None:
+                deadline += max(0.0, at - sent_at)
     if wants_ctx:
         ctx = ChildContext(
             pipe,
@@ -336,10 +376,10 @@ def _call(pipe: _Pipe, request: tuple[Any, ...]) -> tuple[ChildContext | None, A
         raise
 
 
-def _run(pipe: _Pipe, request: tuple[Any, ...]) -> None:
+def _run(pipe: _Pipe, request: tuple[Any, ...], sent_at: float | None) -> None:
     ctx: ChildContext | None = None
     try:
-        ctx, value = _call(pipe, request)
+        ctx, value = _call(pipe, request, sent_at)
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
                 value.close()
@@ -374,7 +414,7 @@ def main(argv: list[str]) -> None:
         if message is None:  # the parent closed the pipe: a clean exit
             return
         if message[0] == "run":
-            _run(pipe, message[1])
+            _run(pipe, message[1], message[2] if len(message) > 2 else None)
         # a stale "cancel" between attempts is ignored
 
 

@@ -229,10 +229,10 @@ class Child:
         return self.eof, None
 
     def take_answer(self) -> Any:
-        """The first buffered frame that is not a heartbeat, or ``None``."""
+        """The first buffered frame that is not a heartbeat or a start frame, or ``None``."""
         while self._frames:
             frame = self._frames.pop(0)
-            if frame[0] != "hb":
+            if frame[0] not in ("hb", "prep", "go"):
                 return frame
         return None
 

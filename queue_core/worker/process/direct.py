@@ -40,6 +40,7 @@ from queue_core.worker.process.children import (
     group_exists,
     signal_group,
 )
+from queue_core.worker.process.deadline import Deadline
 from queue_core.worker.process.results import (
     ANSWERS,
     ChildStartError,
@@ -131,8 +132,8 @@ def _wait_ready(children: ChildSet, child: Child, within: float) -> bool:
         child.read_once()
 
 
-def _send(child: Child, request: tuple[Any, ...]) -> None:
-    data = memoryview(encode_frame(("run", request)))
+def _send(child: Child, request: tuple[Any, ...], sent_at: float) -> None:
+    data = memoryview(encode_frame(("run", request, sent_at)))
     while data:
         try:
             data = data[os.write(child.wfd, data) :]
@@ -153,7 +154,7 @@ def _attempt(
 ) -> ProcessResult:
     monotonic = children.clock.monotonic
     started = monotonic()
-    _send(child, request)
+    _send(child, request, started)
     try:
         answer, why_stopped = _wait(children, child, started, timeout, heartbeat, cancelled)
     except BaseException:
@@ -177,18 +178,20 @@ def _wait(
     """Until the child answers (``(frame, None)``), is gone (``(None, None)``), or must
     be stopped (``(None, TIMED_OUT or CANCELLED)``). Heartbeats are passed on meanwhile."""
     monotonic = children.clock.monotonic
-    end = None if timeout is None else started + timeout
+    deadline = Deadline(timeout, started)
     fds = [child.rfd] if child.pidfd is None else [child.rfd, child.pidfd]
     poll_at = started + _CANCEL_POLL
     while True:
         got, frame = child.take()
         if got:
+            if frame is not None and deadline.note(frame):
+                continue
             if frame is None or frame[0] != "hb":
                 return frame, None  # an answer, or the pipe closed: the child is gone
             if heartbeat is not None:
                 heartbeat()
             continue
-        now = monotonic()
+        now, end = monotonic(), deadline.end
         if end is not None and now >= end:
             return None, ProcessOutcome.TIMED_OUT
         if now >= poll_at:

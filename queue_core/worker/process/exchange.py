@@ -10,12 +10,15 @@ round trip. A body that runs longer gets the full wait.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from queue_core.worker.process.children import Child
+from queue_core.worker.process.deadline import Deadline
 from queue_core.worker.process.results import ProcessOutcome
 
 __all__ = ["Exchange"]
@@ -32,10 +35,17 @@ class Exchange:
         child: Child,
         heartbeat: Callable[[], object] | None,
         cancelled: Callable[[], bool] | None,
+        *,
+        timeout: float | None = None,
+        started: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.child = child
         self.heartbeat = heartbeat
         self.cancelled = cancelled
+        self.monotonic = monotonic
+        self.deadline = Deadline(timeout, started)
+        """When the attempt times out (``started``: when its request was sent)."""
         self.answer: Any = None
         self.why_stopped: ProcessOutcome | None = None
         self.failure: Exception | None = None
@@ -43,10 +53,17 @@ class Exchange:
         self.at_deadline = False
         """:meth:`first_wait` ended at the attempt's deadline, unanswered."""
         self._waited = False
+        self._scope: anyio.CancelScope | None = None
+        """The deadline's scope while :meth:`run_to_deadline` waits."""
 
-    async def first_wait(self, timeout: float | None) -> bool:  # noqa: ASYNC109
+    def left(self) -> float | None:
+        """Seconds until the deadline (``0.0`` once reached); ``None`` without one."""
+        end = self.deadline.end
+        return None if end is None else max(0.0, end - self.monotonic())
+
+    async def first_wait(self) -> bool:
         """On asyncio, the fast wait (:meth:`_fast_asyncio`) before any deadline scope is
-        entered, bounded by ``timeout`` itself: ``True`` when the attempt is settled (an
+        entered, bounded by the deadline itself: ``True`` when the attempt is settled (an
         answer, the pipe closed, a failing callback, or the deadline reached: then
         :attr:`at_deadline`). ``False`` when the full wait (:meth:`run`, inside the
         deadline's scope) must follow; on other loops at once."""
@@ -58,12 +75,37 @@ class Exchange:
         except RuntimeError:  # another event loop (trio): run() waits fast itself
             return False
         self._waited = True
-        if timeout is None or timeout > _CANCEL_POLL:
+        left = self.left()
+        if left is None or left > _CANCEL_POLL:
             return await self._fast_asyncio(loop, _CANCEL_POLL)
-        if await self._fast_asyncio(loop, timeout):
+        if await self._fast_asyncio(loop, left):
             return True
+        if self.left():
+            return False  # a late start moved the deadline: the full wait follows
         self.at_deadline = True
         return True
+
+    async def run_to_deadline(self) -> bool:
+        """:meth:`run` until the deadline, which the child's start frames move while it
+        waits; ``True`` when the deadline ended it."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            self._move()
+            await self.run()
+        self._scope = None
+        return scope.cancelled_caught
+
+    def _went(self, message: Any) -> bool:
+        """Whether ``message`` is a start frame of the child's (the deadline moves)."""
+        if not self.deadline.note(message):
+            return False
+        self._move()
+        return True
+
+    def _move(self) -> None:
+        scope, left = self._scope, self.left()
+        if scope is not None:
+            scope.deadline = math.inf if left is None else anyio.current_time() + left
 
     async def run(self) -> None:
         if not self._waited and await self._fast():
@@ -98,6 +140,8 @@ class Exchange:
                 message = await self.child.recv()
                 if message is None:
                     return True  # the pipe closed: the child is gone
+                if self._went(message):
+                    continue
                 if message[0] != "hb":
                     self.answer = message
                     return True
@@ -117,6 +161,8 @@ class Exchange:
             if got:
                 if message is None:
                     return True  # the pipe closed: the child is gone
+                if self._went(message):
+                    continue
                 if message[0] != "hb":
                     self.answer = message
                     return True
@@ -143,6 +189,8 @@ class Exchange:
             message = await self.child.recv()
             if message is None:
                 break
+            if self._went(message):
+                continue
             if message[0] != "hb":
                 self.answer = message
                 break

@@ -246,15 +246,14 @@ class ProcessPool:
         started: float,
     ) -> ProcessResult:
         monotonic = self.children.clock.monotonic
-        ex = Exchange(child, heartbeat, cancelled)
-        await child.send(("run", request))
+        ex = Exchange(
+            child, heartbeat, cancelled, timeout=timeout, started=started, monotonic=monotonic
+        )
+        await child.send(("run", request, started))
         # Most answers come within the first wait, which the deadline bounds itself; the
         # deadline's cancel scope (a timer and a scope per attempt) only for the rest.
-        if not await ex.first_wait(timeout):
-            left = None if timeout is None else max(0.0, started + timeout - monotonic())
-            with anyio.move_on_after(left) as deadline_scope:
-                await ex.run()
-            timed_out = deadline_scope.cancelled_caught
+        if not await ex.first_wait():
+            timed_out = await ex.run_to_deadline()
         else:
             timed_out = ex.at_deadline
         elapsed = monotonic() - started
