@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -412,17 +413,23 @@ class Runner:
     # ------------------------------------------------------------------ context
 
     def context(self, att: Attempt, *, loop: bool) -> JobContext:
-        """``att``'s ``ctx``; its heartbeats queued for the writer (``loop``) or written
-        by the body's thread."""
+        """``att``'s ``ctx``, made as its body starts; its heartbeats queued for the
+        writer (``loop``) or written by the body's thread. ``ctx.deadline`` is when the
+        worker stops the body (:func:`deadline_of` from now, on the worker's clock), also
+        for a job claimed ahead of a free slot (storage gave it no deadline then)."""
         job = att.job
         hb_ms = job.heartbeat_ms
         sink: Callable[[], bool] | None = None
         if hb_ms:
             sink = self.heartbeats.sink(att, loop=loop)
+        timing = self.timing
+        now = timing.monotonic()
+        stop = deadline_of(att, now)
+        deadline = None if stop is None else timing.now_ms() + math.ceil(1000 * (stop - now))
         ctx = JobContext(
             job_id=job.id,
             attempt=job.attempt,
-            deadline=dt_from_ms(job.deadline),
+            deadline=dt_from_ms(deadline),
             execution_id=job.execution_id,
             step_id=job.step_id,
             heartbeat_interval=hb_ms / 1000.0 if hb_ms else None,
