@@ -101,20 +101,31 @@ def build_spec(*, is_async: bool, options: TaskOptions | None = None) -> TaskSpe
     )
 
 
+def check_debounce_alone(unique_key: Any, debounce: Any) -> None:
+    """Refuse ``debounce`` with ``unique_key`` (either ``UNSET``/``None`` passes), in one
+    set of options and in a task's merged with a call's.
+
+    Raises:
+        ConfigError: ``conflicting_options``.
+    """
+    if unique_key in (UNSET, None) or debounce in (UNSET, None):
+        return
+    raise ConfigError(
+        "conflicting options: debounce with unique_key — a debounced task already "
+        "keeps one queued job per debounce_key; drop unique_key",
+        code="conflicting_options",
+        field="debounce",
+        value=debounce,
+    )
+
+
 def _limits(get: Callable[[str], Any]) -> dict[str, Any]:
     """``unique_key``, ``unique_for``, ``rate_limit`` and the debounce options validated
     (``UNSET`` when not given)."""
     key, unique_for, rate = get("unique_key"), get("unique_for"), get("rate_limit")
     debounce = [get(n) for n in ("debounce", "debounce_max", "debounce_key")]
     given = any(d is not UNSET for d in debounce)
-    if given and key not in (UNSET, None) and debounce[0] not in (UNSET, None):
-        raise ConfigError(
-            "conflicting options: debounce with unique_key — a debounced task already "
-            "keeps one queued job per debounce_key; drop unique_key",
-            code="conflicting_options",
-            field="debounce",
-            value=debounce[0],
-        )
+    check_debounce_alone(key, debounce[0])
     return {
         "unique_key": UNSET if key is UNSET else check_unique_key(key),
         "unique_for": UNSET if unique_for is UNSET else check_unique_for(unique_for),

@@ -53,7 +53,7 @@ from queue_core.app.options import check_timeout as check_timeout
 from queue_core.app.options import fq_name as fq_name
 from queue_core.app.plain_calls import PlainCalls
 from queue_core.app.spec import TaskSpec as TaskSpec
-from queue_core.app.spec import _ms, _pick
+from queue_core.app.spec import _ms, _pick, check_debounce_alone
 from queue_core.app.spec import build_spec as build_spec
 from queue_core.app.spec import call_options_json as call_options_json
 from queue_core.records.errors import ConfigError
@@ -323,6 +323,10 @@ class Task(Generic[P, R]):
             policy = self.policy.merged(call.policy)
         conc: Concurrency | None = _pick(call.concurrency, task.concurrency, None)
         timeout = _pick(call.timeout, task.timeout, owner.default_timeout)
+        unique_key = _pick(call.unique_key, task.unique_key, None)
+        debounce = _pick(call.debounce, task.debounce, None)
+        # a call's option beside the task's (a checked debounce: (seconds, max, key))
+        check_debounce_alone(unique_key, None if debounce is None else debounce[0])
         return {
             "task_name": self.name,
             "queue": _pick(call.queue, task.queue, owner.default_queue),
@@ -337,13 +341,13 @@ class Task(Generic[P, R]):
             "concurrency_key": None if conc is None else (conc.key or self.name),
             "concurrency_limit": None if conc is None else conc.limit,
             "concurrency_skip": conc is not None and conc.behavior == "skip",
-            "unique_key": _pick(call.unique_key, task.unique_key, None),
+            "unique_key": unique_key,
             "unique_for_ms": _ms(_pick(call.unique_for, task.unique_for, None)),
             **control_fields(
                 self.name,
                 None if conc is None else conc.behavior,
                 _pick(call.rate_limit, task.rate_limit, None),
-                _pick(call.debounce, task.debounce, None),
+                debounce,
             ),
         }
 

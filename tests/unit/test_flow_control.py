@@ -235,6 +235,26 @@ def test_debounce_options_are_checked() -> None:
     assert delay.value.code == "conflicting_options"
 
 
+def test_a_call_cannot_mix_debounce_and_unique_key_with_its_task_and_stores_nothing() -> None:
+    queue = Queue("memory://")
+
+    @queue.task(debounce="30s")
+    def debounced(x: int) -> None: ...
+
+    @queue.task(unique_key="k")
+    def unique(x: int) -> None: ...
+
+    with pytest.raises(ConfigError) as key:
+        debounced.apply(args=(1,), unique_key="u")
+    assert key.value.code == "conflicting_options" and key.value.field == "debounce"
+    with pytest.raises(ConfigError) as bounce:
+        unique.apply(args=(1,), debounce="5s")
+    assert bounce.value.code == "conflicting_options"
+    assert queue.storage().stats() == []  # nothing was stored
+    debounced.apply(args=(1,), unique_key=None)  # no key: a plain debounced call
+    unique.apply(args=(1,), debounce=None)
+
+
 # --------------------------------------------------------------------------- pause
 
 
