@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -143,9 +144,12 @@ class WorkflowRun:
     def execution_id(self) -> str:
         return self.state.execution.id
 
-    def now(self) -> int:
-        """Epoch ms by storage's clock (module docstring)."""
-        return self.started_at + int((self.monotonic() - self.t0) * 1000)
+    def now(self, *, up: bool = False) -> int:
+        """Epoch ms by storage's clock (module docstring), rounded down -- or ``up``: the
+        base of a time to come, so that a sleep or a timeout is never a fraction of a
+        millisecond short (SPEC §4, §12: never early)."""
+        elapsed = (self.monotonic() - self.t0) * 1000
+        return self.started_at + (math.ceil(elapsed) if up else int(elapsed))
 
     def _next(self, family: str) -> int:
         n = self.counters.get(family, 0)
@@ -202,7 +206,7 @@ class WorkflowRun:
         if stored is not None:
             wake = int(json.loads(stored))
         else:
-            wake = wake_ms if wake_ms is not None else self.now() + (duration_ms or 0)
+            wake = wake_ms if wake_ms is not None else self.now(up=True) + (duration_ms or 0)
             memos = (MemoPut(key, str(wake).encode()),)
         if wake <= self.now():
             return
@@ -228,8 +232,8 @@ class WorkflowRun:
                     key=key,
                 )  # fmt: skip
         else:
-            since = self.now()
-            until = None if timeout_ms is None else since + timeout_ms
+            since = self.now()  # an event stamped in this millisecond still counts
+            until = None if timeout_ms is None else self.now(up=True) + timeout_ms
             meta = {"name": name, "key": key, "since": since, "until": until}
             memos = (MemoPut(meta_key, json.dumps(meta, separators=(",", ":")).encode()),)
         wait = EventWait(memo_key=f"d:{n}", name=name, key=key, since=since, until=until)

@@ -1,0 +1,62 @@
+"""A workflow attempt's clock (``WorkflowRun.now``): storage's stamp of the attempt's start
+plus the time elapsed since, in whole milliseconds -- rounded up where it is the base of a
+time to come (a sleep's wake time, an event wait's timeout), so that neither is a fraction
+of a millisecond short (SPEC §12: a sleep resumes at its wake time, never earlier)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from queue_core.app.durable_run import Suspend, WorkflowRun
+
+START_MS = 5_000
+
+
+def _run(elapsed_s: list[float]) -> WorkflowRun:
+    state: Any = SimpleNamespace(memos={}, steps=[], execution=SimpleNamespace(id="wf-1"))
+    run = WorkflowRun(
+        storage=None,  # type: ignore[arg-type]  # nothing here reaches storage
+        owner=None,  # type: ignore[arg-type]
+        state=state,
+        ref=None,  # type: ignore[arg-type]
+        started_at=START_MS,
+        monotonic=lambda: 100.0 + elapsed_s[0],
+    )
+    return run
+
+
+def test_now_rounds_down_and_up_within_a_millisecond() -> None:
+    elapsed = [0.0]
+    run = _run(elapsed)
+    elapsed[0] = 0.0004
+
+    assert run.now() == START_MS  # what has passed: rounded down
+    assert run.now(up=True) == START_MS + 1  # the base of a time to come: rounded up
+
+
+def test_a_sleep_wakes_no_sooner_than_its_duration_after_the_call() -> None:
+    elapsed = [0.0]
+    run = _run(elapsed)
+    elapsed[0] = 0.0004  # the call comes 0.4 ms into the attempt
+
+    with pytest.raises(Suspend) as stop:
+        run.sleep_until(None, 1_500)
+
+    assert stop.value.suspension.ready_at == START_MS + 1 + 1_500  # not START_MS + 1_500
+
+
+def test_an_event_wait_times_out_no_sooner_than_its_timeout_after_the_call() -> None:
+    elapsed = [0.0]
+    run = _run(elapsed)
+    elapsed[0] = 0.0004
+
+    with pytest.raises(Suspend) as stop:
+        run.wait_for_event("paid", None, 2_000)
+
+    wait = stop.value.suspension.wait
+    assert wait is not None
+    assert wait.since == START_MS  # an event stamped in this millisecond still counts
+    assert wait.until == START_MS + 1 + 2_000
