@@ -210,8 +210,9 @@ def check_sqlite_url(url: str) -> None:
     every job enqueued on it is lost.
 
     Refused: ``sqlite://`` (no path), ``sqlite://queue.db`` (two slashes: ``queue.db``
-    is read as a host and the database is in memory), ``sqlite:///:memory:`` and a bare
-    ``:memory:``. ``sqlite:///queue.db`` (relative) and ``sqlite:////abs/queue.db`` name
+    is read as a host and the database is in memory), ``sqlite:///:memory:``, a bare
+    ``:memory:`` and a path that ends with ``/`` (``sqlite:////``: a directory).
+    ``sqlite:///queue.db`` (relative) and ``sqlite:////abs/queue.db`` name
     a file; ``memory://`` is the in-process queue; with ``?uri=true`` the SQLite URI
     options are the driver's to judge.
 
@@ -221,6 +222,10 @@ def check_sqlite_url(url: str) -> None:
     """
     text = url.strip()
     hint = ""
+    lost = (
+        "it would open a private in-memory database, whose jobs no worker sees and which "
+        "are lost when this process ends"
+    )
     if text.lower() == ":memory:":
         why = "':memory:' is not a storage URL"
     else:
@@ -240,12 +245,14 @@ def check_sqlite_url(url: str) -> None:
                 hint = f"; did you mean {scheme}:///{host}{qmark}{query} (three slashes)?"
         elif not slash or not path:
             why = "it has no path after the slashes"
+        elif path.endswith("/"):
+            why = f"its path {path!r} ends with '/': a directory, not a file"
+            lost = "SQLite cannot open a directory"
         else:
             return
     raise ConfigError(
-        f"storage URL {mask_url(url)!r} names no file ({why}): it would open a private "
-        "in-memory database, whose jobs no worker sees and which are lost when this "
-        "process ends. A SQLite file takes three slashes: sqlite:///queue.db (relative to "
+        f"storage URL {mask_url(url)!r} names no file ({why}): {lost}. A SQLite file "
+        "takes three slashes: sqlite:///queue.db (relative to "
         f"the working directory) or sqlite:////abs/path/queue.db; memory:// is the "
         f"in-process queue{hint}",
         code="invalid_url",

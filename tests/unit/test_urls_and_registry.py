@@ -179,6 +179,8 @@ def test_a_scheme_needs_installed_metadata_not_only_a_package_on_sys_path(site: 
         "sqlite://:memory:",
         "sqlite+pysqlite://queue.db",
         "SQLITE://queue.db?timeout=3",
+        "sqlite:////",
+        "sqlite:///jobs/",
     ],
 )
 def test_a_sqlite_url_that_names_no_file_is_refused(
@@ -202,6 +204,12 @@ def test_two_slashes_name_the_missing_slash_with_the_url_given() -> None:
     text = str(info.value)
     assert "two slashes" in text and "'orders.db' is read as a host name" in text
     assert "did you mean sqlite:///orders.db?timeout=3 (three slashes)?" in text
+
+
+def test_a_path_that_ends_with_a_slash_is_named_a_directory() -> None:
+    with pytest.raises(ConfigError) as info:
+        open_storage("sqlite:////var/lib/")
+    assert "its path '/var/lib/' ends with '/': a directory, not a file" in str(info.value)
 
 
 def test_two_slashes_with_credentials_never_echo_them() -> None:
