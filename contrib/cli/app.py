@@ -220,6 +220,14 @@ def check_storage_exists(url: str | None, source: str, app: str | None = None) -
         )
 
 
+def _refuse_lost_writes(url: str, source: str) -> None:
+    raise StorageMissing(
+        f"storage {mask_url(url)} ({source}) lives only inside this command's process: "
+        "what the command stores would be lost when it ends; "
+        f"{_HOW_TO_POINT} naming the storage your workers use"
+    )
+
+
 def refuse_empty_schema(queue: Queue, source: str, app: str | None = None) -> None:
     """Refuse a database that holds no queue-core schema (a PostgreSQL database, an empty
     SQLite file) instead of letting a read-only command create the tables.
@@ -240,7 +248,9 @@ def refuse_empty_schema(queue: Queue, source: str, app: str | None = None) -> No
         )
 
 
-def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tuple[Queue, str]:
+def open_queue(
+    app: str | None, url: str | None, *, create: bool = True, writes: bool = True
+) -> tuple[Queue, str]:
     """The queue for a non-worker command and a masked description of where it lives.
 
     ``--app`` wins, then ``--url``, then env ``QUEUE_CORE_URL``, then the embedded default.
@@ -252,6 +262,10 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
             error (:class:`StorageMissing`) instead of being created empty. The
             ``memory://`` storage of an ``--app`` module that was already imported when
             the command started exists (it is this process's own) and is read.
+        writes: with ``create``, the command stores something (a job, an execution, a
+            pause): a ``memory://`` storage this process did not have before is refused
+            (:class:`StorageMissing`), since what it stored would be lost as the command
+            ends (SPEC §10: nothing is lost).
     """
     if app:
         # A module imported before this command ran (the CLI invoked in-process, as
@@ -260,6 +274,8 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
         imported_before = app.strip().partition(":")[0] in sys.modules
         queue = load_app(app)
         in_memory = queue.url is not None and queue.url.lower().startswith("memory:")
+        if create and writes and in_memory and not imported_before:
+            _refuse_lost_writes(queue.url or "", f"the storage of --app {app}")
         if not create and not (imported_before and in_memory):
             check_storage_exists(queue.url, f"the storage of --app {app}", app)
             refuse_empty_schema(queue, f"the storage of --app {app}", app)
@@ -269,6 +285,8 @@ def open_queue(app: str | None, url: str | None, *, create: bool = True) -> tupl
             "invalid storage URL '': it is empty", code="invalid_url", field="url", value=url
         )
     resolved = resolve_url(url)
+    if create and writes and resolved.lower().startswith("memory:"):
+        _refuse_lost_writes(resolved, "from --url" if url else f"from env {ENV_URL}")
     if not create:
         if url:
             source = "from --url"

@@ -134,19 +134,22 @@ def _storage_options(f: F) -> F:
 
 
 def _queue(
-    app: str | None, url: str | None, *, create: bool = False
+    app: str | None, url: str | None, *, create: bool = False, writes: bool = True
 ) -> tuple[queue_core.Queue, str]:
     """The queue for this command; one built from a URL is closed when the command ends.
 
     Read-only commands (the default, ``create=False``) refuse storage that does not exist
-    rather than create it empty; only ``enqueue`` and ``migrate`` create storage.
+    rather than create it empty; the commands that store something (``enqueue``, ``flow
+    run``, ``pause``, ``resume``) and ``migrate`` (``writes=False``) create storage, and
+    the ones that store refuse a ``memory://`` storage of their own process
+    (:func:`~contrib.cli.app.open_queue`).
     """
     ctx = click.get_current_context()
     root = ctx.find_root().obj or {}
     app = app if app is not None else root.get("app")
     url = url if url is not None else root.get("url")
     _remember_url(url)
-    queue, where = open_queue(app, url, create=create)
+    queue, where = open_queue(app, url, create=create, writes=writes)
     _remember_url(queue.url)
     if not app:  # close what the CLI opened; an --app Queue belongs to its module
         ctx.call_on_close(queue.close)

@@ -67,7 +67,7 @@ def migrate(app: str | None, url: str | None) -> None:
     schema, upgraded it or found it up to date. A storage that keeps no schema (it does
     not implement SupportsMigrate, e.g. memory:// or Redis) has nothing to migrate, and
     the command says so."""
-    queue, where = _queue(app, url, create=True)
+    queue, where = _queue(app, url, create=True, writes=False)
     storage = queue.storage()
     if not isinstance(storage, SupportsMigrate):
         click.echo(

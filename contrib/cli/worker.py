@@ -13,12 +13,17 @@ from contrib.logformat import LOG_FORMATS, configure_logging
 __all__ = ["worker"]
 
 
-def _positive_float(
-    ctx: click.Context, param: click.Parameter, value: float | None
-) -> float | None:
-    if value is not None and value <= 0:
-        raise click.BadParameter(f"must be > 0, got {value!r}")
-    return value
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """A duration option: seconds or a duration string (``30s``, ``2m``, ``1h30m``)."""
+    if value is None:
+        return None
+    from queue_core.records.durations import parse_duration
+    from queue_core.records.errors import ConfigError
+
+    try:
+        return parse_duration(value, field=f"--{param.name}".replace("_", "-"))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -61,20 +66,18 @@ def _positive_float(
 )
 @click.option(
     "--lease",
-    type=float,
     default=None,
-    callback=_positive_float,
+    callback=_duration,
     metavar="S",
-    help="Lease length in seconds (default: the Queue's lease).",
+    help="Lease length (seconds or e.g. 30s, 2m; default: the Queue's lease).",
 )
 @click.option(
     "--reap-interval",
-    type=float,
-    default=5.0,
+    default="5",
     show_default=True,
-    callback=_positive_float,
+    callback=_duration,
     metavar="S",
-    help="Seconds between reaper passes.",
+    help="Time between reaper passes (seconds or e.g. 500ms, 5s).",
 )
 @click.option(
     "--shutdown-grace",

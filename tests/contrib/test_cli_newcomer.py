@@ -44,8 +44,14 @@ def test_jobs_show_in_an_empty_folder_creates_nothing_and_says_where_it_looked(
     # the console script, as a newcomer types it
     env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
     script = str(Path(sys.executable).with_name("queue-core"))
-    out = subprocess.run([script, "jobs", "show", "X"], cwd=empty_dir, env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [script, "jobs", "show", "X"],
+        cwd=empty_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1
     assert list(empty_dir.iterdir()) == []
     [line] = out.stderr.strip().splitlines()
@@ -92,6 +98,42 @@ def test_commands_that_write_still_create_storage(run, empty_dir: Path) -> None:
     assert (empty_dir / "queue_core.db").exists()
     stats = run("stats")
     assert stats.exit_code == 0 and "No jobs" in stats.stdout
+
+
+WRITES = [
+    ["enqueue", "app.add", "[1, 2]", "--allow-unregistered"],
+    ["pause", "--queue", "default"],
+    ["resume", "--queue", "default"],
+]
+
+
+@pytest.mark.parametrize("command", WRITES, ids=" ".join)
+def test_commands_that_store_refuse_a_memory_storage_they_would_lose(
+    run, empty_dir: Path, command: list[str]
+) -> None:
+    result = run(*command, "--url", "memory://")
+
+    assert result.exit_code == 1, result.stdout
+    assert "lives only inside this command's process" in result.stderr
+    assert "would be lost when it ends" in result.stderr
+    assert "--app" in result.stderr and result.stdout == ""  # no job id was printed
+    assert list(empty_dir.iterdir()) == []
+
+
+def test_migrate_on_memory_still_says_there_is_nothing_to_migrate(run) -> None:
+    result = run("migrate", "--url", "memory://")
+    assert result.exit_code == 0 and "Nothing to migrate" in result.stdout
+
+
+def test_worker_durations_take_seconds_or_duration_strings(run, app: App) -> None:
+    job = app.queue.enqueue("app.add", args=(1, 2))
+    ran = run("worker", app.spec, "--burst", "--lease", "10s", "--reap-interval", "500ms")
+    assert ran.exit_code == 0, ran.stderr
+    assert app.queue.job(job.id).result(timeout=1) == 3
+    for option, value in (("--lease", "soon"), ("--reap-interval", "0"), ("--lease", "-1")):
+        bad = run("worker", app.spec, "--burst", option, value)
+        assert bad.exit_code == 2, (option, value, bad.stdout)
+        assert option in bad.stderr and repr(value) in bad.stderr, bad.stderr
 
 
 def test_app_mistakes_get_a_suggestion(run, app: App) -> None:
@@ -156,8 +198,14 @@ def test_a_worker_of_an_app_on_two_slashes_refuses_to_start(empty_dir: Path) -> 
     )
     env = {k: v for k, v in os.environ.items() if k != "QUEUE_CORE_URL"}
     script = str(Path(sys.executable).with_name("queue-core"))
-    out = subprocess.run([script, "worker", "twoslash:queue", "--burst"], cwd=empty_dir,
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [script, "worker", "twoslash:queue", "--burst"],
+        cwd=empty_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2, out.stderr
     assert "did you mean sqlite:///queue.db (three slashes)?" in out.stderr
     assert "stopped after" not in out.stdout + out.stderr
