@@ -38,6 +38,7 @@ from queue_core.worker.outage import Outage
 from queue_core.worker.ratestart import started_late
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.recording import Recorder, error_info
+from queue_core.worker.replay import Replayer
 from queue_core.worker.running import Runner
 from queue_core.worker.scopes import scoped
 from queue_core.worker.slots import Attempt
@@ -120,8 +121,10 @@ class ClaimLoop:
         retries_due: DueTimes,
         limiter: anyio.CapacityLimiter,
         first_claim: FirstClaim,
+        replayer: Replayer,
     ) -> None:
         self.run = run
+        self.replayer = replayer
         self.runner = runner
         self.recorder = recorder
         self.finisher = finisher
@@ -556,8 +559,8 @@ class ClaimLoop:
             if not self.outage.failed("count_pending", exc):
                 log.warning("count_pending failed (%s)", exc)
             return False
-        if pending == 0 and not self.run.table.running:
-            return True
+        if pending == 0 and not self.run.table.running:  # dead letters due for auto-replay?
+            return await self.replayer.burst_end(BURST_HORIZON_MS, self.outage, self.id)
         await self._say_waiting(pending)
         return False
 

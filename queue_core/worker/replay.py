@@ -15,11 +15,12 @@ import anyio
 from anyio import to_thread
 
 from queue_core.app.task import Replay, Task
-from queue_core.records.errors import NotFound
+from queue_core.records.errors import NotFound, StorageError
 from queue_core.records.jobs import DeadJob, ms_from_dt
 from queue_core.rules import replay_count
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
+from queue_core.worker.outage import Outage
 from queue_core.worker.timing import Timing
 
 __all__ = ["Replayer"]
@@ -49,18 +50,68 @@ class Replayer:
         """Dead-letter ids seen -> replays that led to them (``None`` unknown): a cache of
         what storage holds (an entry's count never changes), so an entry kept past
         ``max_replays`` is read once, not on every pass."""
+        self._said = 0
+        """The dead letters a burst last said it waits for (said once per change)."""
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a task of the worker sets ``dead_letter_replay`` (else nothing is read)."""
+        return any(t.dead_letter_replay is not None for t in self.tasks.values())
 
     async def replay_pass(self) -> None:
         """Replay every due dead letter of the tasks that set ``dead_letter_replay``."""
+        await self.replay_due()
+
+    async def replay_due(self) -> int:
+        """:meth:`replay_pass`; how many dead letters it replayed."""
+        replayed = 0
         for name, task in list(self.tasks.items()):
             replay = task.dead_letter_replay
             if replay is None:
                 continue
             for entry in await self._due_dead(name, replay):
-                await self._replay(entry, replay)
+                replayed += await self._replay(entry, replay)
+        return replayed
 
-    async def _due_dead(self, task_name: str, replay: Replay) -> list[DeadJob]:
-        cutoff = self.timing.now_ms() - round(replay.after * 1000)
+    async def due_within(self, horizon_ms: int) -> int:
+        """How many dead letters a pass would replay within ``horizon_ms`` from now (a
+        burst worker waits for them, as for jobs due that soon: SPEC §2)."""
+        soon = 0
+        for name, task in list(self.tasks.items()):
+            replay = task.dead_letter_replay
+            if replay is None:
+                continue
+            for entry in await self._due_dead(name, replay, horizon_ms):
+                done = await self._replays_of(entry)
+                soon += done is not None and done < replay.max_replays
+        return soon
+
+    async def burst_end(self, horizon_ms: int, outage: Outage, worker_id: str) -> bool | None:
+        """A burst worker found nothing else left: replay the dead letters due (``None``:
+        claim them), or wait for those due within ``horizon_ms`` (``False``); ``True``:
+        there are none (or no task of the worker sets ``dead_letter_replay``)."""
+        if not self.wanted:
+            return True
+        try:
+            if await self.replay_due():
+                return None
+            soon = await self.due_within(horizon_ms)
+        except StorageError as exc:
+            if not outage.failed("replay", exc):
+                log.warning("auto-replay failed (%s)", exc)
+            return False
+        if soon and soon != self._said:
+            log.info(
+                "burst: waiting for %d dead job(s) due for auto-replay within %d s",
+                soon,
+                horizon_ms // 1000,
+                extra={"event": {"event": "burst_waiting", "worker_id": worker_id}},
+            )
+        self._said = soon
+        return not soon
+
+    async def _due_dead(self, task_name: str, replay: Replay, horizon_ms: int = 0) -> list[DeadJob]:
+        cutoff = self.timing.now_ms() + horizon_ms - round(replay.after * 1000)
         due: list[DeadJob] = []
         for page in range(_REPLAY_PAGES):
             entries = await to_thread.run_sync(
@@ -75,16 +126,17 @@ class Replayer:
                 break
         return due
 
-    async def _replay(self, entry: DeadJob, replay: Replay) -> None:
+    async def _replay(self, entry: DeadJob, replay: Replay) -> int:
+        """Replay ``entry`` unless its chain is spent: 1 when this worker replayed it."""
         done = await self._replays_of(entry)
         if done is None or done >= replay.max_replays:
-            return
+            return 0
         try:
             new_id = await to_thread.run_sync(
                 self.storage.retry_dead, entry.id, limiter=self.limiter
             )
         except NotFound:
-            return  # another worker replayed it first
+            return 0  # another worker replayed it first
         finally:
             self.counts.pop(entry.id, None)
         log.info(
@@ -96,6 +148,7 @@ class Replayer:
             done + 1,
             replay.max_replays,
         )
+        return 1
 
     async def _replays_of(self, entry: DeadJob) -> int | None:
         """How many replays led to ``entry`` (0 for a job never replayed), or ``None``

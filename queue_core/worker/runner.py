@@ -277,7 +277,8 @@ class Worker:
             tg=tg,
             on_delivery=(finisher.delivery_begins, finisher.delivery_ended),
         )
-        claims = self._claim_loop(runner, finisher, queues, limiter, first_claim)
+        replayer = Replayer(storage, tasks, timing, limiter)
+        claims = self._claim_loop(runner, finisher, queues, limiter, first_claim, replayer)
         presence = Presence(
             storage, self.id, queues, state.table, self.presence_ttl_ms, timing, outage, limiter
         )
@@ -299,7 +300,7 @@ class Worker:
                 on_held=claims.held_renewed,
             ),  # fmt: skip
             watchdog=Watchdog(state, recorder, timing),
-            replayer=Replayer(storage, tasks, timing, limiter),
+            replayer=replayer,
             presence=presence,
             cancel_poll=CancelPoll(storage, state.table, timing, outage, limiter),
         )
@@ -327,6 +328,7 @@ class Worker:
         queues: list[str],
         limiter: anyio.CapacityLimiter,
         first_claim: FirstClaim,
+        replayer: Replayer,
     ) -> ClaimLoop:
         """The run's claim loop, holding ``runner`` (and its recorder) and ``finisher``."""
         return ClaimLoop(
@@ -347,6 +349,7 @@ class Worker:
             retries_due=self._retries_due,
             limiter=limiter,
             first_claim=first_claim,
+            replayer=replayer,
         )
 
     # ------------------------------------------------------------------ main

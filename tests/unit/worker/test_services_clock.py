@@ -442,3 +442,58 @@ async def test_a_dead_letter_whose_job_was_pruned_is_not_replayed(
         await until(lambda: timer_at(clock, 660.0), "the reaper passed at 600")
         assert [d.id for d in queue.dead_letters()] == [entry.id]
     assert len(runs) == 2
+
+
+async def test_a_burst_worker_waits_for_a_replay_due_within_its_horizon_and_runs_it(
+    queue: Queue, clock: ManualClock
+) -> None:
+    """SPEC §2: a burst returns once nothing is running or ready and nothing is due within
+    60 s -- a dead letter's auto-replay 30 s away is due that soon."""
+    runs: list[int] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="30s", max_replays=1))
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+        return "ok"
+
+    first = flaky.delay()
+    worker = make_worker(queue, burst=True)
+    done = anyio.Event()
+
+    async def burst() -> None:
+        await worker.run_async()
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(burst)
+        await until(lambda: len(queue.dead_letters()) == 1, "the first run is dead")
+        await anyio.sleep(0.05)  # the burst goes on polling: the replay is due in 30 s
+        assert not done.is_set()
+        clock.advance(30)
+        await until(done.is_set, "the burst replayed the dead job, ran it and returned")
+    assert runs == [1, 1] and queue.dead_letters() == []
+    assert first.status() is JobState.DEAD
+    [replayed] = [j for j in queue.storage().list_jobs() if j.id != first.id]
+    assert queue.job(replayed.id).result(timeout=1) == "ok"
+
+
+async def test_a_burst_worker_replays_what_is_due_before_it_returns(
+    queue: Queue, clock: ManualClock
+) -> None:
+    runs: list[int] = []
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="10m", max_replays=1))
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+        return "ok"
+
+    flaky.delay()
+    await make_worker(queue, burst=True).run_async()  # the replay is 10 min away: returns
+    assert runs == [1] and len(queue.dead_letters()) == 1
+    clock.advance(600)
+    await make_worker(queue, burst=True, reap_interval=3600).run_async()
+    assert runs == [1, 1] and queue.dead_letters() == []
