@@ -8,11 +8,13 @@ A plain ``isolation="process"`` job (no per-call options, not a flow step) is ha
 body thread, from the claim loop (:meth:`ProcessRuns.start`) or straight from the claim
 thread (``ClaimLoop._start_direct``, with :meth:`ProcessRuns.call`): the body thread runs
 the whole attempt with :meth:`ProcessPool.run_direct` (the child, its deadline,
-heartbeats, cancellation, the stop of its process group) and reports the result back
-like a thread body's end, coalesced with the other ends of one loop wake-up; the runner
-passes it to :meth:`ProcessRuns.end`. Jobs with per-call options and flow steps run on
-the loop (:meth:`ProcessRuns.run`, with :meth:`ProcessPool.run`), their call prepared
-there. The pool is made on first need (a worker that runs no such job never imports it).
+heartbeats, progress reports, cancellation, the stop of its process group) and reports
+the result back like a thread body's end, coalesced with the other ends of one loop
+wake-up; the runner passes it to :meth:`ProcessRuns.end`. Jobs with per-call options and
+flow steps run on the loop (:meth:`ProcessRuns.run`, with :meth:`ProcessPool.run`), their
+call prepared there. The pool is made on first need (a worker that runs no such job never
+imports it). A body's ``ctx.progress`` reports reach the worker's progress writer on
+both paths, and the attempt's end carries the latest (:func:`_report`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from queue_core.app.context import JobContext
 from queue_core.app.task import DEFAULT_KILL_GRACE, Task
 from queue_core.records.jobs import ErrorInfo, Outcome, Reason
 from queue_core.worker.heartbeats import Heartbeats
 from queue_core.worker.listeners import Listeners
+from queue_core.worker.progress import ProgressWriter
 from queue_core.worker.recording import Recorder
 from queue_core.worker.scopes import carried_scopes
 from queue_core.worker.slots import Attempt
@@ -46,6 +50,26 @@ def _beat(att: Attempt, write: Callable[[], bool]) -> None:
         att.cancel_requested = True
 
 
+def _report(att: Attempt, writer: ProgressWriter, fraction: float, message: str | None) -> None:
+    """A ``ctx.progress`` report from the child (on the body thread, or on the loop),
+    taken as a thread body's: kept by a :class:`JobContext` made for it on the first
+    report (``att.ctx``: the attempt's end carries the latest one) and handed to the
+    progress writer (which writes at most one per second)."""
+    if att.ended:
+        return  # timed out or lost meanwhile: its end is recorded
+    ctx = att.ctx
+    if ctx is None:
+        job = att.job
+        ctx = att.ctx = JobContext(
+            job_id=job.id,
+            attempt=job.attempt,
+            execution_id=job.execution_id,
+            step_id=job.step_id,
+            on_progress=functools.partial(writer.report, att.ref),
+        )
+    ctx.progress(fraction, message)
+
+
 class ProcessRuns:
     """Runs attempts in the worker's pool of children and records how they ended."""
 
@@ -56,6 +80,7 @@ class ProcessRuns:
         max_tasks_per_child: int | None,
         recorder: Recorder,
         heartbeats: Heartbeats,
+        progress: ProgressWriter,
         listeners: Listeners,
         timing: Timing,
         threads: BodyThreads,
@@ -64,6 +89,8 @@ class ProcessRuns:
         self.max_tasks_per_child = max_tasks_per_child
         self.recorder = recorder
         self.heartbeats = heartbeats
+        self.progress = progress
+        """Writes the bodies' ``ctx.progress`` reports, as for thread bodies (SPEC §13)."""
         self.listeners = listeners
         self.timing = timing
         self.threads = threads
@@ -108,6 +135,7 @@ class ProcessRuns:
         beat = None
         if job.heartbeat_ms:
             beat = functools.partial(_beat, att, self.heartbeats.direct(att))
+        report = functools.partial(_report, att, self.progress)
         func = task.func
 
         def call() -> ProcessResult:
@@ -133,6 +161,7 @@ class ProcessRuns:
                 timeout=timeout,
                 kill_grace=grace,
                 heartbeat=beat,
+                progress=report,
                 cancelled=att.stop_requested,
             )
 
@@ -162,6 +191,7 @@ class ProcessRuns:
             timeout=None if deadline is None else max(0.0, deadline - now),
             kill_grace=kill_grace if kill_grace is not None else DEFAULT_KILL_GRACE,
             heartbeat=self.heartbeats.queued(att) if job.heartbeat_ms else None,
+            progress=functools.partial(_report, att, self.progress),
             heartbeat_every=(job.heartbeat_ms or 3000) / 3000.0,
             cancelled=att.stop_requested,
             wants_ctx=task.takes_ctx,

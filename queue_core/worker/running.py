@@ -161,6 +161,7 @@ class Runner:
             max_tasks_per_child=max_tasks_per_child,
             recorder=recorder,
             heartbeats=heartbeats,
+            progress=progress,
             listeners=listeners,
             timing=timing,
             threads=self.threads,

@@ -3,9 +3,10 @@
 The parent (:class:`~queue_core.worker.process.children.Child`) starts this module in a
 fresh interpreter in its own session (so the child is a process group leader) and talks to
 it over two pipes with length-prefixed pickle frames. This module itself imports only the
-standard library, :mod:`queue_core.worker.caps` and (for a ``TaskError``)
-:mod:`queue_core.records.errors`. It runs in another process than the worker, so it keeps
-its own clock: the heartbeat throttle reads :func:`time.monotonic` here (the worker's
+standard library, :mod:`queue_core.worker.caps` and (for a ``TaskError``, and the
+``ConfigError`` of a refused ``ctx.progress``) :mod:`queue_core.records.errors`. It runs
+in another process than the worker, so it keeps its own clock: the heartbeat and progress
+throttles read :func:`time.monotonic` here (the worker's
 :class:`~queue_core.app.clock.Clock` does not reach this process).
 
 Frames, parent -> child::
@@ -28,6 +29,13 @@ Frames, child -> parent::
                                                         is more than :data:`LATE_START`
                                                         after ``sent_at``
     ("hb",)                                             a (throttled) ``ctx.heartbeat()``
+    ("pg", fraction, message)                           a ``ctx.progress()`` report,
+                                                        checked (a float from 0.0 to 1.0,
+                                                        ``None`` or a str): the first goes
+                                                        at once, then at most one per
+                                                        :data:`PROGRESS_EVERY` (the latest
+                                                        waits, sent when due or before the
+                                                        answer, never after it)
     ("ok", value_blob)                                  the body returned (pickled apart, so
                                                         a value the parent cannot load fails
                                                         that attempt, not the pipe)
@@ -48,6 +56,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 import pickle
 import select
@@ -84,6 +93,15 @@ hangs is stopped then, as a child that does not start is)."""
 _ORPHANED = 70
 """Exit status of a child whose worker went away while it ran a body."""
 
+PROGRESS_EVERY = 1.0
+"""Seconds between two ``pg`` frames of one attempt: the worker writes at most one report
+per attempt this often (:data:`queue_core.rules.control.PROGRESS_EVERY_MS`, mirrored here:
+this module imports no rules), so the child sends no more than the worker would write."""
+
+MAX_PROGRESS_MESSAGE = 1000
+"""Characters of a progress message kept, as
+:data:`queue_core.rules.control.MAX_PROGRESS_MESSAGE` (mirrored)."""
+
 
 def ready_fds(fds: list[int], timeout: float, *, write: bool = False) -> list[int]:
     """The descriptors of ``fds`` ready to read (or, with ``write``, to write) within
@@ -108,6 +126,47 @@ def heartbeat_due(last: float | None, now: float, every: float) -> bool:
     have passed since the last one that went.
     """
     return last is None or now - last >= every
+
+
+def check_progress(fraction: object, message: object = None) -> tuple[float, str | None]:
+    """``ctx.progress``'s arguments, checked as the thread and async ``ctx`` checks them.
+
+    A mirror of :func:`queue_core.rules.control.check_progress` (same rule, same
+    ``ConfigError``: ``code="invalid_option"``, ``field`` ``fraction`` or ``message``;
+    importing it would import :mod:`queue_core.rules` and its records into every child).
+    A test holds the two equal.
+
+    Raises:
+        ConfigError: ``fraction`` is not a number from 0.0 to 1.0, or ``message`` is
+            neither ``None`` nor a string.
+    """
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not math.isfinite(fraction)
+        or not 0.0 <= fraction <= 1.0
+    ):
+        from queue_core.records.errors import ConfigError
+
+        raise ConfigError(
+            f"invalid progress fraction: {fraction!r} — expected a number from 0.0 to 1.0 "
+            "(e.g. ctx.progress(0.4, '40 of 100 files'))",
+            code="invalid_option",
+            field="fraction",
+            value=fraction,
+        )
+    if message is not None and not isinstance(message, str):
+        from queue_core.records.errors import ConfigError
+
+        raise ConfigError(
+            f"invalid progress message: {message!r} — expected a string or None",
+            code="invalid_option",
+            field="message",
+            value=message,
+        )
+    if message is not None and len(message) > MAX_PROGRESS_MESSAGE:
+        message = message[: MAX_PROGRESS_MESSAGE - 1] + "…"
+    return float(fraction), message
 
 
 class _Pipe:
@@ -191,6 +250,14 @@ class ChildContext:
         self._last: float | None = None
         self._cancelled = False
         self._open = True
+        self._reports = threading.Lock()
+        """Guards the progress state below (a body may report from its own threads)."""
+        self._report_sent: float | None = None
+        """When the last ``pg`` frame went (``time.monotonic()``)."""
+        self._report_waiting: tuple[float, str | None] | None = None
+        """The latest report not sent yet (it came within :data:`PROGRESS_EVERY`)."""
+        self._report_timer: threading.Timer | None = None
+        """Sends the waiting report when it falls due."""
 
     @property
     def cancelled(self) -> bool:
@@ -224,19 +291,59 @@ class ChildContext:
             self._pipe.send(("hb",))
 
     def progress(self, fraction: float, message: str | None = None) -> None:
-        """Not available in a process-isolated body yet (SPEC §13's ``ctx.progress``
-        crosses the worker's pipe in a later version).
+        """Report how far the body is: ``fraction`` from 0.0 to 1.0 and an optional
+        ``message`` (``JobHandle.progress()`` reads it back, SPEC §13), as the thread
+        ``ctx.progress`` does.
+
+        Cheap: the first report goes to the worker at once, later ones at most one per
+        :data:`PROGRESS_EVERY` (the worker writes no more often); a report that comes
+        sooner waits, replaced by any later one, and goes when due or as the body ends.
 
         Raises:
-            RuntimeError: always, saying so.
+            ConfigError: ``invalid_option``: ``fraction`` is not a number from 0.0 to 1.0,
+                or ``message`` is not a string.
+            RuntimeError: when called after the attempt ended.
         """
-        raise RuntimeError(
-            "ctx.progress() is not available with isolation='process' yet: report "
-            "progress from a thread or async body"
-        )
+        report = check_progress(fraction, message)
+        with self._reports:
+            if not self._open:
+                raise RuntimeError(
+                    f"ctx.progress() called outside its attempt (job {self.job_id}, "
+                    f"attempt {self.attempt} has ended)"
+                )
+            now = time.monotonic()
+            sent = self._report_sent
+            if self._report_timer is None and heartbeat_due(sent, now, PROGRESS_EVERY):
+                self._report_sent = now
+                self._pipe.send(("pg", *report))
+                return
+            self._report_waiting = report
+            if self._report_timer is None:
+                assert sent is not None
+                timer = threading.Timer(sent + PROGRESS_EVERY - now, self._send_waiting)
+                timer.daemon = True
+                self._report_timer = timer
+                timer.start()
+
+    def _send_waiting(self) -> None:
+        """On the timer's thread: send the waiting report, now due."""
+        with self._reports:
+            self._report_timer = None
+            report, self._report_waiting = self._report_waiting, None
+            if report is not None and self._open:
+                self._report_sent = time.monotonic()
+                self._pipe.send(("pg", *report))
 
     def _close(self) -> None:
-        self._open = False
+        """The body ended: its waiting report goes now (before the answer), none after."""
+        with self._reports:
+            self._open = False
+            timer, self._report_timer = self._report_timer, None
+            if timer is not None:
+                timer.cancel()
+            report, self._report_waiting = self._report_waiting, None
+            if report is not None:
+                self._pipe.send(("pg", *report))
 
 
 _main_module: ModuleType | None = None
@@ -370,10 +477,9 @@ def _call(
 
             enter_carried(scopes, carried)
             return ctx, body(*args, **kwargs)
-    except BaseException:
+    finally:
         if ctx is not None:
-            ctx._close()
-        raise
+            ctx._close()  # its waiting progress report goes before the answer
 
 
 def _run(pipe: _Pipe, request: tuple[Any, ...], sent_at: float | None) -> None:

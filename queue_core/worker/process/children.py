@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -34,10 +34,12 @@ from queue_core.worker.scopes import Carried
 __all__ = [
     "POLL",
     "REAP_BOUND",
+    "SIDE_FRAMES",
     "START_TIMEOUT",
     "Child",
     "ChildSet",
     "group_exists",
+    "pass_on",
     "request_of",
     "signal_group",
 ]
@@ -56,6 +58,25 @@ _BOOTSTRAP = (
     "from queue_core.worker.process.child import main\n"
     "main(sys.argv[1:3])\n"
 )
+
+SIDE_FRAMES = frozenset({"hb", "pg"})
+"""The child's frames about a running body, passed on to the attempt's callbacks: a
+heartbeat and a progress report (neither an answer nor a start frame)."""
+
+
+def pass_on(
+    frame: Any,
+    heartbeat: Callable[[], object] | None,
+    progress: Callable[[float, str | None], object] | None,
+) -> None:
+    """Hand the side frame ``frame`` (one of :data:`SIDE_FRAMES`) to its callback, if
+    any: ``("hb",)`` to ``heartbeat()``, ``("pg", fraction, message)`` to
+    ``progress(fraction, message)``. What the callback raises is raised."""
+    if frame[0] == "hb":
+        if heartbeat is not None:
+            heartbeat()
+    elif progress is not None:
+        progress(frame[1], frame[2])
 
 
 class Child:
@@ -229,10 +250,11 @@ class Child:
         return self.eof, None
 
     def take_answer(self) -> Any:
-        """The first buffered frame that is not a heartbeat or a start frame, or ``None``."""
+        """The first buffered frame that is not a heartbeat, a progress report or a start
+        frame, or ``None``."""
         while self._frames:
             frame = self._frames.pop(0)
-            if frame[0] not in ("hb", "prep", "go"):
+            if frame[0] not in ("hb", "pg", "prep", "go"):
                 return frame
         return None
 

@@ -7,7 +7,8 @@ wake-ups while the child runs). :func:`run_direct` (called as
 does the same attempt synchronously on a body thread, the way a sync body runs: it takes
 a warm child from the same pool's :class:`~queue_core.worker.process.children.ChildSet`
 (or starts one), sends the request, waits for the answer with ``poll`` on the pipe and
-the child's pidfd, and returns the :class:`ProcessResult`; the worker records it when the
+the child's pidfd (passing heartbeats and progress reports on meanwhile), and returns
+the :class:`ProcessResult`; the worker records it when the
 body thread reports back, without a task per job (see
 :mod:`queue_core.worker.process_runs`).
 
@@ -34,10 +35,12 @@ from queue_core.worker.process.child import encode_frame, ready_fds
 from queue_core.worker.process.children import (
     POLL,
     REAP_BOUND,
+    SIDE_FRAMES,
     START_TIMEOUT,
     Child,
     ChildSet,
     group_exists,
+    pass_on,
     signal_group,
 )
 from queue_core.worker.process.deadline import Deadline
@@ -63,13 +66,15 @@ def run_direct(
     timeout: float | None,
     kill_grace: float,
     heartbeat: Callable[[], object] | None,
+    progress: Callable[[float, str | None], object] | None = None,
     cancelled: Callable[[], bool],
 ) -> ProcessResult:
     """Run one attempt (``request`` from
     :func:`~queue_core.worker.process.children.request_of`) in one of ``children``, on
-    this thread; ``timeout``, ``kill_grace``, ``heartbeat`` and ``cancelled`` as for
-    :meth:`ProcessPool.run <queue_core.worker.process.pool.ProcessPool.run>`
-    (``heartbeat`` is called on this thread).
+    this thread; ``timeout``, ``kill_grace``, ``heartbeat``, ``progress`` and
+    ``cancelled`` as for :meth:`ProcessPool.run
+    <queue_core.worker.process.pool.ProcessPool.run>` (``heartbeat`` and ``progress``
+    are called on this thread).
 
     An attempt cancelled before it starts ends ``CANCELLED`` without a child (``pid`` 0).
 
@@ -82,7 +87,9 @@ def run_direct(
     child = _take(children)
     result: ProcessResult | None = None
     try:
-        result = _attempt(children, child, request, timeout, kill_grace, heartbeat, cancelled)
+        result = _attempt(
+            children, child, request, timeout, kill_grace, heartbeat, progress, cancelled
+        )
         return result
     finally:
         with children.lock:  # aclose may be taking the idle list: closed means not kept
@@ -150,15 +157,18 @@ def _attempt(
     timeout: float | None,
     kill_grace: float,
     heartbeat: Callable[[], object] | None,
+    progress: Callable[[float, str | None], object] | None,
     cancelled: Callable[[], bool],
 ) -> ProcessResult:
     monotonic = children.clock.monotonic
     started = monotonic()
     _send(child, request, started)
     try:
-        answer, why_stopped = _wait(children, child, started, timeout, heartbeat, cancelled)
+        answer, why_stopped = _wait(
+            children, child, started, timeout, heartbeat, progress, cancelled
+        )
     except BaseException:
-        _discard(children, child, kill_grace)  # a failing heartbeat callback ends the attempt
+        _discard(children, child, kill_grace)  # a failing callback ends the attempt
         raise
     elapsed = monotonic() - started
     if answer is not None and answer[0] in ANSWERS:
@@ -173,10 +183,12 @@ def _wait(
     started: float,
     timeout: float | None,
     heartbeat: Callable[[], object] | None,
+    progress: Callable[[float, str | None], object] | None,
     cancelled: Callable[[], bool],
 ) -> tuple[Any, ProcessOutcome | None]:
     """Until the child answers (``(frame, None)``), is gone (``(None, None)``), or must
-    be stopped (``(None, TIMED_OUT or CANCELLED)``). Heartbeats are passed on meanwhile."""
+    be stopped (``(None, TIMED_OUT or CANCELLED)``). Heartbeats and progress reports are
+    passed on meanwhile."""
     monotonic = children.clock.monotonic
     deadline = Deadline(timeout, started)
     fds = [child.rfd] if child.pidfd is None else [child.rfd, child.pidfd]
@@ -186,10 +198,9 @@ def _wait(
         if got:
             if frame is not None and deadline.note(frame):
                 continue
-            if frame is None or frame[0] != "hb":
+            if frame is None or frame[0] not in SIDE_FRAMES:
                 return frame, None  # an answer, or the pipe closed: the child is gone
-            if heartbeat is not None:
-                heartbeat()
+            pass_on(frame, heartbeat, progress)
             continue
         now, end = monotonic(), deadline.end
         if end is not None and now >= end:

@@ -1,4 +1,5 @@
-"""One process-isolated attempt's wait for its child: the answer, heartbeats, exit, cancel.
+"""One process-isolated attempt's wait for its child: the answer, heartbeats and progress
+reports, exit, cancel.
 
 The event-loop path of :meth:`ProcessPool.run <queue_core.worker.process.pool.ProcessPool.run>`.
 The wait first reads the child's pipe alone for one cancel-poll period
@@ -17,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from queue_core.worker.process.children import Child
+from queue_core.worker.process.children import SIDE_FRAMES, Child, pass_on
 from queue_core.worker.process.deadline import Deadline
 from queue_core.worker.process.results import ProcessOutcome
 
@@ -28,7 +29,8 @@ _CANCEL_POLL = 0.05
 
 
 class Exchange:
-    """One attempt's wait for the child: its answer, heartbeats, exit, cancellation."""
+    """One attempt's wait for the child: its answer, heartbeats and progress reports (each
+    passed on to its callback, on the event loop), exit, cancellation."""
 
     def __init__(
         self,
@@ -36,12 +38,14 @@ class Exchange:
         heartbeat: Callable[[], object] | None,
         cancelled: Callable[[], bool] | None,
         *,
+        progress: Callable[[float, str | None], object] | None = None,
         timeout: float | None = None,
         started: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.child = child
         self.heartbeat = heartbeat
+        self.progress = progress
         self.cancelled = cancelled
         self.monotonic = monotonic
         self.deadline = Deadline(timeout, started)
@@ -142,10 +146,10 @@ class Exchange:
                     return True  # the pipe closed: the child is gone
                 if self._went(message):
                     continue
-                if message[0] != "hb":
+                if message[0] not in SIDE_FRAMES:
                     self.answer = message
                     return True
-                if not self._beat():
+                if not self._side(message):
                     return True
         return False
 
@@ -163,10 +167,10 @@ class Exchange:
                     return True  # the pipe closed: the child is gone
                 if self._went(message):
                     continue
-                if message[0] != "hb":
+                if message[0] not in SIDE_FRAMES:
                     self.answer = message
                     return True
-                if not self._beat():
+                if not self._side(message):
                     return True
                 continue
             left = end - loop.time()
@@ -174,14 +178,14 @@ class Exchange:
                 return False
             child.read_once()
 
-    def _beat(self) -> bool:
-        """Deliver one heartbeat; ``False`` when the callback raised (the attempt ends)."""
-        if self.heartbeat is not None:
-            try:
-                self.heartbeat()
-            except Exception as exc:
-                self.failure = exc
-                return False
+    def _side(self, message: Any) -> bool:
+        """Deliver one heartbeat or progress report (:func:`pass_on`); ``False`` when the
+        callback raised (the attempt ends)."""
+        try:
+            pass_on(message, self.heartbeat, self.progress)
+        except Exception as exc:
+            self.failure = exc
+            return False
         return True
 
     async def _read_answer(self, scope: anyio.CancelScope) -> None:
@@ -191,10 +195,10 @@ class Exchange:
                 break
             if self._went(message):
                 continue
-            if message[0] != "hb":
+            if message[0] not in SIDE_FRAMES:
                 self.answer = message
                 break
-            if not self._beat():
+            if not self._side(message):
                 break
         scope.cancel()
 

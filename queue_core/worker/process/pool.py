@@ -120,6 +120,7 @@ class ProcessPool:
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
         heartbeat: Callable[[], object] | None = None,
+        progress: Callable[[float, str | None], object] | None = None,
         heartbeat_every: float = 0.1,
         cancelled: Callable[[], bool] | None = None,
         wants_ctx: bool = False,
@@ -146,6 +147,10 @@ class ProcessPool:
             kill_grace: seconds between SIGTERM and SIGKILL when the attempt is stopped.
             heartbeat: called in the worker (on the event loop; it must not block) each
                 time a heartbeat message arrives from the body.
+            progress: called in the worker (on the event loop; it must not block) with
+                ``(fraction, message)`` for each ``ctx.progress()`` report that arrives
+                from the body (checked in the child; the first at once, then at most one
+                per second, the latest kept and sent before the answer).
             heartbeat_every: the child sends at most one heartbeat message per this many
                 seconds (the first ``ctx.heartbeat()`` always goes through).
             cancelled: polled every 50 ms; once it returns True the attempt is stopped like
@@ -195,7 +200,7 @@ class ProcessPool:
             result: ProcessResult | None = None
             try:
                 result = await self._attempt(
-                    child, request, timeout, kill_grace, heartbeat, cancelled, started
+                    child, request, timeout, kill_grace, heartbeat, progress, cancelled, started
                 )
                 return result
             finally:
@@ -214,13 +219,14 @@ class ProcessPool:
         timeout: float | None,
         kill_grace: float,
         heartbeat: Callable[[], object] | None,
+        progress: Callable[[float, str | None], object] | None = None,
         cancelled: Callable[[], bool],
     ) -> ProcessResult:
         """Run one attempt (``request`` from
         :func:`~queue_core.worker.process.children.request_of`) in a child of this pool,
-        on the calling thread (blocking); ``timeout``, ``kill_grace``, ``heartbeat`` and
-        ``cancelled`` as for :meth:`run` (``heartbeat`` is called on this thread). See
-        :func:`queue_core.worker.process.direct.run_direct`.
+        on the calling thread (blocking); ``timeout``, ``kill_grace``, ``heartbeat``,
+        ``progress`` and ``cancelled`` as for :meth:`run` (``heartbeat`` and ``progress``
+        are called on this thread). See :func:`queue_core.worker.process.direct.run_direct`.
 
         Raises:
             RuntimeError: the pool is closed.
@@ -232,6 +238,7 @@ class ProcessPool:
             timeout=timeout,
             kill_grace=kill_grace,
             heartbeat=heartbeat,
+            progress=progress,
             cancelled=cancelled,
         )
 
@@ -242,12 +249,19 @@ class ProcessPool:
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
         heartbeat: Callable[[], object] | None,
+        progress: Callable[[float, str | None], object] | None,
         cancelled: Callable[[], bool] | None,
         started: float,
     ) -> ProcessResult:
         monotonic = self.children.clock.monotonic
         ex = Exchange(
-            child, heartbeat, cancelled, timeout=timeout, started=started, monotonic=monotonic
+            child,
+            heartbeat,
+            cancelled,
+            progress=progress,
+            timeout=timeout,
+            started=started,
+            monotonic=monotonic,
         )
         await child.send(("run", request, started))
         # Most answers come within the first wait, which the deadline bounds itself; the

@@ -193,3 +193,39 @@ def fork_then_exit(pid_file: str) -> None:
         os._exit(0)
     Path(pid_file).write_text(str(pid))
     os._exit(3)
+
+
+def report_progress(reports: list[tuple[Any, Any]], then_sleep: float = 0.0, *, ctx: Any) -> int:
+    """Call ``ctx.progress(fraction, message)`` for each report at once, then sleep."""
+    for fraction, message in reports:
+        ctx.progress(fraction, message)
+    time.sleep(then_sleep)
+    return len(reports)
+
+
+def progress_refusals(calls: list[tuple[Any, Any]], *, ctx: Any) -> list[tuple[str, Any, Any, str]]:
+    """What ``ctx.progress`` raises for each ``(fraction, message)``: the error's class,
+    ``code``, ``field`` and text."""
+    seen: list[tuple[str, Any, Any, str]] = []
+    for fraction, message in calls:
+        try:
+            ctx.progress(fraction, message)
+        except Exception as exc:
+            cls = type(exc)
+            seen.append(
+                (f"{cls.__module__}.{cls.__qualname__}", getattr(exc, "code", None),
+                 getattr(exc, "field", None), str(exc))
+            )  # fmt: skip
+    return seen
+
+
+def half_way(*, ctx: Any) -> str:
+    """Report twice at once (the second waits in the child, sent before the answer)."""
+    ctx.progress(0.2, "started")
+    ctx.progress(0.5, "half")
+    return "done"
+
+
+def bad_progress(*, ctx: Any) -> None:
+    """Report a fraction past 1.0: ``ctx.progress`` raises, and the body with it."""
+    ctx.progress(1.5, "too far")

@@ -155,11 +155,3 @@ def test_progress_of_an_async_body_is_written_without_blocking_the_loop() -> Non
     queue.run_worker(burst=True, install_signal_handlers=False)
     got = handle.progress()
     assert got is not None and (got.fraction, got.message) == (0.5, "half")
-
-
-def test_a_process_isolated_body_is_told_progress_is_not_available_there() -> None:
-    from queue_core.worker.process.child import ChildContext
-
-    ctx = ChildContext(None, job_id="j", attempt=1, deadline=None, heartbeat_every=1.0)  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="isolation='process'"):
-        ctx.progress(0.5)
