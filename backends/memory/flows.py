@@ -39,6 +39,8 @@ _E = ExecutionState
 _LIVE = (_E.RUNNING, _E.WAITING)
 _Check = tuple[ExecutionView, Transition] | None
 """The view and decision a plan came from, when decided on the whole execution."""
+_Held = list[tuple[int, StepState, str | None]]
+"""Step ends of sub-executions that finished while their parent's plan was applied."""
 _CHECKED_STEPS = 64
 """Up to this many steps, a step end decided on the fast path is also decided on the
 whole execution and the two must be equal (memory stays an independent reference)."""
@@ -101,6 +103,10 @@ class MemoryFlows:
         """Registered event waits by event name, then by (execution id, memo key)."""
         self.events: dict[str, dict[int, StoredEvent]] = {}
         """Stored events by name, then by sequence number (pruned with ``store.events``)."""
+        self.held: dict[str, _Held] = {}
+        """By id, the executions whose plan :meth:`_apply` is applying: the step ends of
+        their sub-executions that finished meanwhile (a cancelled sub-execution), held
+        until the plan is applied and checked, then decided (``plan.step_end``)."""
 
     def start_execution(self, new: NewExecution, *, now: int | None = None) -> ExecutionState:
         """See :meth:`queue_core.storage.abilities.SupportsFlows.start_execution`."""
@@ -332,10 +338,37 @@ class MemoryFlows:
         self, e: _Execution, ops: list[plan.Op], t: int, check: _Check = None
     ) -> list[ReapedJob]:
         """Apply ``ops`` in order (:mod:`~queue_core.rules.flows.plan` says what each does);
-        return the running step jobs they ended."""
+        return the running step jobs they ended. A sub-execution the plan cancels and that
+        finishes at once ends its step here only after the plan (:attr:`held`): the plan
+        is applied and checked whole, as it was decided."""
+        added = len(e.steps)
+        outer, held = self.held.get(e.rec.id), _Held()
+        self.held[e.rec.id] = held
+        try:
+            reaped, grown = self._interpret(e, ops, t)
+        finally:
+            if outer is None:
+                del self.held[e.rec.id]
+            else:
+                self.held[e.rec.id] = outer
+        if grown:
+            e.index = plan.index_of(e.view().steps)
+            for step in e.steps[added:]:  # a child job stored ``skipped`` (its skip limit)
+                job = self.store.jobs.get(step.job_id or "")
+                if job is not None and job.state.finished and not step.state.finished:
+                    self._step_end(e, step.idx, StepState(job.state), job.reason, t)
+        if check is not None:
+            assert e.view() == decide.apply(*check), "memory drifted from decide.apply"
+        for idx, state, reason in held:
+            reaped += self._step_end(e, idx, state, reason, t)
+        if any(isinstance(op, plan.Finished) for op in ops):
+            self._finished(e, t)
+        return reaped
+
+    def _interpret(self, e: _Execution, ops: list[plan.Op], t: int) -> tuple[list[ReapedJob], bool]:
+        """Each of ``ops`` in order: (the running step jobs they ended, a step added)."""
         reaped: list[ReapedJob] = []
         grown = False
-        added = len(e.steps)
         for op in ops:
             if isinstance(op, (plan.SetExecution, plan.Started, plan.Finished, plan.Reopened)):
                 self._execution_op(e, op, t)
@@ -345,17 +378,7 @@ class MemoryFlows:
                 reaped += self._job_op(e, op, t)
             else:
                 grown = self._workflow_op(e, op, t) or grown
-        if grown:
-            e.index = plan.index_of(e.view().steps)
-            for step in e.steps[added:]:  # a child job stored ``skipped`` (its skip limit)
-                job = self.store.jobs.get(step.job_id or "")
-                if job is not None and job.state.finished and not step.state.finished:
-                    self._step_end(e, step.idx, StepState(job.state), job.reason, t)
-        if check is not None:
-            assert e.view() == decide.apply(*check), "memory drifted from decide.apply"
-        if any(isinstance(op, plan.Finished) for op in ops):
-            self._finished(e, t)
-        return reaped
+        return reaped, grown
 
     def _execution_op(
         self,
@@ -518,14 +541,20 @@ class MemoryFlows:
 
     def _finished(self, e: _Execution, t: int) -> None:
         """A finished execution drops its waits, frees its place (``decide.promote``, then
-        each promoted one starts) and, as a sub-execution, ends its parent's step."""
+        each promoted one starts) and, as a sub-execution, ends its parent's step (after
+        the parent's plan when one is being applied: :attr:`held`)."""
         for key in list(e.waits):
             self._drop_wait(e, key)
         self._promote(e, t)
         parent = self.executions.get(e.rec.parent_id or "")
         if parent is not None and e.rec.parent_idx is not None:
             state = workflow.sub_step_state(e.rec.state)
-            self._step_end(parent, e.rec.parent_idx, state, e.rec.reason, t)
+            reason = None if e.rec.reason is None else e.rec.reason.value
+            held = self.held.get(parent.rec.id)
+            if held is not None:
+                held.append((e.rec.parent_idx, state, reason))
+            else:
+                self._step_end(parent, e.rec.parent_idx, state, reason, t)
 
     def _promote(self, e: _Execution, t: int) -> None:
         """A finished execution frees its place: ``decide.promote``, then each starts."""

@@ -41,7 +41,6 @@ from queue_core.flows.host import FlowHost
 from queue_core.flows.scheduled import FlowSchedule, schedule_options
 from queue_core.records.durations import parse_duration, to_ms
 from queue_core.records.errors import ConfigError, NotFound
-from queue_core.records.flows import ExecutionInfo, ExecutionState
 from queue_core.rules import RetryPolicy
 from queue_core.rules.flows import dag
 from queue_core.rules.flows.spec import (
@@ -50,7 +49,6 @@ from queue_core.rules.flows.spec import (
     StepSpec,
     retry_fields,
 )
-from queue_core.rules.paging import check_page
 from queue_core.storage.flows import NewExecution
 
 if TYPE_CHECKING:
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
 
     from queue_core.app.options import TaskOptions
 
-__all__ = ["ExecutionHandle", "Flow", "executions", "flows_of", "load_flow"]
+__all__ = ["ExecutionHandle", "Flow", "flows_of", "load_flow"]
 
 
 def _invalid(field: str, value: object, expected: str) -> ConfigError:
@@ -482,25 +480,3 @@ def load_flow(owner: FlowHost, path: str | os.PathLike[str]) -> Flow:
 
     spec = load_flow_file(path)
     return Flow(owner, spec.name, spec=spec)
-
-
-def executions(
-    queue: FlowHost,
-    flow: str | Flow | None = None,
-    state: ExecutionState | str | None = None,
-    limit: int = 20,
-    offset: int = 0,
-) -> list[ExecutionInfo]:
-    """``queue.executions(...)``: a page of executions, newest first."""
-    name = flow.name if isinstance(flow, Flow) else flow
-    wanted: ExecutionState | None = None
-    if state is not None:
-        try:
-            wanted = ExecutionState(state)
-        except ValueError:
-            raise _invalid(
-                "state", state, "one of " + ", ".join(s.value for s in ExecutionState)
-            ) from None
-    limit, offset = check_page(limit, offset)
-    records = flows_of(queue).list_executions(name, wanted, limit, offset)
-    return [r.info() for r in records]

@@ -161,13 +161,14 @@ class FlowMethods:
 
     def executions(
         self,
-        flow: str | Flow | None = None,
+        flow: str | Flow | Workflow[..., Any] | None = None,
         state: ExecutionState | str | None = None,
         limit: int = 20,
         offset: int = 0,
     ) -> list[ExecutionInfo]:
-        """A page of flow executions, newest first (``flow``: a name or a ``Flow``)."""
-        from queue_core.flows.api import executions
+        """A page of flow and workflow executions, newest first (``flow``: a name, a
+        ``Flow`` or a ``Workflow``)."""
+        from queue_core.flows.listing import executions
 
         return executions(cast("FlowHost", self), flow, state, limit, offset)
 

@@ -205,6 +205,33 @@ class WorkflowChildrenContract(ContractBase):
             record = flows.get_execution(eid)
             assert record is not None and record.state is _E.CANCELLED, eid
 
+    def test_cancel_ends_an_idle_sub_execution_and_its_parent_at_once(
+        self, storage: Storage
+    ) -> None:
+        """A waiting parent whose sub-execution runs no step: the cancel ends the
+        sub-execution at once, whose end then ends the parent's step and the parent."""
+        flows = workflows_of(storage)
+        parent = make_workflow()
+        flows.start_execution(parent, now=T0)
+        fn = claim_function(storage, parent.id, T0 + 1)
+        assert fn is not None
+        sub = sub_flow(parent.id, 1)
+        flows.start_child_execution(fn.ref, sub, "sub#0", "c:0", now=T0 + 2)
+        storage.finish([suspended(fn.ref, Suspension(ready_at=None, awaiting=(1,)))], now=T0 + 3)
+        flows.cancel_execution(parent.id, now=T0 + 4)
+        for eid in (sub.id, parent.id):
+            record = flows.get_execution(eid)
+            assert record is not None
+            ended = (record.state, record.reason, record.finished_at)
+            assert ended == (_E.CANCELLED, ExecutionReason.CANCELLED, T0 + 4), eid
+        steps = [(s.state, s.reason) for s in flows.list_steps(parent.id)]
+        assert steps == [(_S.NOT_RUN, "cancelled"), (_S.CANCELLED, "cancelled")]
+        assert [(s.state, s.reason) for s in flows.list_steps(sub.id)] == [
+            (_S.NOT_RUN, "cancelled")
+        ]
+        assert job_of(storage, step_job_id(sub.id, 0)).state is JobState.CANCELLED
+        assert claim_steps(storage, T0 + 5) == {}
+
     def test_a_waiting_workflow_times_out_at_its_deadline_without_a_worker(
         self, storage: Storage
     ) -> None:

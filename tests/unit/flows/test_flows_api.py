@@ -269,3 +269,29 @@ def test_max_parallel_holds_with_a_real_worker(queue: Queue) -> None:
     drain(queue)
     assert execution.result(timeout=5) == {f"s{i}": 1 for i in range(6)}
     assert peak[0] == 2
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_executions_takes_a_workflow_and_refuses_other_values(backend: str, tmp_path: Path) -> None:
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'q.db'}"
+    q = Queue(url)
+    try:
+        flow = q.flow("listed")
+        flow.step(id="one")(lambda: 1)
+
+        @q.workflow
+        def listed_wf(ctx: Any) -> int:
+            return 1
+
+        started, other = listed_wf.start(), flow.start()
+        got = q.executions(flow=listed_wf)
+        assert [(e.id, e.flow) for e in got] == [(started.id, listed_wf.name)]
+        assert [e.id for e in q.executions(flow=listed_wf.name)] == [started.id]
+        assert [e.id for e in q.executions(flow=flow)] == [other.id]
+        for bad in (42, b"listed", ["listed"]):
+            with pytest.raises(ConfigError) as refused:
+                q.executions(flow=bad)  # type: ignore[arg-type]
+            assert refused.value.code == "invalid_option", bad
+            assert repr(bad) in str(refused.value) and "Workflow" in str(refused.value)
+    finally:
+        q.close()
