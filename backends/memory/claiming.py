@@ -24,7 +24,7 @@ from backends.memory.roundrobin import Verdict
 from backends.memory.store import MemoryStore
 from queue_core.records.errors import LeaseLost
 from queue_core.records.jobs import ClaimedJob, JobState, LeaseRef, RenewResult
-from queue_core.rules.leases import step_deadline
+from queue_core.rules.leases import step_deadline, step_refused
 from queue_core.storage.claims import started_ago
 
 if TYPE_CHECKING:
@@ -153,6 +153,8 @@ class MemoryClaiming:
             return Verdict.GONE
         if store.expired(job, t):
             return Verdict.PASS  # left queued for reap to dead-letter
+        if step_refused(t, job.spec.flow_deadline_at):
+            return Verdict.PASS  # left queued for the flow's reap to end it not_run
         if self.pauses.jobs_paused and self.pauses.park(job, entry, queue):
             return Verdict.GONE
         return Verdict.TAKE

@@ -21,6 +21,7 @@ __all__ = [
     "reap_due",
     "renew_interval",
     "schedule_to_start_expired",
+    "step_refused",
 ]
 
 REAP_MARGIN_MS: Final = 1_000
@@ -138,3 +139,11 @@ def step_deadline(attempt_deadline: int | None, flow_deadline_at: int | None) ->
     if attempt_deadline is None:
         return flow_deadline_at
     return min(attempt_deadline, flow_deadline_at)
+
+
+def step_refused(now: int, flow_deadline_at: int | None) -> bool:
+    """Whether a claim at ``now`` refuses a queued flow step: its execution's deadline has
+    come (SPEC §7: at the deadline storage refuses new steps). The step stays queued for
+    the reaper, which ends it ``not_run`` without an attempt (``decide.advance``); a job
+    that is no flow step (``None``) is never refused."""
+    return flow_deadline_at is not None and flow_deadline_at <= now

@@ -202,6 +202,9 @@ try = function(q, p, r, m, score, turn)
     redis.call('ZADD', STS, 'NX', tonumber(f[3]) + tonumber(f[2]), id)
     return 'kept'
   end
+  -- mirrors queue_core.rules.leases.step_refused: a flow step at its execution's deadline
+  -- is not started; left queued for the flow's reap, which ends it not_run
+  if f[19] and tonumber(f[19]) <= NOW then return 'kept' end
   local ck = f[4]
   if ck and f[5] and f[6] ~= '1' then
     local running = tonumber(redis.call('GET', P .. ':cr:' .. ck) or '0')

@@ -79,6 +79,7 @@ WITH picked AS (
     FROM qc_jobs
     WHERE state = 'queued' AND held IS NULL AND {queues} AND run_at <= {now}
         AND (expires_at IS NULL OR expires_at > {now})
+        AND (flow_deadline_at IS NULL OR flow_deadline_at > {now})
         AND (SELECT value FROM qc_meta WHERE key = 'pauses_version')
             IS NOT DISTINCT FROM CAST(%(pv)s AS text)
     ORDER BY priority DESC, coalesce(place_at, run_at), seq LIMIT %(limit)s

@@ -27,7 +27,8 @@ GROUP BY concurrency_key
 -- The keyed claim ({queues}: queries.queues_filter): the top ready jobs not yet looked at;
 -- none when the pauses changed since :pv (backends/sql/pauses.py). {paused}: NULL, or
 -- paused_field while a task or flow is paused (the pause a job is to be set aside for).
--- `expires_at > now` is not schedule_to_start_expired (rules.leases).
+-- `expires_at > now` is not schedule_to_start_expired, `flow_deadline_at > now` not
+-- step_refused (rules.leases: a step at its flow's deadline is left for the reaper).
 SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, timeout_ms,
     heartbeat_ms, options, enqueued_at, replay_of, concurrency_key, concurrency_limit,
     concurrency_skip, run_at, execution_id, step_id, flow_deadline_at, rate_key,
@@ -35,6 +36,7 @@ SELECT seq, id, task_name, queue, payload, priority, attempt, max_attempts, time
 FROM qc_jobs
 WHERE state = 'queued' AND held IS NULL AND {queues}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+    AND (flow_deadline_at IS NULL OR flow_deadline_at > {now})
     AND seq {not_in:excluded:bigint}
     AND coalesce((SELECT value FROM qc_meta WHERE key = 'pauses_version'), '')
         = coalesce(CAST(:pv AS text), '')
@@ -241,6 +243,7 @@ ORDER BY enqueued_at DESC, seq DESC LIMIT :limit OFFSET :offset
 -- rules.leases.schedule_to_start_expired)?
 SELECT 1 AS one FROM qc_jobs WHERE state = 'queued' AND held IS NULL AND queue {in:queues:text}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+    AND (flow_deadline_at IS NULL OR flow_deadline_at > {now})
 LIMIT 1
 
 -- ---------------------------------------------------------------- workers (schema v6)
@@ -414,6 +417,7 @@ SELECT (SELECT count(*) FROM qc_jobs WHERE state = 'running' AND queue {in:all_q
 -- ready_probe while a task or flow is paused.
 SELECT 1 AS one FROM qc_jobs WHERE state = 'queued' AND held IS NULL AND queue {in:queues:text}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+    AND (flow_deadline_at IS NULL OR flow_deadline_at > {now})
     -- unpaused_filter:
     AND task_name {not_in:paused_tasks:text}
     AND (execution_id IS NULL OR execution_id NOT IN (
@@ -478,6 +482,7 @@ FROM qc_jobs
 WHERE state = 'queued' AND concurrency_behavior = 'round_robin' AND queue = :queue
     AND concurrency_group = :grp AND {queues}
     AND run_at <= {now} AND (expires_at IS NULL OR expires_at > {now})
+    AND (flow_deadline_at IS NULL OR flow_deadline_at > {now})
 ORDER BY priority DESC, run_at, seq LIMIT :n
 
 -- name: rr_lock_row
@@ -516,5 +521,6 @@ SELECT concurrency_key, concurrency_limit, priority, run_at, seq FROM (
     WHERE state = 'queued' AND concurrency_behavior = 'round_robin'
         AND concurrency_group = :grp
         AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+        AND (flow_deadline_at IS NULL OR flow_deadline_at > :now)
 ) ranked
 WHERE rn = 1

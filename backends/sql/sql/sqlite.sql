@@ -30,6 +30,7 @@ UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = attempt + 1,
 WHERE seq IN (
         SELECT seq FROM qc_jobs WHERE state = 'queued' AND held IS NULL AND {queues}
             AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
+            AND (flow_deadline_at IS NULL OR flow_deadline_at > :now)
             AND (SELECT value FROM qc_meta WHERE key = 'pauses_version') IS :pv
         ORDER BY priority DESC, coalesce(place_at, run_at), seq LIMIT :limit)
     AND NOT (concurrency_key IS NOT NULL AND concurrency_limit IS NOT NULL

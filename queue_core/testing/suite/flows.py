@@ -29,6 +29,7 @@ from queue_core.testing.fixtures import (
     cancel_end,
     complete_end,
     dead_end,
+    enqueue_one,
     released_end,
     retry_end,
     run_concurrently,
@@ -328,6 +329,26 @@ class FlowEndContract(ContractBase):
         assert storage.reap(now=T0 + 20 * MIN) == []
         assert claim_steps(storage, T0 + 20 * MIN) == {}
         assert job_of(storage, a.id).attempts == 1
+
+    def test_no_step_is_claimed_at_or_after_its_flow_s_deadline(self, storage: Storage) -> None:
+        """SPEC §7: at the deadline storage refuses new steps -- a step queued then (a
+        retry whose backoff ends later, a root no worker took in time) is left for the
+        reaper, which ends it ``not_run`` without an attempt; other jobs are claimed."""
+        flows = flows_of(storage)
+        new = make_execution(make_spec({"a": [], "b": ["a"]}, timeout_ms=MIN), max_attempts=3)
+        flows.start_execution(new, now=T0)
+        plain = enqueue_one(storage, now=T0 + 1)
+        got = storage.claim("w", ["default"], 10, LEASE, now=T0 + MIN)
+        assert [c.id for c in got] == [plain]  # not step a: its flow's deadline passed
+        assert storage.reap(now=T0 + MIN + MARGIN) == []  # nothing ran: nothing reaped
+        record = flows.get_execution(new.id)
+        assert record is not None
+        assert (record.state, record.reason) == (_E.TIMED_OUT, ExecutionReason.FLOW_TIMEOUT)
+        assert states(flows, new.id) == {"a": _S.NOT_RUN, "b": _S.NOT_RUN}
+        a = job_of(storage, step_job_id(new.id, 0))
+        assert (a.state, a.attempts) == (JobState.CANCELLED, 0)
+        assert storage.list_attempts(a.id) == []
+        assert claim_steps(storage, T0 + 2 * MIN) == {}
 
     def test_deadline_seen_by_the_worker_ends_the_step_timed_out(self, storage: Storage) -> None:
         flows = flows_of(storage)

@@ -13,6 +13,9 @@ from queue_core.rules import (
     renew_interval,
     schedule_to_start_expired,
 )
+from queue_core.rules.leases import (
+    step_refused,
+)
 
 NOW = 1_700_000_000_000
 M = REAP_MARGIN_MS
@@ -129,3 +132,13 @@ def test_reap_due_is_the_first_time_expired_bound_answers(
         )
         is not None
     )
+
+
+@pytest.mark.parametrize(
+    ("now", "flow_deadline_at", "refused"),
+    [(999, 1000, False), (1000, 1000, True), (1001, 1000, True), (10**12, None, False)],
+)
+def test_a_step_is_refused_from_its_flow_s_deadline_on(
+    now: int, flow_deadline_at: int | None, refused: bool
+) -> None:
+    assert step_refused(now, flow_deadline_at) is refused
