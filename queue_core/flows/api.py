@@ -40,7 +40,7 @@ from queue_core.flows.handle import ExecutionHandle, flows_of
 from queue_core.flows.host import FlowHost
 from queue_core.flows.scheduled import FlowSchedule, schedule_options
 from queue_core.records.durations import parse_duration, to_ms
-from queue_core.records.errors import ConfigError, NotFound
+from queue_core.records.errors import ConfigError, NotFound, SerializationError
 from queue_core.rules import RetryPolicy
 from queue_core.rules.flows import dag
 from queue_core.rules.flows.spec import (
@@ -66,6 +66,21 @@ def _invalid(field: str, value: object, expected: str) -> ConfigError:
         field=field,
         value=value,
     )
+
+
+def _input_bytes(owner: FlowHost, flow: str, value: object) -> bytes:
+    """An execution's input as stored (the serializer's result encoding).
+
+    Raises:
+        SerializationError: naming the flow and the input's type, before anything is
+            stored (the serializer's own message speaks of a result).
+    """
+    try:
+        return owner.serializer.dumps_result(value)
+    except SerializationError as exc:
+        raise SerializationError(
+            f"the input of flow {flow!r} ({type(value).__name__}) cannot be serialized: {exc}"
+        ) from None
 
 
 def _ms(seconds: Any) -> int | None:
@@ -180,7 +195,7 @@ class Flow:
         options = schedule_options(schedule)
         input_value = options.pop("input", None)
         owner = self._owner
-        owner.serializer.dumps_result(input_value)  # refused now, not at every tick
+        _input_bytes(owner, self.name, input_value)  # refused now, not at every tick
         name = f"{self.name}.schedule"
 
         def start_scheduled(ctx: JobContext = JobContext.INJECTED) -> str:
@@ -404,7 +419,7 @@ class Flow:
         return build_execution(
             self.spec,
             execution_id=execution_id,
-            input=owner.serializer.dumps_result(input),
+            input=_input_bytes(owner, self.name, input),
             empty_payload=owner.serializer.dumps_payload((), {}),
             queue_defaults=owner.retry_policy,
             default_timeout_ms=None if timeout is None else to_ms(timeout),

@@ -19,6 +19,7 @@ from queue_core import (
     Outcome,
     Queue,
     RetryPolicy,
+    SerializationError,
 )
 from queue_core.flows import ExecutionReason, ExecutionState, StepState
 from queue_core.storage.abilities import SupportsFlows
@@ -295,3 +296,14 @@ def test_executions_takes_a_workflow_and_refuses_other_values(backend: str, tmp_
             assert repr(bad) in str(refused.value) and "Workflow" in str(refused.value)
     finally:
         q.close()
+
+
+def test_an_input_that_cannot_be_serialized_names_the_flow_and_stores_nothing() -> None:
+    q = Queue("memory://")
+    flow = q.flow("orders")
+    flow.step(id="one")(lambda input: 1)
+
+    with pytest.raises(SerializationError) as refused:
+        flow.start(object())
+    assert "the input of flow 'orders' (object) cannot be serialized" in str(refused.value)
+    assert q.executions() == []
