@@ -525,7 +525,21 @@ DEFAULT_URL = "sqlite:///queue_core.db"
 def resolve_url(url: str | None) -> str:
     """The URL to use: ``url``, else env ``QUEUE_CORE_URL``, else ``url`` of the
     configuration file (``queue-core.toml`` / ``[tool.queue-core]``, see
-    :mod:`queue_core.app.config`), else the embedded default."""
+    :mod:`queue_core.app.config`), else the embedded default.
+
+    Raises:
+        ConfigError: ``invalid_url`` for an empty or blank ``url`` (``None`` is "not
+            given"; an empty string is a mistake, not the default).
+    """
+    if url is not None and not url.strip():
+        raise ConfigError(
+            f"invalid storage URL {url!r}: it is empty — give a URL such as "
+            "sqlite:///queue.db, or None (the default) for env QUEUE_CORE_URL, the "
+            "configuration file or ./queue_core.db",
+            code="invalid_url",
+            field="url",
+            value=url,
+        )
     if url:
         return url
     env = os.environ.get(ENV_URL)

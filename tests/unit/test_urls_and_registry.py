@@ -305,3 +305,17 @@ def test_url_secrets_lists_the_password_and_credential_parameters() -> None:
     assert {"Zq7%2FWx9", "Zq7/Wx9", "Zq7", "Wx9", "Other1"} <= set(secrets)
     assert "h" not in secrets and "db" not in secrets
     assert secrets == sorted(secrets, key=lambda s: (-len(s), s))
+
+
+@pytest.mark.parametrize("url", ["", "   "])
+def test_an_empty_url_is_refused_not_taken_for_the_default(
+    url: str, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from queue_core import Queue
+
+    monkeypatch.chdir(tmp_path)  # type: ignore[arg-type]
+    monkeypatch.delenv("QUEUE_CORE_URL", raising=False)
+    with pytest.raises(ConfigError) as info:
+        Queue(url)
+    assert info.value.code == "invalid_url" and "it is empty" in str(info.value)
+    assert list(tmp_path.iterdir()) == []  # type: ignore[attr-defined]  # no default file
