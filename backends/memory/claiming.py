@@ -261,6 +261,33 @@ class MemoryClaiming:
                 out.append(job is not None)
             return out
 
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsGiveBack.give_back`: the held
+        attempt's record is dropped and the job re-enters its queue at the place it had
+        (its ready time, kept place and sequence are unchanged); its key's slot frees.
+        Flow steps, ``round_robin`` jobs (whose turn is not undone) and jobs with a cancel
+        request (released, their cancel then ends them) are refused."""
+        store = self.store
+        with store.cond:
+            store.now(now)
+            out: list[bool] = []
+            for ref in refs:
+                job = store.current(ref)
+                if (
+                    job is None
+                    or job.cancel_requested  # the release path ends it cancelled
+                    or job.spec.execution_id is not None
+                    or job.spec.concurrency_behavior == "round_robin"
+                ):
+                    out.append(False)
+                    continue
+                job.attempts.pop()
+                job.lease_expires_at = 0
+                store.enter(job, JobState.QUEUED, place_at=job.place_at)
+                out.append(True)
+            store.cond.notify_all()
+            return out
+
     def round_robin_keys(self, group: str, *, now: int | None = None) -> list[str]:
         """See :meth:`queue_core.storage.control.SupportsRoundRobin.round_robin_keys`."""
         store = self.store

@@ -242,6 +242,9 @@ class MemoryStorage(
     ) -> list[bool]:
         return self.claiming.start_claimed(refs, ago_ms, now=now)
 
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        return self.claiming.give_back(refs, now=now)
+
     def renew(
         self, refs: Sequence[LeaseRef], lease_ms: int, *, now: int | None = None
     ) -> RenewResult:

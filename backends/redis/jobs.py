@@ -1,8 +1,10 @@
 """A job's life on Redis after enqueue and claim: lease renewal, heartbeat, finish, the
-reaper, cancel, and reading a job back.
+reaper, cancel, and reading a job back; a held attempt's start and give-back
+(``SupportsPrefetch.start_claimed``, ``SupportsGiveBack.give_back``).
 
 Each change is one Lua script (``renew.lua``, ``heartbeat.lua``, ``finish.lua``,
-``reap.lua``, ``cancel.lua``); this part packs their arguments and decodes their replies.
+``reap.lua``, ``cancel.lua``, ``start.lua``, ``give_back.lua``); this part packs their
+arguments and decodes their replies.
 A step job's end is recorded by the same script as an event of its execution, and the
 script returns the execution's id: the part then hands those ids to the flows part
 (:meth:`backends.redis.flows.RedisFlows.advance_ends`), an explicit call, which judges
@@ -81,6 +83,7 @@ class RedisJobs:
         """A workflow function's suspended end (``RedisWorkflows.suspend``)."""
         self._renew = store.script("renew")
         self._start: Any = None  # start.lua, registered on first use (SupportsPrefetch)
+        self._give_back: Any = None  # give_back.lua, registered on first use
         self._heartbeat = store.script("heartbeat")
         self._finish = store.script("finish")
         self._reap = store.script("reap")
@@ -131,19 +134,53 @@ class RedisJobs:
         if self._start is None:
             self._start = self.store.script("start")
         ago = started_ago(refs, ago_ms)
+        return self._per_ref(
+            self._start,
+            "start_claimed",
+            refs,
+            now,
+            lambda k, token: _start_values(refs[k], token, ago[k]),
+        )
+
+    def give_back(self, refs: Sequence[LeaseRef], now: int | None) -> list[bool]:
+        """``SupportsGiveBack.give_back``: one ``give_back.lua`` call (on a cluster, per
+        home)."""
+        if not refs:
+            return []
+        if self._give_back is None:
+            self._give_back = self.store.script("give_back")
+        return self._per_ref(
+            self._give_back,
+            "give_back",
+            refs,
+            now,
+            lambda k, token: (refs[k].job_id, refs[k].attempt, token),
+        )
+
+    def _per_ref(
+        self,
+        script: Any,
+        op: str,
+        refs: Sequence[LeaseRef],
+        now: int | None,
+        values: Callable[[int, str], tuple[Any, ...]],
+    ) -> list[bool]:
+        """Run ``script``, fenced per ref, with ``values(k, token as stored)`` for each of
+        ``refs`` (on a cluster, once per home, each ref in the home its token names);
+        whether each ref was current (the script's 1 per ref)."""
         if not self.store.cluster:
             args = self.store.args(now)
             for k, ref in enumerate(refs):
-                args += _start_values(ref, ref.lease_token, ago[k])
-            with translate_errors("start_claimed"):
-                return [c == 1 for c in self.store.run(self._start, args)]
+                args += values(k, ref.lease_token)
+            with translate_errors(op):
+                return [c == 1 for c in self.store.run(script, args)]
         out = [False] * len(refs)
         for home, part in self._by_home([r.lease_token for r in refs]).items():
             args = self.store.args(now, home)
             for k, token in part:
-                args += _start_values(refs[k], token, ago[k])
-            with translate_errors("start_claimed"):
-                got = self.store.run(self._start, args)
+                args += values(k, token)
+            with translate_errors(op):
+                got = self.store.run(script, args)
             for (k, _), c in zip(part, got, strict=True):
                 out[k] = c == 1
         return out

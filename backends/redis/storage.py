@@ -159,8 +159,9 @@ class RedisStorage(
     ``SupportsSchedules``, ``SupportsThroughput``, ``SupportsWorkerRegistry``,
     ``SupportsCancelPoll``, ``SupportsProgress`` (``redis/progress.py``),
     ``SupportsPause`` (``redis/pauses.py``), ``SupportsDebounce`` and ``SupportsSupersede``
-    (``enqueue.lua``; executions in ``flow_start.lua``) and ``SupportsRoundRobin``
-    (``redis/roundrobin.py``).
+    (``enqueue.lua``; executions in ``flow_start.lua``), ``SupportsRoundRobin``
+    (``redis/roundrobin.py``), ``SupportsPrefetch``, ``SupportsStartWithFinish`` and
+    ``SupportsGiveBack`` (``start.lua``, ``finish.lua``, ``give_back.lua``).
     """
 
     #: the parts most workers never use, built (and their modules imported) on first use
@@ -294,6 +295,10 @@ class RedisStorage(
     ) -> list[bool]:
         """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
         return self.jobs.start_claimed(refs, ago_ms, now)
+
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsGiveBack.give_back`."""
+        return self.jobs.give_back(refs, now)
 
     def start_and_finish(
         self,

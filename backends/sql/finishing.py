@@ -98,6 +98,32 @@ class Finishing:
         with store.stmt() if d.single_statement_batches else store.tx() as cur:
             return d.start_claimed(cur, refs, started_ago(refs, ago_ms), d.clock(now))
 
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsGiveBack.give_back`: in one
+        transaction, the current held rows read and locked (``give_back_rows``, which
+        says which jobs are refused), then queued again (``give_back``, which says what
+        is undone); idle workers are woken when a job is. A ref named twice is given back
+        once (its first flag). ``now`` is not read: a give-back writes no time (the job
+        keeps its own ready time, place and expiry)."""
+        if not refs:
+            return []
+        store = self.store
+        keys = [f"{r.attempt}:{r.lease_token}:{r.job_id}" for r in refs]
+        params = {"ids": store.array(sorted({r.job_id for r in refs})),
+                  "refs": store.array(sorted(set(keys)))}  # fmt: skip
+        with store.tx() as cur:
+            rows = cur.execute(store.q["give_back_rows"], params).fetchall()
+            if rows:
+                seqs = store.array([int(r["seq"]) for r in rows])
+                cur.execute(store.q["give_back"], {"seqs": seqs})
+                store.notify(cur)
+        current = {f"{r['attempt']}:{r['lease_token']}:{r['id']}" for r in rows}
+        took = []
+        for k in keys:
+            took.append(k in current)
+            current.discard(k)
+        return took
+
     def _plain(
         self, ends: Sequence[AttemptEnd], values: list[EndRow], now: int | None, started: Starts
     ) -> list[bool]:

@@ -11,7 +11,8 @@ part                     operations
                          count_pending, list_jobs (:mod:`.jobs`)
 ``claiming``             claim (:mod:`.claiming`), a round-robin group's turns through
                          ``round_robin`` (round_robin_keys, :mod:`.roundrobin`)
-``finishing``            finish, a step's end with its execution's decision (:mod:`.finishing`)
+``finishing``            finish, a step's end with its execution's decision; a held
+                         attempt's start or give-back (:mod:`.finishing`)
 ``reaping``              reap (:mod:`.reaping`)
 ``admin``                dead letters, stats, prune (:mod:`.admin`)
 ``limits``               unique jobs, rate limits, concurrency counts; every limited or
@@ -296,6 +297,10 @@ class SQLStorage(
     ) -> list[bool]:
         """See :meth:`queue_core.storage.abilities.SupportsPrefetch.start_claimed`."""
         return self.finishing.start_claimed(refs, ago_ms, now=now)
+
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        """See :meth:`queue_core.storage.abilities.SupportsGiveBack.give_back`."""
+        return self.finishing.give_back(refs, now=now)
 
     def start_and_finish(
         self,

@@ -3,8 +3,7 @@ for with ``isinstance`` and degrades without (SPEC §8).
 
 A backend author implements the ones its storage can do atomically; the published contract
 suite (:mod:`queue_core.testing`) runs an ability's cases only on a storage that has it.
-The flow-control abilities of SPEC §13 are defined in :mod:`queue_core.storage.control`,
-claims ahead of free slots in :mod:`queue_core.storage.claims`; both re-exported here.
+SPEC §13's flow control is in :mod:`.control`, held claims in :mod:`.claims` (re-exported).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from queue_core.rules.throughput import THROUGHPUT_RESOLUTION_MS
-from queue_core.storage.claims import SupportsPrefetch, SupportsStartWithFinish
+from queue_core.storage.claims import SupportsGiveBack, SupportsPrefetch, SupportsStartWithFinish
 from queue_core.storage.control import (
     SupportsDebounce,
     SupportsPause,
@@ -47,6 +46,7 @@ __all__ = [
     "SupportsCancelPoll",
     "SupportsDebounce",
     "SupportsFlows",
+    "SupportsGiveBack",
     "SupportsJobScan",
     "SupportsMigrate",
     "SupportsPause",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from queue_core.records.jobs import AttemptEnd, ClaimedJob, LeaseRef
 
-__all__ = ["SupportsPrefetch", "SupportsStartWithFinish", "started_ago"]
+__all__ = ["SupportsGiveBack", "SupportsPrefetch", "SupportsStartWithFinish", "started_ago"]
 
 
 @runtime_checkable
@@ -72,6 +72,29 @@ class SupportsStartWithFinish(Protocol):
         """``start_claimed(refs, ago_ms)``, then ``finish(ends)`` (a ref may be among both:
         its start is stored before its end), at one ``now``; ``finish``'s result. When it
         raises, the starts may be stored without the ends: a retry tells them again.
+
+        Contract:
+            PrefetchContract
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsGiveBack(Protocol):
+    """Gives held attempts back unstarted: a stopping worker's prefetched jobs go back to
+    the queue without spending an attempt and without an attempt record (SPEC §8). Without
+    it a worker releases them like running attempts (``lost``, ``worker_shutdown``, the
+    retry budget refunded, an attempt record kept)."""
+
+    def give_back(self, refs: Sequence[LeaseRef], *, now: int | None = None) -> list[bool]:
+        """For each current ref of a held attempt (claimed ahead; the caller never told
+        its start, :meth:`SupportsPrefetch.start_claimed`): its job is ``queued`` again as
+        before its claim -- the same attempt number as then (the held one never counts),
+        no attempt record, lease, worker and times cleared, ready at its place, its
+        concurrency slot free -- and ``True``. ``False`` (and nothing changed) for a ref
+        that is not current and for a flow step's job (the worker releases those as
+        running attempts); a storage may also answer ``False`` for a job whose claim it
+        cannot undo (e.g. a ``round_robin`` turn), which the worker then releases.
 
         Contract:
             PrefetchContract

@@ -7,9 +7,8 @@ round trip (:meth:`ClaimLoop._start_direct`). Every other job is started on the 
 (:meth:`ClaimLoop._start`) through the :class:`~queue_core.worker.running.Runner`. A burst
 worker's loop ends once nothing is left (:meth:`ClaimLoop._burst_done`).
 
-With ``prefetch`` on a storage that can hold claims (``SupportsPrefetch``), a second task
-(:meth:`ClaimLoop.ahead_loop`) claims ahead while every slot is busy, and the loop starts
-held jobs as slots free (:mod:`~queue_core.worker.prefetch`).
+With ``prefetch`` (``SupportsPrefetch``) a second task (:meth:`ClaimLoop.ahead_loop`) claims
+ahead while every slot is busy; held jobs start as slots free (:mod:`.prefetch`).
 
 The claim loop's own pauses (poll back-off, storage-error back-off) are I/O pacing on
 the event loop's timer, not service timing: they do not run on the worker's clock, nor
@@ -35,6 +34,7 @@ from queue_core.worker.finishing import Finisher
 from queue_core.worker.listeners import Listeners
 from queue_core.worker.log import log
 from queue_core.worker.outage import Outage
+from queue_core.worker.prefetch import give_back
 from queue_core.worker.ratestart import started_late
 from queue_core.worker.reaper import Backoff
 from queue_core.worker.recording import Recorder, error_info
@@ -528,9 +528,9 @@ class ClaimLoop:
 
     async def _stop_ahead(self) -> None:
         """The worker stops: wait for a claim ahead in flight, then give back every held
-        job (``worker_shutdown``, no attempt spent): other workers may take them now."""
+        job, unstarted (:func:`give_back`) or released: other workers may take them now."""
         await self._halt_ahead()
-        for job, _ in self.held.take(len(self.held)):
+        for job in await give_back(self.storage, self.held.take_all(), self.limiter):
             self.recorder.released(self._unstarted(job))
 
     def _unstarted(self, job: ClaimedJob) -> Attempt:

@@ -7,17 +7,50 @@ with no storage round trip before its body starts. Storage learns of the start a
 (``start_claimed``, written by the finish thread before any end handed over after it, so
 the attempt's start is recorded before its end): its start time, deadline and heartbeat
 bound count from there, never from the claim. Held leases are renewed with the running
-ones; a stopping worker gives its held jobs back at once (``worker_shutdown``, no attempt
-spent). On a storage without the ability the worker claims for free slots only.
+ones; a stopping worker gives its held jobs back at once, unstarted where storage can
+(:func:`give_back`: no attempt counted or recorded), else released like running attempts
+(``lost``, ``worker_shutdown``, no attempt spent). On a storage without the ability the
+worker claims for free slots only.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from queue_core.records.jobs import ClaimedJob, LeaseRef
+import anyio
+from anyio import to_thread
 
-__all__ = ["Held"]
+from queue_core.records.errors import StorageError
+from queue_core.records.jobs import ClaimedJob, LeaseRef
+from queue_core.storage.abilities import SupportsGiveBack
+from queue_core.storage.protocol import Storage
+from queue_core.worker.log import log
+
+__all__ = ["Held", "give_back"]
+
+
+async def give_back(
+    storage: Storage, jobs: list[ClaimedJob], limiter: anyio.CapacityLimiter
+) -> list[ClaimedJob]:
+    """Give held ``jobs`` (their bodies never started) back unstarted where storage can
+    (``SupportsGiveBack``: SPEC §8, no attempt spent, none recorded); the ones it did not
+    take, for the worker to release as running attempts."""
+    if not jobs or not isinstance(storage, SupportsGiveBack):
+        return jobs
+    refs = [job.ref for job in jobs]
+    try:
+        took = await to_thread.run_sync(storage.give_back, refs, limiter=limiter)
+    except StorageError as exc:
+        log.warning("giving back %d held job(s) failed (%s): releasing them", len(jobs), exc)
+        return jobs
+    left = [job for job, ok in zip(jobs, took, strict=True) if not ok]
+    if len(left) < len(jobs):
+        log.info(
+            "gave back %d prefetched job(s) unstarted: no attempt spent",
+            len(jobs) - len(left),
+            extra={"event": {"event": "held_given_back", "jobs": len(jobs) - len(left)}},
+        )
+    return left
 
 
 class Held:
@@ -46,6 +79,10 @@ class Held:
         """The ``n`` oldest held jobs (fewer when fewer are held), no longer held."""
         jobs = self.jobs
         return [jobs.popleft() for _ in range(min(n, len(jobs)))]
+
+    def take_all(self) -> list[ClaimedJob]:
+        """Every held job, oldest first, no longer held."""
+        return [job for job, _ in self.take(len(self.jobs))]
 
     def refs(self) -> list[LeaseRef]:
         return [job.ref for job, _ in self.jobs]

@@ -221,8 +221,8 @@ def test_sigterm_gives_a_prefetched_job_back_at_once_without_spending_an_attempt
         _exited(worker, url)
     finally:
         _stop(worker)
-    (released,) = held.attempts()
-    assert (released.outcome, released.reason) == (Outcome.LOST, "worker_shutdown")
+    # SPEC §8: given back unstarted -- no attempt counted, none recorded
+    assert held.attempts() == [] and held.info().attempts == 0
     with worker_thread(queue, slots=2):
         assert held.result(timeout=15) == "ok held"  # its one attempt was not spent
         assert job.result(timeout=15) == "done on attempt 2"

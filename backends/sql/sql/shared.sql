@@ -49,6 +49,36 @@ UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = :attempt, worker_
     heartbeat_expires_at = :hb, started_at = :now, expires_at = NULL
 WHERE seq = :seq
 
+-- name: give_back_rows
+-- SupportsGiveBack: the current held attempts among the refs, locked in id order (as
+-- renew and finish lock). :refs holds one 'attempt:token:id' per ref (attempt and token
+-- hold no ':'), :ids their job ids: rows found by id, the state test written as in renew
+-- and finish (no partial index on running rows matches it). Refused, so not read and
+-- left running for the worker to release: a flow step's job (finished with its
+-- execution), a round_robin job (the served mark its claim wrote in qc_rr is not undone)
+-- and one whose cancel was requested (the request is the attempt's: given back, a queued
+-- job would carry it into its next claim).
+SELECT seq, id, attempt, lease_token FROM qc_jobs
+WHERE id {in:ids:text} AND coalesce(state, '') = 'running'
+    AND (CAST(attempt AS text) || ':' || lease_token || ':' || id) {in:refs:text}
+    AND execution_id IS NULL AND NOT cancel_requested
+    AND (concurrency_behavior IS NULL OR concurrency_behavior <> 'round_robin')
+ORDER BY id
+{for_update}
+
+-- name: give_back
+-- The rows give_back_rows locked: queued again as before the claim (claim, start_job):
+-- the attempt number as then, lease, worker, bounds and start cleared, expires_at as a
+-- queued job has it (rules.leases.queued_expiry of run_at); run_at, place_at and seq
+-- kept (its place in claim order). The claim wrote no attempt record and a key's running
+-- count is read from the rows (count_running): nothing else to undo.
+UPDATE qc_jobs SET state = 'queued', attempt = attempt - 1, worker_id = NULL,
+    lease_token = NULL, lease_expires_at = NULL, deadline = NULL,
+    heartbeat_expires_at = NULL, started_at = NULL,
+    expires_at = CASE WHEN schedule_to_start_ms IS NOT NULL
+        THEN run_at + schedule_to_start_ms ELSE NULL END
+WHERE seq {in:seqs:bigint}
+
 -- ---------------------------------------------------------------- lease
 
 -- name: heartbeat

@@ -8,7 +8,11 @@ import pytest
 
 from queue_core.records.jobs import JobState, LeaseRef, Outcome, Reason, dt_from_ms
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
-from queue_core.storage.abilities import SupportsPrefetch, SupportsStartWithFinish
+from queue_core.storage.abilities import (
+    SupportsGiveBack,
+    SupportsPrefetch,
+    SupportsStartWithFinish,
+)
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
     SEC,
@@ -33,6 +37,13 @@ def _with_finish(storage: Storage) -> SupportsStartWithFinish:
     if not isinstance(storage, SupportsStartWithFinish):
         pytest.skip(lacks(SupportsStartWithFinish))
     return storage
+
+
+def _give(storage: Storage) -> tuple[SupportsPrefetch, SupportsGiveBack]:
+    ahead = _ahead(storage)
+    if not isinstance(storage, SupportsGiveBack):
+        pytest.skip(lacks(SupportsGiveBack))
+    return ahead, storage
 
 
 class PrefetchContract(ContractBase):
@@ -129,6 +140,44 @@ class PrefetchContract(ContractBase):
         assert storage.finish([released_end(got.ref)], now=T0 + SEC) == [True]
         (again,) = storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 2 * SEC)
         assert again.id == job_id and again.attempt == 2 and again.max_attempts == 2
+
+    def test_a_held_job_given_back_is_queued_as_before_its_claim(self, storage: Storage) -> None:
+        """SPEC §8: a stopping worker gives its held jobs back without spending an
+        attempt -- none is counted and none recorded."""
+        ahead, give = _give(storage)
+        job_id = enqueue_one(storage, max_attempts=1, timeout_ms=30 * SEC)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0)
+        assert give.give_back([got.ref], now=T0 + SEC) == [True]
+        job = storage.get_job(job_id)
+        assert job is not None
+        assert (job.state, job.attempts, job.max_attempts) == (JobState.QUEUED, 0, 1)
+        assert storage.list_attempts(job_id) == []
+        [stats] = storage.stats(now=T0 + SEC)
+        assert (stats.ready, stats.running) == (1, 0)
+        assert storage.renew([got.ref], 60 * SEC, now=T0 + SEC).lost == [got.ref]
+        assert give.give_back([got.ref], now=T0 + SEC) == [False]  # not current any more
+        assert storage.reap(now=T0 + 200 * SEC) == []  # no lease or deadline left behind
+        (again,) = storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 2 * SEC)
+        assert (again.id, again.attempt, again.max_attempts) == (job_id, 1, 1)
+        assert storage.finish([complete_end(again.ref)], now=T0 + 3 * SEC) == [True]
+        assert [a.number for a in storage.list_attempts(job_id)] == [1]
+
+    def test_a_job_given_back_frees_its_concurrency_slot_and_keeps_its_place(
+        self, storage: Storage
+    ) -> None:
+        ahead, give = _give(storage)
+        key = {"concurrency_key": "k", "concurrency_limit": 1}
+        first = enqueue_one(storage, now=T0, **key)
+        second = enqueue_one(storage, now=T0 + 1, **key)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 60 * SEC, now=T0 + 2)
+        assert got.id == first
+        assert storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 3) == []  # key full
+        assert give.give_back([got.ref], now=T0 + 4) == [True]
+        (again,) = storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 5)
+        assert again.id == first and again.attempt == 1  # ahead of the second, as before
+        assert storage.finish([complete_end(again.ref)], now=T0 + 6) == [True]
+        (last,) = storage.claim("w2", ["default"], 5, 60 * SEC, now=T0 + 7)
+        assert last.id == second
 
     def test_claim_ahead_takes_jobs_in_claim_order(self, storage: Storage) -> None:
         ahead = _ahead(storage)

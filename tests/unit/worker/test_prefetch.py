@@ -115,9 +115,20 @@ async def test_a_held_job_times_out_and_starts_from_its_body_start(
         assert attempt.started_at == dt_from_ms(T0 + 7000)
 
 
+class NoGiveBack(CountingStorage):
+    """A storage with prefetch but without ``SupportsGiveBack``."""
+
+    give_back = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("gives_back", [True, False], ids=["give_back", "release"])
 async def test_a_stopping_worker_gives_its_held_jobs_back_at_once(
-    queue: Queue, clock: ManualClock, gates: dict[int, threading.Event]
+    clock: ManualClock, gates: dict[int, threading.Event], gives_back: bool
 ) -> None:
+    """SPEC §8: held jobs go back without spending an attempt -- none counted or recorded
+    (``SupportsGiveBack``); without the ability, released like running attempts."""
+    storage = CountingStorage(clock) if gives_back else NoGiveBack(clock)
+    queue = Queue(storage=storage, clock=clock, lease=30)
     started: list[int] = []
     gated = gated_task(queue, gates, started)
     worker = make_worker(queue, prefetch=2, shutdown_grace=30)
@@ -138,6 +149,10 @@ async def test_a_stopping_worker_gives_its_held_jobs_back_at_once(
         await until(lambda: all(h.status() is JobState.QUEUED for h in held), "given back")
         assert first.status() is JobState.RUNNING and not done.is_set()  # within its grace
         for h in held:
+            if gives_back:
+                assert h.attempts() == [] and h.info().attempts == 0
+                assert h.info().max_attempts == 2  # as declared: nothing to refund
+                continue
             (attempt,) = h.attempts()
             assert (attempt.outcome, attempt.reason) == (Outcome.LOST, "worker_shutdown")
             assert h.info().max_attempts == 3  # the release spent no attempt

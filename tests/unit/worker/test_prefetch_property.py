@@ -111,15 +111,12 @@ def test_a_stop_gives_back_what_it_held_and_a_second_worker_runs_it(
     anyio.run(first)
     first_runs = list(runs)
     assert len(first_runs) == running_n, "a stopping worker starts nothing it held"
-    given_back = 0
     for i, h in enumerate(handles):
         if i in first_runs:
             continue
-        attempts = h.attempts()
         assert h.status() is JobState.QUEUED
-        assert all((a.outcome, a.reason) == (Outcome.LOST, "worker_shutdown") for a in attempts)
-        assert h.info().max_attempts == 1 + len(attempts), "a give-back spends no attempt"
-        given_back += len(attempts)
-    assert given_back == held_n
+        # held or never claimed, alike: memory:// gives held jobs back unstarted
+        assert h.attempts() == [] and h.info().attempts == 0, "a give-back spends nothing"
+        assert h.info().max_attempts == 1
     _worker(queue, slots, prefetch, burst=True).run()
     _check_runs(handles, runs, outcomes)
