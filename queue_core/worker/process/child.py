@@ -3,8 +3,10 @@
 The parent (:class:`~queue_core.worker.process.children.Child`) starts this module in a
 fresh interpreter in its own session (so the child is a process group leader) and talks to
 it over two pipes with length-prefixed pickle frames. This module itself imports only the
-standard library, :mod:`queue_core.worker.caps` and (for a ``TaskError``, and the
-``ConfigError`` of a refused ``ctx.progress``) :mod:`queue_core.records.errors`. It runs
+standard library, :mod:`queue_core.worker.caps`, (for a ``TaskError``)
+:mod:`queue_core.records.errors` and, at a body's first ``ctx.progress``, the rule
+:func:`queue_core.rules.control.check_progress` (the body's module imported queue-core
+already). It runs
 in another process than the worker, so it keeps its own clock: the heartbeat and progress
 throttles read :func:`time.monotonic` here (the worker's
 :class:`~queue_core.app.clock.Clock` does not reach this process).
@@ -33,7 +35,7 @@ Frames, child -> parent::
                                                         checked (a float from 0.0 to 1.0,
                                                         ``None`` or a str): the first goes
                                                         at once, then at most one per
-                                                        :data:`PROGRESS_EVERY` (the latest
+                                                        ``PROGRESS_EVERY_MS`` (the latest
                                                         waits, sent when due or before the
                                                         answer, never after it)
     ("ok", value_blob)                                  the body returned (pickled apart, so
@@ -56,7 +58,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import math
 import os
 import pickle
 import select
@@ -93,15 +94,6 @@ hangs is stopped then, as a child that does not start is)."""
 _ORPHANED = 70
 """Exit status of a child whose worker went away while it ran a body."""
 
-PROGRESS_EVERY = 1.0
-"""Seconds between two ``pg`` frames of one attempt: the worker writes at most one report
-per attempt this often (:data:`queue_core.rules.control.PROGRESS_EVERY_MS`, mirrored here:
-this module imports no rules), so the child sends no more than the worker would write."""
-
-MAX_PROGRESS_MESSAGE = 1000
-"""Characters of a progress message kept, as
-:data:`queue_core.rules.control.MAX_PROGRESS_MESSAGE` (mirrored)."""
-
 
 def ready_fds(fds: list[int], timeout: float, *, write: bool = False) -> list[int]:
     """The descriptors of ``fds`` ready to read (or, with ``write``, to write) within
@@ -126,47 +118,6 @@ def heartbeat_due(last: float | None, now: float, every: float) -> bool:
     have passed since the last one that went.
     """
     return last is None or now - last >= every
-
-
-def check_progress(fraction: object, message: object = None) -> tuple[float, str | None]:
-    """``ctx.progress``'s arguments, checked as the thread and async ``ctx`` checks them.
-
-    A mirror of :func:`queue_core.rules.control.check_progress` (same rule, same
-    ``ConfigError``: ``code="invalid_option"``, ``field`` ``fraction`` or ``message``;
-    importing it would import :mod:`queue_core.rules` and its records into every child).
-    A test holds the two equal.
-
-    Raises:
-        ConfigError: ``fraction`` is not a number from 0.0 to 1.0, or ``message`` is
-            neither ``None`` nor a string.
-    """
-    if (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, (int, float))
-        or not math.isfinite(fraction)
-        or not 0.0 <= fraction <= 1.0
-    ):
-        from queue_core.records.errors import ConfigError
-
-        raise ConfigError(
-            f"invalid progress fraction: {fraction!r} — expected a number from 0.0 to 1.0 "
-            "(e.g. ctx.progress(0.4, '40 of 100 files'))",
-            code="invalid_option",
-            field="fraction",
-            value=fraction,
-        )
-    if message is not None and not isinstance(message, str):
-        from queue_core.records.errors import ConfigError
-
-        raise ConfigError(
-            f"invalid progress message: {message!r} — expected a string or None",
-            code="invalid_option",
-            field="message",
-            value=message,
-        )
-    if message is not None and len(message) > MAX_PROGRESS_MESSAGE:
-        message = message[: MAX_PROGRESS_MESSAGE - 1] + "…"
-    return float(fraction), message
 
 
 class _Pipe:
@@ -255,7 +206,7 @@ class ChildContext:
         self._report_sent: float | None = None
         """When the last ``pg`` frame went (``time.monotonic()``)."""
         self._report_waiting: tuple[float, str | None] | None = None
-        """The latest report not sent yet (it came within :data:`PROGRESS_EVERY`)."""
+        """The latest report not sent yet (it came within ``PROGRESS_EVERY_MS``)."""
         self._report_timer: threading.Timer | None = None
         """Sends the waiting report when it falls due."""
 
@@ -296,15 +247,19 @@ class ChildContext:
         ``ctx.progress`` does.
 
         Cheap: the first report goes to the worker at once, later ones at most one per
-        :data:`PROGRESS_EVERY` (the worker writes no more often); a report that comes
-        sooner waits, replaced by any later one, and goes when due or as the body ends.
+        :data:`~queue_core.rules.control.PROGRESS_EVERY_MS` (the worker writes no more
+        often); a report that comes sooner waits, replaced by any later one, and goes
+        when due or as the body ends.
 
         Raises:
             ConfigError: ``invalid_option``: ``fraction`` is not a number from 0.0 to 1.0,
                 or ``message`` is not a string.
             RuntimeError: when called after the attempt ended.
         """
-        report = check_progress(fraction, message)
+        # the rule itself (loaded with the body's module's own import of queue_core)
+        from queue_core.rules.control import PROGRESS_EVERY_MS, check_progress
+
+        report, every = check_progress(fraction, message), PROGRESS_EVERY_MS / 1000.0
         with self._reports:
             if not self._open:
                 raise RuntimeError(
@@ -313,14 +268,14 @@ class ChildContext:
                 )
             now = time.monotonic()
             sent = self._report_sent
-            if self._report_timer is None and heartbeat_due(sent, now, PROGRESS_EVERY):
+            if self._report_timer is None and heartbeat_due(sent, now, every):
                 self._report_sent = now
                 self._pipe.send(("pg", *report))
                 return
             self._report_waiting = report
             if self._report_timer is None:
                 assert sent is not None
-                timer = threading.Timer(sent + PROGRESS_EVERY - now, self._send_waiting)
+                timer = threading.Timer(sent + every - now, self._send_waiting)
                 timer.daemon = True
                 self._report_timer = timer
                 timer.start()

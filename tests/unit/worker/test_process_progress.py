@@ -18,7 +18,6 @@ from queue_core import JobContext, JobState, Queue
 from queue_core.records.errors import ConfigError
 from queue_core.rules import control
 from queue_core.worker.process import ProcessOutcome, ProcessPool, ProcessResult
-from queue_core.worker.process import child as child_module
 from queue_core.worker.process.child import ChildContext
 from queue_core.worker.process.children import Child, request_of
 from queue_core.worker.process_runs import ProcessRuns
@@ -27,6 +26,7 @@ from tests.unit.worker.conftest import drain
 from tests.unit.worker.test_process_isolation import SLACK, group_exists
 
 TASKS = process_tasks.__name__
+EVERY = control.PROGRESS_EVERY_MS / 1000.0
 
 BAD_CALLS: list[tuple[Any, Any]] = [
     (1.5, None),
@@ -94,28 +94,6 @@ def run_loop(pool: ProcessPool, qualname: str, *args: Any, seen: Seen) -> Proces
 PATHS = pytest.mark.parametrize("path", [run_direct, run_loop], ids=["direct", "loop"])
 
 
-# -- the child's rule, the thread ctx's rule --------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("fraction", "message"),
-    [*BAD_CALLS, (0, None), (1, "done"), (0.25, "a quarter"), (0.5, "x" * 5000)],
-)
-def test_the_child_checks_progress_exactly_as_the_rule_does(fraction: Any, message: Any) -> None:
-    def outcome(check: Any) -> Any:
-        try:
-            return check(fraction, message)
-        except ConfigError as exc:
-            return (type(exc), exc.code, exc.field, str(exc), repr(exc.value))
-
-    assert outcome(child_module.check_progress) == outcome(control.check_progress)
-
-
-def test_the_child_mirrors_the_rule_constants() -> None:
-    assert child_module.PROGRESS_EVERY * 1000 == control.PROGRESS_EVERY_MS
-    assert child_module.MAX_PROGRESS_MESSAGE == control.MAX_PROGRESS_MESSAGE
-
-
 # -- the child's throttle, on a recording pipe --------------------------------------------------
 
 
@@ -148,7 +126,7 @@ def test_the_first_report_goes_at_once_the_latest_waits_and_goes_before_the_end(
         ctx.progress(0.9)
     with pytest.raises(ConfigError):  # the arguments are checked first, as JobContext does
         ctx.progress(2.0)
-    time.sleep(child_module.PROGRESS_EVERY + 0.2)
+    time.sleep(EVERY + 0.2)
     assert len(frames.sent) == 2  # nothing after the end
 
 
@@ -157,7 +135,7 @@ def test_a_waiting_report_goes_when_due_without_another_call() -> None:
     ctx = _ctx(frames)
     ctx.progress(0.1)
     ctx.progress(0.2, "waits")
-    deadline = time.monotonic() + child_module.PROGRESS_EVERY + SLACK
+    deadline = time.monotonic() + EVERY + SLACK
     while len(frames.sent) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert frames.sent == [("pg", 0.1, None), ("pg", 0.2, "waits")]
@@ -197,7 +175,7 @@ def test_a_waiting_report_reaches_the_parent_while_the_body_runs(
 
     assert result.outcome is ProcessOutcome.RETURNED
     assert [(f, m) for f, m, _ in seen] == [(0.1, "a"), (0.2, "b")]
-    assert seen[1][2] - seen[0][2] >= child_module.PROGRESS_EVERY - 0.05  # throttled
+    assert seen[1][2] - seen[0][2] >= EVERY - 0.05  # throttled
     assert returned - seen[1][2] > 0.5  # sent when due, not held until the answer
 
 
