@@ -249,7 +249,7 @@ def refuse_empty_schema(queue: Queue, source: str, app: str | None = None) -> No
 
 
 def open_queue(
-    app: str | None, url: str | None, *, create: bool = True, writes: bool = True
+    app: str | None, url: str | None, *, create: bool = True, writes: bool = False
 ) -> tuple[Queue, str]:
     """The queue for a non-worker command and a masked description of where it lives.
 
