@@ -24,6 +24,7 @@ import anyio
 
 from queue_core.app.clock import Clock, SystemClock
 from queue_core.worker.process.child import encode_frame
+from queue_core.worker.process.deadline import START_FRAMES
 from queue_core.worker.process.results import (
     CHILD_KEPT,
     ChildStartError,
@@ -254,7 +255,7 @@ class Child:
         frame, or ``None``."""
         while self._frames:
             frame = self._frames.pop(0)
-            if frame[0] not in ("hb", "pg", "prep", "go"):
+            if frame[0] not in SIDE_FRAMES and frame[0] not in START_FRAMES:
                 return frame
         return None
 
