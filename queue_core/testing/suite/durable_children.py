@@ -10,7 +10,7 @@ from queue_core.records.flows import ExecutionReason, ExecutionState, StepState
 from queue_core.records.jobs import JobState, Outcome
 from queue_core.records.workflows import Suspension
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
-from queue_core.storage.flows import step_job_id
+from queue_core.storage.flows import NewExecution, step_job_id
 from queue_core.storage.protocol import Storage
 from queue_core.storage.workflows import sub_execution_id
 from queue_core.testing.fixtures import DAY, MIN, T0, cancel_end, complete_end, dead_end
@@ -59,6 +59,20 @@ def _with_children(
     )
     assert storage.finish([suspended(fn.ref, stop)], now=T0 + 2) == [True]
     return new.id
+
+
+def _waiting_on_a_sub_flow(storage: Storage) -> tuple[NewExecution, NewExecution]:
+    """A workflow (started at ``T0``) whose function started one sub-flow and suspended
+    awaiting it (``T0 + 3``): the parent and the sub-execution."""
+    flows = workflows_of(storage)
+    parent = make_workflow()
+    flows.start_execution(parent, now=T0)
+    fn = claim_function(storage, parent.id, T0 + 1)
+    assert fn is not None
+    sub = sub_flow(parent.id, 1)
+    flows.start_child_execution(fn.ref, sub, "sub#0", "c:0", now=T0 + 2)
+    storage.finish([suspended(fn.ref, Suspension(ready_at=None, awaiting=(1,)))], now=T0 + 3)
+    return parent, sub
 
 
 class WorkflowChildrenContract(ContractBase):
@@ -189,13 +203,7 @@ class WorkflowChildrenContract(ContractBase):
 
     def test_cancel_reaches_a_running_sub_execution(self, storage: Storage) -> None:
         flows = workflows_of(storage)
-        parent = make_workflow()
-        flows.start_execution(parent, now=T0)
-        fn = claim_function(storage, parent.id, T0 + 1)
-        assert fn is not None
-        sub = sub_flow(parent.id, 1)
-        flows.start_child_execution(fn.ref, sub, "sub#0", "c:0", now=T0 + 2)
-        storage.finish([suspended(fn.ref, Suspension(ready_at=None, awaiting=(1,)))], now=T0 + 3)
+        parent, sub = _waiting_on_a_sub_flow(storage)
         step = claim_steps(storage, T0 + 4)["a"]
         assert flows.cancel_execution(parent.id, now=T0 + 5) is _E.CANCELLING
         sub_record = flows.get_execution(sub.id)
@@ -211,13 +219,7 @@ class WorkflowChildrenContract(ContractBase):
         """A waiting parent whose sub-execution runs no step: the cancel ends the
         sub-execution at once, whose end then ends the parent's step and the parent."""
         flows = workflows_of(storage)
-        parent = make_workflow()
-        flows.start_execution(parent, now=T0)
-        fn = claim_function(storage, parent.id, T0 + 1)
-        assert fn is not None
-        sub = sub_flow(parent.id, 1)
-        flows.start_child_execution(fn.ref, sub, "sub#0", "c:0", now=T0 + 2)
-        storage.finish([suspended(fn.ref, Suspension(ready_at=None, awaiting=(1,)))], now=T0 + 3)
+        parent, sub = _waiting_on_a_sub_flow(storage)
         flows.cancel_execution(parent.id, now=T0 + 4)
         for eid in (sub.id, parent.id):
             record = flows.get_execution(eid)
