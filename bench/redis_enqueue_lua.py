@@ -1,13 +1,14 @@
 """Server time of the Redis enqueue scripts, per call, compared between checkouts.
 
-The Lua text of ``enqueue`` and ``enqueue_plain`` is taken from each tree of ``--roots``
+The Lua text of ``enqueue``, ``enqueue_plain`` and ``enqueue_one`` is taken from each tree of ``--roots``
 (as that tree's ``backends.redis.scripts.load_script`` builds it) and both variants are
 registered on one redis-server started here. The storage of this tree then enqueues
 through them in turn, call by call (A B, B A, A B, ...), so load drift on a shared machine
 hits both alike; the arguments are this tree's (the scripts of the trees compared must
 take the same ones). Each call's server time comes from ``SLOWLOG`` (threshold 0,
 microseconds, the script's own commands included), told apart by the script's SHA.
-Four figures: plain jobs one per call and 1,000 per call (``enqueue_plain.lua``), jobs
+Four figures: plain jobs one per call (``enqueue_one.lua``) and 1,000 per call
+(``enqueue_plain.lua``), jobs
 with a heartbeat (so ``enqueue.lua``) one per call and 1,000 per call. Prints the median
 server µs per job of each figure and tree::
 
@@ -55,7 +56,7 @@ def figure(
     s: RedisStorage, scripts: list[Any], hb: int | None, batch: int, calls: int
 ) -> list[float]:
     """Median server µs per job of each script in ``scripts``, called in turn."""
-    attr = "_plain" if hb is None else "_full"
+    attr = "_full" if hb is not None else "_one" if batch == 1 else "_plain"
     r = s.store.client
     by_sha: dict[str, list[float]] = {sc.sha: [] for sc in scripts}
     for i in range(calls):
@@ -85,11 +86,12 @@ def main() -> None:
         r.config_set("slowlog-log-slower-than", 0)
         r.config_set("slowlog-max-len", 10_000)
         plain = [r.register_script(lua_of(root, "enqueue_plain")) for root in roots]
+        one = [r.register_script(lua_of(root, "enqueue_one")) for root in roots]
         full = [r.register_script(lua_of(root, "enqueue")) for root in roots]
-        for script in plain + full:
+        for script in plain + one + full:
             r.script_load(script.script)
         rows = {
-            "plain single": figure(s, plain, None, 1, a.calls),
+            "plain single": figure(s, one, None, 1, a.calls),
             "plain bulk": figure(s, plain, None, 1000, max(a.calls // 100, 5)),
             "full single": figure(s, full, 10_000, 1, a.calls),
             "full bulk": figure(s, full, 10_000, 1000, max(a.calls // 100, 5)),
