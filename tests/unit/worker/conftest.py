@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import anyio
 import pytest
 
 from queue_core import Queue
+from queue_core.worker.process import ProcessPool
+
+
+@pytest.fixture
+def pool() -> Iterator[ProcessPool]:
+    """A process pool of two children for tests on the calling thread (``run_direct`` or
+    ``anyio.run``); closed after the test, leaving no child or process group behind.
+    test_process_isolation.py overrides it with an async one for its event-loop tests."""
+    pool = ProcessPool(2)
+    try:
+        yield pool
+    finally:
+        pids = pool.pids
+        anyio.run(lambda: pool.aclose(grace=1.0))
+    assert pool.pids == []  # aclose left nothing behind
+    for pid in pids:
+        assert not group_exists(pid)
+
+
+def group_exists(pgid: int) -> bool:
+    """Whether a process group ``pgid`` still has a member."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +25,10 @@ from queue_core.worker.running import Runner
 from queue_core.worker.slots import Attempt
 from tests.fds import descriptors_past_select_limit
 from tests.unit.worker import process_tasks
-from tests.unit.worker.conftest import drain
-from tests.unit.worker.test_process_isolation import SLACK, alive, group_exists
+from tests.unit.worker.conftest import drain, group_exists
+from tests.unit.worker.test_process_isolation import SLACK, alive
 
 TASKS = process_tasks.__name__
-
-
-@pytest.fixture
-def pool() -> Iterator[ProcessPool]:
-    pool = ProcessPool(2)
-    try:
-        yield pool
-    finally:
-        pids = pool.pids
-        anyio.run(lambda: pool.aclose(grace=1.0))
-    assert pool.pids == []  # aclose left nothing behind
-    for pid in pids:
-        assert not group_exists(pid)
 
 
 def direct(

@@ -22,6 +22,7 @@ from queue_core.worker.process import (
 )
 from queue_core.worker.process.child import heartbeat_due
 from tests.unit.worker import process_tasks
+from tests.unit.worker.conftest import group_exists
 
 pytestmark = pytest.mark.anyio
 
@@ -46,14 +47,6 @@ async def pool():
     assert pool.pids == []  # aclose left nothing behind
     for pid in pids:
         assert not group_exists(pid)
-
-
-def group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def alive(pid: int) -> bool:

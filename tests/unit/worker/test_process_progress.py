@@ -23,7 +23,7 @@ from queue_core.worker.process.children import Child, request_of
 from queue_core.worker.process_runs import ProcessRuns
 from tests.unit.worker import process_tasks
 from tests.unit.worker.conftest import drain
-from tests.unit.worker.test_process_isolation import SLACK, group_exists
+from tests.unit.worker.test_process_isolation import SLACK
 
 TASKS = process_tasks.__name__
 EVERY = control.PROGRESS_EVERY_MS / 1000.0
@@ -40,19 +40,6 @@ BAD_CALLS: list[tuple[Any, Any]] = [
     (0.5, b"bytes"),
 ]
 """``ctx.progress`` arguments the thread ``ctx`` refuses with a ``ConfigError``."""
-
-
-@pytest.fixture
-def pool() -> Iterator[ProcessPool]:
-    pool = ProcessPool(2)
-    try:
-        yield pool
-    finally:
-        pids = pool.pids
-        anyio.run(lambda: pool.aclose(grace=1.0))
-    assert pool.pids == []
-    for pid in pids:
-        assert not group_exists(pid)
 
 
 Seen = list[tuple[float, "str | None", float]]
