@@ -165,5 +165,8 @@ def parse_optional_duration(
 
 
 def to_ms(seconds: float) -> int:
-    """Seconds to whole milliseconds, rounded to the nearest (half to even)."""
-    return int(round(seconds * 1000.0))
+    """Seconds to whole milliseconds, rounded to the nearest (half to even); a positive
+    duration shorter than half a millisecond is 1 ms, never 0 (which stored options read as
+    "none" or "no limit": a ``timeout: 1us`` step would otherwise run unbounded)."""
+    ms = int(round(seconds * 1000.0))
+    return 1 if ms == 0 and seconds > 0 else ms

@@ -104,6 +104,17 @@ def test_namespace_defaults_come_first_in_the_merge(flow_dir: Path) -> None:
     assert (spec.step_policy("b").max_attempts, spec.step_policy("b").initial) == (2, 120.0)
 
 
+def test_a_timeout_under_a_millisecond_is_one_millisecond_not_none(flow_dir: Path) -> None:
+    """A positive duration never becomes 0 ms, which a stored step reads as "no limit"."""
+    spec = load_flow_file(write(flow_dir, """\
+        id: tiny
+        timeout: 1us
+        tasks:
+          - { id: a, type: script, file: run.sh, timeout: 400us }
+    """))
+    assert (spec.timeout_ms, spec.steps[0].timeout_ms) == (1, 1)
+
+
 def test_script_ids_need_not_be_identifiers(flow_dir: Path) -> None:
     spec = load_flow_file(write(flow_dir, """\
         id: dashed

@@ -133,7 +133,7 @@ def test_parse_optional_duration_still_rejects_bad_values() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "ms"),
-    [(1.0, 1000), (0.25, 250), (0.0004, 0), (0.0006, 1), (1.2345, 1234), (90.0, 90000)],
+    [(1.0, 1000), (0.25, 250), (0.0006, 1), (1.2345, 1234), (90.0, 90000), (0.0, 0)],
 )
 def test_to_ms_rounds(seconds: float, ms: int) -> None:
     assert to_ms(seconds) == ms
