@@ -101,13 +101,16 @@ def enqueue(
     if priority is not None:
         overrides["priority"] = priority
     queue, _ = _queue(app, url, create=True)
-    handle = queue.enqueue(
-        task_name,
-        args=tuple(args),
-        kwargs=kwargs,
-        allow_unregistered=allow_unregistered,
-        **overrides,
-    )
+    try:
+        handle = queue.enqueue(
+            task_name,
+            args=tuple(args),
+            kwargs=kwargs,
+            allow_unregistered=allow_unregistered,
+            **overrides,
+        )
+    except TypeError as exc:  # the arguments do not fit the task's signature
+        raise CliUsageError(f"ARGS_JSON / --kwargs: {exc}") from None
     click.echo(handle.id)
 
 

@@ -93,6 +93,14 @@ def test_enqueue_rejects_bad_json_and_stores_nothing(run, app: App):
     bad_delay = run("enqueue", "app.add", "[1]", "--delay", "soon", "--app", app.spec)
     assert bad_delay.exit_code == 2
     assert "'soon'" in bad_delay.stderr
+    for misfit, words in [
+        (["[]"], "missing a required argument: 'a'"),
+        (["[1, 2, 3]"], "too many positional arguments"),
+        (["[1]", "--kwargs", '{"c": 1}'], "unexpected keyword argument 'c'"),
+    ]:
+        got = run("enqueue", "app.add", *misfit, "--app", app.spec)
+        assert got.exit_code == 2, got.stderr
+        assert words in got.stderr and "Traceback" not in got.stderr, got.stderr
     assert sum(s.ready + s.scheduled for s in app.queue.stats()) == 0
 
 
