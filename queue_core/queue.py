@@ -135,6 +135,21 @@ class Queue(FlowMethods):
                 field="storage",
                 value=mask_url(url),
             )
+        if storage is not None and not isinstance(storage, Storage):
+            raise ConfigError(
+                f"invalid storage: {storage!r} — expected a Storage (a backend's storage "
+                "object, e.g. SQLStorage.from_url(...)) or None; a URL goes in url=",
+                code="invalid_option",
+                field="storage",
+                value=storage,
+            )
+        if eager is not None and not isinstance(eager, bool):
+            raise ConfigError(
+                f"invalid eager: {eager!r} — expected True, False or None",
+                code="invalid_option",
+                field="eager",
+                value=eager,
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError(
                 f"invalid retry: {retry!r} — expected a RetryPolicy(...) or None",

@@ -531,6 +531,14 @@ def resolve_url(url: str | None) -> str:
         ConfigError: ``invalid_url`` for an empty or blank ``url`` (``None`` is "not
             given"; an empty string is a mistake, not the default).
     """
+    if url is not None and not isinstance(url, str):
+        raise ConfigError(
+            f"invalid storage URL {url!r}: expected a string such as sqlite:///queue.db "
+            "(or storage=<a Storage> for a storage object)",
+            code="invalid_url",
+            field="url",
+            value=url,
+        )
     if url is not None and not url.strip():
         raise ConfigError(
             f"invalid storage URL {url!r}: it is empty — give a URL such as "

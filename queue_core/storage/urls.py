@@ -214,7 +214,8 @@ def check_sqlite_url(url: str) -> None:
     ``:memory:`` and a path that ends with ``/`` (``sqlite:////``: a directory).
     ``sqlite:///queue.db`` (relative) and ``sqlite:////abs/queue.db`` name
     a file; ``memory://`` is the in-process queue; with ``?uri=true`` the SQLite URI
-    options are the driver's to judge.
+    options are the driver's to judge, except an in-memory one (``file::memory:``,
+    ``mode=memory``), refused as ``:memory:`` is.
 
     Raises:
         ConfigError: code ``invalid_url``, showing the three-slash form
@@ -233,10 +234,12 @@ def check_sqlite_url(url: str) -> None:
         if not sep or not _SQLITE_SCHEME.match(scheme):
             return
         where, qmark, query = rest.partition("?")
-        if "uri=true" in query.lower():
-            return
         host, slash, path = where.partition("/")
-        if ":memory:" in where:
+        if "uri=true" in query.lower():
+            if ":memory:" not in where and "mode=memory" not in query.lower():
+                return
+            why = "it names a SQLite URI of an in-memory database"
+        elif ":memory:" in where:
             why = "':memory:' is a private in-memory database"
         elif host and not path:
             why = "with two slashes the name is read as a host, not a file"

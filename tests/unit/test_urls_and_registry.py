@@ -181,6 +181,8 @@ def test_a_scheme_needs_installed_metadata_not_only_a_package_on_sys_path(site: 
         "SQLITE://queue.db?timeout=3",
         "sqlite:////",
         "sqlite:///jobs/",
+        "sqlite:///file::memory:?cache=shared&uri=true",
+        "sqlite:///file:x?mode=memory&uri=true",
     ],
 )
 def test_a_sqlite_url_that_names_no_file_is_refused(
@@ -220,7 +222,7 @@ def test_two_slashes_with_credentials_never_echo_them() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["sqlite:///jobs.db", "sqlite:////tmp/x/jobs.db", "sqlite:///file:x?mode=memory&uri=true"],
+    ["sqlite:///jobs.db", "sqlite:////tmp/x/jobs.db", "sqlite:///file:x.db?mode=ro&uri=true"],
 )
 def test_sqlite_urls_that_name_a_file_pass(url: str) -> None:
     from queue_core.storage.urls import check_sqlite_url
@@ -319,3 +321,24 @@ def test_an_empty_url_is_refused_not_taken_for_the_default(
         Queue(url)
     assert info.value.code == "invalid_url" and "it is empty" in str(info.value)
     assert list(tmp_path.iterdir()) == []  # type: ignore[attr-defined]  # no default file
+
+
+@pytest.mark.parametrize(
+    ("kw", "code", "field", "words"),
+    [
+        ({"url": 5}, "invalid_url", "url", "invalid storage URL 5: expected a string"),
+        ({"storage": 5}, "invalid_option", "storage", "invalid storage: 5 — expected a Storage"),
+        ({"storage": "memory://"}, "invalid_option", "storage", "a URL goes in url="),
+        ({"url": "memory://", "eager": "maybe"}, "invalid_option", "eager", "'maybe'"),
+    ],
+)
+def test_a_queue_argument_of_the_wrong_kind_is_a_config_error(
+    kw: dict[str, object], code: str, field: str, words: str
+) -> None:
+    """Not an ``AttributeError`` at once or at the first ``delay()``."""
+    from queue_core import Queue
+
+    with pytest.raises(ConfigError) as info:
+        Queue(**kw)  # type: ignore[arg-type]
+    assert (info.value.code, info.value.field) == (code, field)
+    assert words in str(info.value)
