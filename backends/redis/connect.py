@@ -133,6 +133,16 @@ def clients_from_url(url: str) -> Clients:
     if cluster:
         lazy = _cluster_client(url, clean, parts.path, prefix, seeds)
         return Clients(lazy, None, prefix, retention)
+    db = parts.path.strip("/")
+    if db and not (db.isascii() and db.isdigit()):  # redis-py would quietly use db 0
+        raise ConfigError(
+            f"invalid redis URL {mask_url(url)!r}: its database {db!r} is not a number "
+            "(expected redis://host:port/N with N a database index, 0 to the server's "
+            "`databases` - 1, or no path for database 0)",
+            code="invalid_url",
+            field="url",
+            value=db,
+        )
     try:
         client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
         wake = redis.Redis.from_url(

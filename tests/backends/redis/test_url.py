@@ -67,3 +67,20 @@ def test_other_schemes_are_refused() -> None:
     with pytest.raises(ConfigError) as info:
         RedisStorage.from_url("memory://")
     assert info.value.code == "invalid_url"
+
+
+@pytest.mark.parametrize("db", ["abc", "-1", "1x", "٣"])
+def test_a_database_that_is_not_a_number_is_refused(db: str) -> None:
+    """redis-py ignores such a path and uses database 0: another application's data."""
+    with pytest.raises(ConfigError) as info:
+        RedisStorage.from_url(f"redis://127.0.0.1:1/{db}?prefix=x")
+    assert (info.value.code, info.value.value) == ("invalid_url", db)
+    assert f"its database {db!r} is not a number" in str(info.value)
+
+
+def test_a_numbered_database_is_used(redis_server: RedisServer) -> None:
+    s = RedisStorage.from_url(redis_server.url(3))
+    try:
+        assert s.store.client.connection_pool.connection_kwargs["db"] == 3
+    finally:
+        s.close()
