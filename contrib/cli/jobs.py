@@ -136,6 +136,7 @@ def _stat_row(s: queue_core.QueueStats) -> dict[str, Any]:
     return {
         "queue": s.queue,
         "queued": s.ready + s.scheduled,
+        "ready": s.ready,  # QueueStats' name (SPEC §9: --json keeps the records' names)
         "due": s.ready,
         "scheduled": s.scheduled,
         "running": s.running,
@@ -159,7 +160,8 @@ def stats(as_json: bool, app: str | None, url: str | None) -> None:
     """Job counts per queue, by state: queued (= due + scheduled), running, succeeded,
     dead, cancelled, skipped, timed_out; and what is paused (queue-core pause).
 
-    --json: one object per queue with these keys and "paused" (true/false); then one
+    --json: one object per queue with these keys, every field of QueueStats (so also
+    "ready", the same count as "due") and "paused" (true/false); then one
     object per paused task or flow: {"queue": null, "paused": true, "kind", "name",
     "since"}.
     """

@@ -248,6 +248,9 @@ def test_stats_table_and_json(run, populated: Populated):
     assert default["succeeded"] == 1
     assert default["dead"] == 4
     assert default["queued"] == 0 and default["running"] == 0
+    stats = next(s for s in populated.app.queue.stats() if s.queue == "default")
+    fields = dataclasses.asdict(stats)
+    assert {k: default[k] for k in fields} == fields  # every QueueStats field, by its name
     populated.app.queue.enqueue("app.add", args=(1,))
     populated.app.queue.enqueue("app.add", args=(1,), delay="1h")
     table = run("stats", "--url", populated.app.url)
