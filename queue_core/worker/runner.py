@@ -52,8 +52,10 @@ from queue_core.worker.recording import Recorder, error_info
 from queue_core.worker.replay import Replayer
 from queue_core.worker.running import Runner
 from queue_core.worker.settings import (
+    check_flag,
     check_max_tasks_per_child,
     check_prefetch,
+    check_queues,
     check_slots,
     presence_ttl_ms,
     step_gate,
@@ -175,15 +177,14 @@ class Worker:
         self._gate = step_gate(flow_dirs, http_hosts)
         self.log_tracebacks = check_log_tracebacks(log_tracebacks)
         self.presence_ttl_ms = presence_ttl_ms(presence_ttl)
-        self.scheduler = scheduler and not burst
+        burst = check_flag(burst, "burst")
+        self.scheduler = check_flag(scheduler, "scheduler") and not burst
         self._scheduler: Scheduler | None = None
         self.isolation = check_isolation(isolation) if isolation is not None else "thread"
         self.max_tasks_per_child = check_max_tasks_per_child(max_tasks_per_child)
         self.storage = queue.storage()
         slots = check_slots(slots)
-        if isinstance(queues, str):
-            queues = [q.strip() for q in queues.split(",") if q.strip()]
-        self._explicit_queues = list(queues) if queues else None
+        self._explicit_queues = check_queues(queues)
         self.slots = slots
         self.burst = burst
         self.reap_interval = parse_duration(reap_interval, field="reap_interval")

@@ -55,6 +55,40 @@ def check_slots(slots: object) -> int:
     return slots
 
 
+def check_queues(queues: object) -> list[str] | None:
+    """``queues`` as a list (a string is comma-separated), or ``None`` (the default);
+    each name a non-empty string (``ConfigError`` naming the bad one)."""
+    if queues is None:
+        return None
+    if isinstance(queues, str):
+        return [q.strip() for q in queues.split(",") if q.strip()] or None
+    names = list(queues) if isinstance(queues, (list, tuple, set, frozenset)) else None
+    bad = [q for q in names or () if not isinstance(q, str) or not q.strip()]
+    if names is None or bad:
+        raise ConfigError(
+            f"invalid queues: {queues!r} — expected queue names, a list of non-empty "
+            "strings or one comma-separated string (such as 'emails,default')"
+            + (f"; {bad[0]!r} is not a queue name" if bad else ""),
+            code="invalid_option",
+            field="queues",
+            value=queues,
+        )
+    return names or None
+
+
+def check_flag(value: object, field: str) -> bool:
+    """A worker switch: ``True`` or ``False`` (``ConfigError`` for anything else, such
+    as ``"no"``, which would read as true)."""
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"invalid {field}: {value!r} — expected True or False",
+            code="invalid_option",
+            field=field,
+            value=value,
+        )
+    return value
+
+
 def check_prefetch(prefetch: object, slots: int) -> int:
     """``prefetch``, or env ``QUEUE_CORE_WORKER_PREFETCH``, else ``slots`` (SPEC §8);
     checked (``ConfigError``): an integer from 0 (never claim ahead) to 10000."""

@@ -238,3 +238,29 @@ def test_slots_option_validated(queue: Queue) -> None:
     with pytest.raises(ConfigError) as err:
         queue.run_worker(slots=0, burst=True)
     assert err.value.code == "invalid_option"
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "words"),
+    [
+        ({"queues": [""]}, "queues", "'' is not a queue name"),
+        ({"queues": ["emails", 5]}, "queues", "5 is not a queue name"),
+        ({"queues": 5}, "queues", "invalid queues: 5"),
+        ({"scheduler": "no"}, "scheduler", "invalid scheduler: 'no' — expected True or False"),
+        ({"burst": "yes"}, "burst", "invalid burst: 'yes'"),
+    ],
+)
+def test_queues_and_switches_are_validated(
+    queue: Queue, kw: dict[str, object], field: str, words: str
+) -> None:
+    """Not a ``TypeError``, nor a queue named '' or a scheduler left on by ``"no"``."""
+    with pytest.raises(ConfigError) as err:
+        queue.run_worker(**kw)  # type: ignore[arg-type]
+    assert (err.value.code, err.value.field) == ("invalid_option", field)
+    assert words in str(err.value)
+
+
+def test_queues_may_be_one_comma_separated_string(queue: Queue) -> None:
+    from queue_core.worker import Worker
+
+    assert Worker(queue, queues=" emails, default ,").queues == ["emails", "default"]
