@@ -32,7 +32,7 @@ from typing import Any
 
 from backends.sql.queries import DialectName, load, queues_filter
 from backends.sql.records import JOB_COLUMNS, EndRow, Order, TemplateRows
-from backends.sql.url import SQLURL, session_options
+from backends.sql.url import SQLURL, check_pg_query, session_options
 from backends.sql.watchdog import Watchdog
 from queue_core.records.jobs import ClaimedJob, JobState, LeaseRef, NewJob, RenewResult
 from queue_core.storage.urls import mask_url
@@ -184,6 +184,12 @@ def _job_arrays(
     return arrays
 
 
+@functools.cache
+def _libpq_keywords() -> frozenset[str]:
+    """The connection parameters this libpq takes (``sslmode``, ``connect_timeout``...)."""
+    return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
+
+
 class PostgreSQL:
     """The PostgreSQL :class:`~backends.sql.dialect.Dialect`."""
 
@@ -198,6 +204,7 @@ class PostgreSQL:
         self.q = statements()
         masked = mask_url(url.render(hide_password=False))
         self.url, self.pgbouncer, bound = session_options(url, masked)
+        check_pg_query(self.url, masked, _libpq_keywords())
         """``pgbouncer``: whether the URL said ``?pgbouncer=true`` (transaction pooling)."""
         self.watch = Watchdog(bound) if bound > 0 else None
         self.connect_kw: dict[str, Any] = {"prepare_threshold": None} if self.pgbouncer else {}

@@ -211,3 +211,21 @@ def session_options(url: SQLURL, where: str) -> tuple[SQLURL, bool, float]:
             code="invalid_option", field="socket_timeout", value=raw,
         )  # fmt: skip
     return url.without("pgbouncer").without("socket_timeout"), flag, bound
+
+
+def check_pg_query(url: SQLURL, where: str, known: frozenset[str]) -> None:
+    """Refuse a PostgreSQL URL option that is neither ours (stripped before) nor one of
+    libpq's connection keywords ``known``: libpq refuses it only at the first connection,
+    as a driver error that a worker would retry as an outage.
+
+    Raises:
+        ConfigError: ``invalid_option`` naming the first unknown option.
+    """
+    unknown = sorted({k for k, _ in url.query if k not in known})
+    if unknown:
+        raise ConfigError(
+            f"unknown postgresql:// option(s) {', '.join(map(repr, unknown))} in {where!r}; "
+            "supported: retention, pgbouncer, socket_timeout and libpq's connection "
+            "parameters (sslmode, connect_timeout, application_name, options, ...)",
+            code="invalid_option", field="url", value=unknown[0],
+        )  # fmt: skip

@@ -111,6 +111,16 @@ def test_bad_postgresql_session_options_are_config_errors(query: str, field: str
     assert query.split("=")[1] in str(info.value)
 
 
+def test_an_unknown_postgresql_option_is_a_config_error_libpq_s_are_kept() -> None:
+    """Not a driver error at the first connection (which a worker retries as an outage)."""
+    with pytest.raises(ConfigError) as info:
+        SQLStorage("postgresql://u:pw@127.0.0.1:1/db?sslmode=disable&bogus_option=1")
+    assert (info.value.code, info.value.value) == ("invalid_option", "bogus_option")
+    assert "'bogus_option'" in str(info.value) and "pw" not in str(info.value)
+    ok = SQLStorage("postgresql://u@127.0.0.1:1/db?sslmode=disable&application_name=qc")
+    assert "sslmode=disable" in ok.store.dialect.conninfo  # type: ignore[attr-defined]
+
+
 def test_postgresql_session_options_are_stripped_before_the_driver() -> None:
     from backends.sql.postgresql import PostgreSQL
     from backends.sql.url import SOCKET_TIMEOUT_S
