@@ -94,7 +94,20 @@ def url_options(url: str) -> dict[str, Any]:
             "(environment, shared config, instance role)",
             "invalid_url",
         )
-    q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    if parts.hostname or parts.path.strip("/"):
+        raise _bad(
+            "url",
+            url,
+            f"sqs:// URLs name no host or path, got {parts.netloc + parts.path!r}: give the "
+            "options as a query, e.g. sqs://?region=eu-west-1&table=queue_core",
+            "invalid_url",
+        )
+    given = parse_qs(parts.query, keep_blank_values=True)
+    for name, values in given.items():
+        if len(values) > 1 or not values[0].strip():
+            why = "is given twice" if len(values) > 1 else "is empty"
+            raise _bad(name, values, f"sqs:// option {name!r} {why}: give it once, with a value")
+    q = {k: v[0] for k, v in given.items()}
     unknown = sorted(set(q) - _URL_OPTIONS)
     if unknown:
         raise _bad(
@@ -110,12 +123,26 @@ def url_options(url: str) -> dict[str, Any]:
         if name in q:  # whole seconds, at least 1
             kw[f"{name}_s"] = max(1, to_ms(parse_duration(q[name], field=name)) // 1000)
     if "create" in q:
-        kw["create"] = q["create"].lower() not in ("0", "false", "no")
+        flag = _FLAGS.get(q["create"].lower())
+        if flag is None:
+            raise _bad(
+                "create", q["create"], f"create={q['create']!r}: use create=true or create=false"
+            )
+        kw["create"] = flag
     return kw
 
 
-def _check_options(*, retention_ms: int, hop_s: int, prefix: str) -> None:
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _check_options(*, retention_ms: int, hop_s: int, prefix: str, visibility_s: int) -> None:
     """Refuse constructor options no deployment could work with (``ConfigError``)."""
+    if isinstance(visibility_s, bool) or not isinstance(visibility_s, int) or visibility_s < 1:
+        raise _bad(
+            "visibility_s",
+            visibility_s,
+            f"visibility_s must be a whole number of seconds >= 1, got {visibility_s!r}",
+        )
     if retention_ms < 0:
         raise _bad(
             "retention_ms",
@@ -151,7 +178,9 @@ class Store:
         import boto3
         from botocore.config import Config
 
-        _check_options(retention_ms=retention_ms, hop_s=hop_s, prefix=prefix)
+        _check_options(
+            retention_ms=retention_ms, hop_s=hop_s, prefix=prefix, visibility_s=visibility_s
+        )
         self.region, self.table, self.prefix = region, table, prefix
         self.endpoint_url = endpoint_url
         self.retention_ms = retention_ms

@@ -33,6 +33,10 @@ def test_url_options_reach_the_storage(sqs_url: str) -> None:
         ("sqs://?colour=blue", "invalid_option"),
         ("sqs://?retention=soon", "invalid_duration"),
         ("sqs://AKIA:hunter2@host/?region=x", "invalid_url"),
+        ("sqs://somehost/queues?region=x", "invalid_url"),  # was ignored
+        ("sqs://?create=fasle", "invalid_option"),  # was read as create=true
+        ("sqs://?table=a&table=b", "invalid_option"),  # the last one was taken
+        ("sqs://?region=&table=a", "invalid_option"),  # was us-east-1
     ],
 )
 def test_bad_urls_are_config_errors_without_secrets(url: str, code: str) -> None:
@@ -40,6 +44,12 @@ def test_bad_urls_are_config_errors_without_secrets(url: str, code: str) -> None
         SQSStorage.from_url(url)
     assert err.value.code == code
     assert "hunter2" not in str(err.value) and "hunter2" not in repr(err.value.value)
+
+
+def test_a_visibility_under_a_second_is_refused_by_the_constructor_too() -> None:
+    with pytest.raises(ConfigError) as err:
+        SQSStorage(endpoint_url="http://127.0.0.1:1", visibility_s=-1)
+    assert (err.value.code, err.value.field) == ("invalid_option", "visibility_s")
 
 
 def test_unreachable_endpoint_is_storage_unavailable_at_each_call_until_it_answers() -> None:
