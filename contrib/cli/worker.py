@@ -145,7 +145,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     metavar="DIR",
     help="Run type: script flow steps whose file is inside DIR (repeatable). Default: env "
     "QUEUE_CORE_WORKER_FLOW_DIRS, else [worker] flow_dirs of the configuration file, else "
-    "none: script steps are refused (reason not_allowed), never run.",
+    "the working directory (never /) and the directories of the flow files the app loaded. "
+    "Any other script step is refused (reason not_allowed), never run.",
 )
 @click.option(
     "--http-host",
@@ -154,7 +155,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     metavar="HOST",
     help="Let type: http flow steps reach HOST: a name or an address, *.example.com for "
     "its subdomains, * for any host (repeatable). Default: env QUEUE_CORE_WORKER_HTTP_HOSTS, "
-    "else [worker] http_hosts, else none: http steps are refused (reason not_allowed).",
+    "else [worker] http_hosts, else any host. With hosts named, an http step to another "
+    "host is refused (reason not_allowed).",
 )
 def worker(
     app: str | None,
