@@ -33,6 +33,7 @@ from queue_core.app.task import (
     TaskDecorator,
     TaskOptions,
     build_spec,
+    check_args,
     check_name,
     check_timeout,
     default_task_name,
@@ -314,14 +315,16 @@ class Queue(FlowMethods):
         Raises:
             ConfigError: ``conflicting_options`` (``every`` with ``cron``),
                 ``invalid_duration`` (a bad ``every``), ``invalid_cron``,
-                ``invalid_option`` (an unknown ``tz``, no schedule), or a bad task option.
+                ``invalid_option`` (an unknown ``tz``, no schedule, ``args`` not a
+                sequence or ``kwargs`` not a dict), or a bad task option.
             TypeError: ``args``/``kwargs`` do not fit the function's signature.
         """
         from queue_core.app.periodic import Periodic
         from queue_core.rules.ticks import parse_schedule  # not at start-up
 
         schedule = parse_schedule(every, cron, tz, catch_up)
-        call_args, call_kwargs = tuple(args), dict(kwargs or {})
+        call_args, call_kwargs = check_args(args, kwargs)
+        call_kwargs = dict(call_kwargs)  # the caller's dict may change later
         register = self.task(name=name, **options)
 
         def decorate(fn: Callable[..., Any]) -> Task[Any, Any]:

@@ -281,7 +281,11 @@ def check_name(value: object, field_name: str) -> str:
 
 def check_priority(value: object) -> int:
     if not _is_int(value) or not _PRIORITY_RANGE[0] <= int(value) <= _PRIORITY_RANGE[1]:  # type: ignore[call-overload]
-        raise _invalid("priority", value, "an integer (higher runs first)")
+        raise _invalid(
+            "priority",
+            value,
+            f"an integer from {_PRIORITY_RANGE[0]} to {_PRIORITY_RANGE[1]} (higher runs first)",
+        )
     return int(value)  # type: ignore[call-overload,no-any-return]
 
 

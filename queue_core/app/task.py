@@ -480,7 +480,7 @@ class Task(Generic[P, R]):
         spec = build_spec(is_async=self.is_async, options=opts)  # type: ignore[arg-type]
         delay_ms = _check_delay(delay)
         run_at_ms = _check_run_at(run_at)
-        args_t, kwargs_d = _check_args(args, kwargs)
+        args_t, kwargs_d = check_args(args, kwargs)
         self.check_arguments(args_t, kwargs_d, "apply")
         fields_ = self._job_fields(self.spec, spec)
         if fields_["debounce_key"] is not None and (delay_ms or run_at_ms is not None):
@@ -583,7 +583,9 @@ class TaskDecorator(Protocol):
     def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
 
 
-def _check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` / ``kwargs`` of a call (``apply``, ``periodic``) as a tuple and a dict, or
+    ``ConfigError`` (``invalid_option``) naming the one of the wrong kind."""
     if isinstance(args, (str, bytes)) or not isinstance(args, Iterable):
         raise _invalid("args", args, "a tuple or list of positional arguments")
     if kwargs is None:

@@ -53,6 +53,22 @@ def test_bad_schedules_are_refused_with_their_code(
         assert repr(bad) in str(err.value) or str(bad) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("kw", "field"), [({"args": 5}, "args"), ({"args": "ab"}, "args"), ({"kwargs": [1]}, "kwargs")]
+)
+def test_periodic_args_of_the_wrong_kind_are_refused(kw: dict[str, Any], field: str) -> None:
+    """As ``.apply(args=5)`` is: a ``ConfigError``, not a ``TypeError``; nothing registered."""
+    queue = Queue("memory://")
+    with pytest.raises(ConfigError) as err:
+
+        @queue.periodic(every="5m", **kw)
+        def tick(*a: Any, **k: Any) -> None: ...
+
+    assert (err.value.code, err.value.field) == ("invalid_option", field)
+    assert repr(kw[field]) in str(err.value)
+    assert queue.periodic_tasks == {}
+
+
 def test_the_error_without_a_schedule_says_what_to_give() -> None:
     with pytest.raises(ConfigError, match=r"every= .* cron="):
         parse_schedule()
