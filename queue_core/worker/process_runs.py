@@ -50,6 +50,33 @@ def _beat(att: Attempt, write: Callable[[], bool]) -> None:
         att.cancel_requested = True
 
 
+def _body_start(
+    att: Attempt,
+    monotonic: Callable[[], float],
+    pool_monotonic: Callable[[], float],
+    hold: float,
+    at: float | None,
+) -> None:
+    """The child's body starts at ``at`` (the wait path's
+    :data:`~queue_core.worker.process.deadline.BodyStart`): the watchdog counts the
+    attempt's timeout and heartbeat silence from then, not from the request (a fresh
+    child's start and its first import of the body's module are not the body's time;
+    SPEC §4). ``None`` while the child imports: no deadline here (the wait path bounds
+    the import) and silence judged no sooner than ``hold`` seconds from now. ``at`` is on
+    the pool's clock (``pool_monotonic``, real time); ``monotonic`` is the worker's, which
+    a test may drive."""
+    now = monotonic()
+    if at is None:
+        att.deadline = None
+        if att.job.heartbeat_ms:
+            att.last_beat = now + hold
+        return
+    at = now - (pool_monotonic() - at)  # on the worker's clock
+    att.deadline = deadline_of(att, at)
+    if att.job.heartbeat_ms:
+        att.last_beat = at  # the start counts as its first beat
+
+
 def _report(att: Attempt, writer: ProgressWriter, fraction: float, message: str | None) -> None:
     """A ``ctx.progress`` report from the child (on the body thread, or on the loop),
     taken as a thread body's: kept by a :class:`JobContext` made for it on the first
@@ -127,6 +154,7 @@ class ProcessRuns:
     ) -> Callable[[], ProcessResult]:
         """The call a body thread makes to run ``att`` in a child (made on the loop or the
         claim thread; ``att.claimed_at`` set)."""
+        from queue_core.worker.process.child import PREP_BOUND
         from queue_core.worker.process.children import request_of
 
         pool = self.get_pool()
@@ -136,11 +164,14 @@ class ProcessRuns:
         if job.heartbeat_ms:
             beat = functools.partial(_beat, att, self.heartbeats.direct(att))
         report = functools.partial(_report, att, self.progress)
+        body_start = functools.partial(
+            _body_start, att, monotonic, pool.children.clock.monotonic, PREP_BOUND
+        )
         func = task.func
 
         def call() -> ProcessResult:
             now = monotonic()
-            deadline = deadline_of(att, now)  # counted from the request to the child
+            deadline = deadline_of(att, now)  # the wait path counts it from the start
             timeout = None if deadline is None else max(0.0, deadline - now)
             request = request_of(
                 func.__module__,
@@ -163,6 +194,7 @@ class ProcessRuns:
                 heartbeat=beat,
                 progress=report,
                 cancelled=att.stop_requested,
+                body_start=body_start,
             )
 
         return call
@@ -173,6 +205,8 @@ class ProcessRuns:
         self, att: Attempt, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         """On the loop: run ``att`` in a child (per-call options, flow steps) and record it."""
+        from queue_core.worker.process.child import PREP_BOUND
+
         att.mode = "process"
         pool = self.get_pool()
         job = att.job
@@ -198,6 +232,9 @@ class ProcessRuns:
             execution_id=job.execution_id,
             step_id=job.step_id,
             carried=carried_scopes(self.listeners.all, job),
+            body_start=functools.partial(
+                _body_start, att, self.timing.monotonic, pool.children.clock.monotonic, PREP_BOUND
+            ),
         )
         if not att.ended:
             self.end(att, res)

@@ -407,12 +407,6 @@ def _call(
     if imports:  # the import may outlast the timeout: the parent waits for the start
         pipe.send(("prep",))
     body = resolve(module, qualname, main_path)
-    if sent_at is not None:
-        at = time.monotonic()
-        if imports or at - sent_at > LATE_START:  # the parent's deadline moves with it
-            pipe.send(("go", at))
-            if deadline is not None:
-                deadline += max(0.0, at - sent_at)
     if wants_ctx:
         ctx = ChildContext(
             pipe,
@@ -424,6 +418,14 @@ def _call(
             step_id=step_id,
         )
         kwargs = {**kwargs, "ctx": ctx}
+    if sent_at is not None:  # the start, as late as it can be taken before the call
+        at = time.monotonic()
+        if imports or at - sent_at > LATE_START:  # the parent's deadline moves with it
+            pipe.send(("go", at))
+            if deadline is not None and ctx is not None:
+                ctx.deadline = datetime.fromtimestamp(
+                    deadline + max(0.0, at - sent_at), tz=timezone.utc
+                )
     try:
         if not carried:
             return ctx, body(*args, **kwargs)

@@ -43,7 +43,7 @@ from queue_core.worker.process.children import (
     pass_on,
     signal_group,
 )
-from queue_core.worker.process.deadline import Deadline
+from queue_core.worker.process.deadline import BodyStart, Deadline
 from queue_core.worker.process.results import (
     ANSWERS,
     ChildStartError,
@@ -68,11 +68,12 @@ def run_direct(
     heartbeat: Callable[[], object] | None,
     progress: Callable[[float, str | None], object] | None = None,
     cancelled: Callable[[], bool],
+    body_start: BodyStart | None = None,
 ) -> ProcessResult:
     """Run one attempt (``request`` from
     :func:`~queue_core.worker.process.children.request_of`) in one of ``children``, on
-    this thread; ``timeout``, ``kill_grace``, ``heartbeat``, ``progress`` and
-    ``cancelled`` as for :meth:`ProcessPool.run
+    this thread; ``timeout``, ``kill_grace``, ``heartbeat``, ``progress``, ``cancelled``
+    and ``body_start`` as for :meth:`ProcessPool.run
     <queue_core.worker.process.pool.ProcessPool.run>` (``heartbeat`` and ``progress``
     are called on this thread).
 
@@ -88,7 +89,15 @@ def run_direct(
     result: ProcessResult | None = None
     try:
         result = _attempt(
-            children, child, request, timeout, kill_grace, heartbeat, progress, cancelled
+            children,
+            child,
+            request,
+            timeout,
+            kill_grace,
+            heartbeat,
+            progress,
+            cancelled,
+            body_start,
         )
         return result
     finally:
@@ -159,13 +168,15 @@ def _attempt(
     heartbeat: Callable[[], object] | None,
     progress: Callable[[float, str | None], object] | None,
     cancelled: Callable[[], bool],
+    body_start: BodyStart | None,
 ) -> ProcessResult:
     monotonic = children.clock.monotonic
     started = monotonic()
+    deadline = Deadline(timeout, started, body_start)
     _send(child, request, started)
     try:
         answer, why_stopped = _wait(
-            children, child, started, timeout, heartbeat, progress, cancelled
+            children, child, started, deadline, heartbeat, progress, cancelled
         )
     except BaseException:
         _discard(children, child, kill_grace)  # a failing callback ends the attempt
@@ -181,7 +192,7 @@ def _wait(
     children: ChildSet,
     child: Child,
     started: float,
-    timeout: float | None,
+    deadline: Deadline,
     heartbeat: Callable[[], object] | None,
     progress: Callable[[float, str | None], object] | None,
     cancelled: Callable[[], bool],
@@ -190,7 +201,6 @@ def _wait(
     be stopped (``(None, TIMED_OUT or CANCELLED)``). Heartbeats and progress reports are
     passed on meanwhile."""
     monotonic = children.clock.monotonic
-    deadline = Deadline(timeout, started)
     fds = [child.rfd] if child.pidfd is None else [child.rfd, child.pidfd]
     poll_at = started + _CANCEL_POLL
     while True:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from queue_core.worker.process.children import SIDE_FRAMES, Child, pass_on
-from queue_core.worker.process.deadline import Deadline
+from queue_core.worker.process.deadline import BodyStart, Deadline
 from queue_core.worker.process.results import ProcessOutcome
 
 __all__ = ["Exchange"]
@@ -42,13 +42,14 @@ class Exchange:
         timeout: float | None = None,
         started: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
+        body_start: BodyStart | None = None,
     ) -> None:
         self.child = child
         self.heartbeat = heartbeat
         self.progress = progress
         self.cancelled = cancelled
         self.monotonic = monotonic
-        self.deadline = Deadline(timeout, started)
+        self.deadline = Deadline(timeout, started, body_start)
         """When the attempt times out (``started``: when its request was sent)."""
         self.answer: Any = None
         self.why_stopped: ProcessOutcome | None = None

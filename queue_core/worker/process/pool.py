@@ -27,6 +27,7 @@ import anyio
 
 from queue_core.worker.process import direct
 from queue_core.worker.process.children import POLL, Child, ChildSet, request_of
+from queue_core.worker.process.deadline import BodyStart
 from queue_core.worker.process.exchange import Exchange
 from queue_core.worker.process.places import Places
 from queue_core.worker.process.results import (
@@ -127,6 +128,7 @@ class ProcessPool:
         execution_id: str | None = None,
         step_id: str | None = None,
         carried: Sequence[Carried] = (),
+        body_start: BodyStart | None = None,
     ) -> ProcessResult:
         """Run one attempt of a sync body in a child process.
 
@@ -161,6 +163,9 @@ class ProcessPool:
             step_id: a flow step's id, for ``ctx.step_id``.
             carried: attempt scopes the child enters around the body
                 (:func:`queue_core.worker.scopes.enter_carried`).
+            body_start: told when the body starts, as ``timeout`` counts it (``None``
+                while the child imports the body's module;
+                :data:`~queue_core.worker.process.deadline.BodyStart`).
 
         Returns:
             How the attempt ended. Every outcome but ``RETURNED`` and ``RAISED`` means the
@@ -200,7 +205,15 @@ class ProcessPool:
             result: ProcessResult | None = None
             try:
                 result = await self._attempt(
-                    child, request, timeout, kill_grace, heartbeat, progress, cancelled, started
+                    child,
+                    request,
+                    timeout,
+                    kill_grace,
+                    heartbeat,
+                    progress,
+                    cancelled,
+                    started,
+                    body_start,
                 )
                 return result
             finally:
@@ -221,11 +234,13 @@ class ProcessPool:
         heartbeat: Callable[[], object] | None,
         progress: Callable[[float, str | None], object] | None = None,
         cancelled: Callable[[], bool],
+        body_start: BodyStart | None = None,
     ) -> ProcessResult:
         """Run one attempt (``request`` from
         :func:`~queue_core.worker.process.children.request_of`) in a child of this pool,
         on the calling thread (blocking); ``timeout``, ``kill_grace``, ``heartbeat``,
-        ``progress`` and ``cancelled`` as for :meth:`run` (``heartbeat`` and ``progress``
+        ``progress``, ``cancelled`` and ``body_start`` as for :meth:`run` (``heartbeat``,
+        ``progress`` and ``body_start``
         are called on this thread). See :func:`queue_core.worker.process.direct.run_direct`.
 
         Raises:
@@ -240,6 +255,7 @@ class ProcessPool:
             heartbeat=heartbeat,
             progress=progress,
             cancelled=cancelled,
+            body_start=body_start,
         )
 
     async def _attempt(
@@ -252,6 +268,7 @@ class ProcessPool:
         progress: Callable[[float, str | None], object] | None,
         cancelled: Callable[[], bool] | None,
         started: float,
+        body_start: BodyStart | None,
     ) -> ProcessResult:
         monotonic = self.children.clock.monotonic
         ex = Exchange(
@@ -262,6 +279,7 @@ class ProcessPool:
             timeout=timeout,
             started=started,
             monotonic=monotonic,
+            body_start=body_start,
         )
         await child.send(("run", request, started))
         # Most answers come within the first wait, which the deadline bounds itself; the

@@ -10,9 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from queue_core import JobState, Queue
 from queue_core.worker.process import ProcessOutcome, ProcessPool, ProcessResult
 from queue_core.worker.process.children import request_of
 from tests.unit.worker import late_start_tasks
+from tests.unit.worker.conftest import drain
 from tests.unit.worker.test_process_isolation import SLACK
 
 TASKS = late_start_tasks.__name__
@@ -68,3 +70,26 @@ def test_a_body_started_late_is_stopped_no_earlier_than_its_timeout(
     assert (
         result.duration is not None and result.duration >= IMPORT_S + TIMEOUT
     )  # counted from the body's start
+
+
+@pytest.mark.parametrize("per_call", [False, True], ids=["direct", "loop"])
+@pytest.mark.parametrize(
+    ("options", "nap"),
+    [({"timeout": TIMEOUT}, TIMEOUT * 0.6), ({"heartbeat": 1.0}, 0.6)],
+    ids=["timeout", "heartbeat"],
+)
+def test_the_worker_judges_a_late_body_from_its_start(
+    queue: Queue, per_call: bool, options: dict[str, float], nap: float
+) -> None:
+    """The worker's own watch of an attempt -- its timeout and its heartbeat silence --
+    counts from the body's start too, not from the request (a fresh child's import here;
+    a cold child's start likewise): each body is shorter than its bound, but not the
+    import and the body together."""
+    task = queue.task(isolation="process", max_retries=0, **options)(late_start_tasks.nap)
+    # a per-call option sends the attempt down the event loop's path, else a body thread's
+    handle = task.apply(args=(nap,), kill_grace=1.0) if per_call else task.delay(nap)
+    drain(queue)
+
+    info = handle.info()
+    assert (info.state, info.reason) == (JobState.SUCCEEDED, None), handle.attempts()
+    assert handle.result(timeout=1) == "done"
