@@ -75,6 +75,7 @@ class JobContext:
         "_monotonic",
         "lease_token",
         "started_at",
+        "started_mono",
         "_on_progress",
         "progress_reported",
     )
@@ -95,6 +96,7 @@ class JobContext:
         lease_token: str | None = None,
         started_at: int | None = None,
         on_progress: Callable[[ProgressUpdate], Any] | None = None,
+        started_mono: float | None = None,
     ) -> None:
         """Build a context (the worker builds one per attempt; tests build their own).
 
@@ -113,10 +115,14 @@ class JobContext:
             monotonic: the monotonic clock (seconds) that throttles writes.
             lease_token: the attempt's lease token (the worker sets it: a workflow's
                 ``ctx.step`` stores its result fenced by it).
-            started_at: the attempt's start by storage's clock, epoch ms (the worker
+            started_at: the body's start by storage's clock, epoch ms (the worker
                 sets it: a workflow's sleeps and waits are timed on that clock).
             on_progress: called with each :meth:`progress` report (the worker's writer
                 throttles them; a test sees every one).
+            started_mono: the reading of ``time.monotonic()`` at which storage's clock
+                read no more than ``started_at`` (the worker sets it as the body starts, with
+                ``started_at`` then: a workflow's clock runs on from both, never behind
+                storage's). ``None``: when the context was built.
         """
         self.job_id = job_id
         self.attempt = attempt
@@ -132,6 +138,7 @@ class JobContext:
         self._active = True
         self.lease_token = lease_token
         self.started_at = started_at
+        self.started_mono = time.monotonic() if started_mono is None else started_mono
         self._on_progress = on_progress
         self.progress_reported: ProgressUpdate | None = None
         """The latest :meth:`progress` report (the worker stores it with the attempt's end)."""

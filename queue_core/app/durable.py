@@ -367,7 +367,12 @@ def load_run(owner: HandleOwner, ctx: JobContext) -> WorkflowRun:
         )
     ref = LeaseRef(ctx.job_id, ctx.attempt, ctx.lease_token)
     return WorkflowRun(
-        storage=storage, owner=owner, state=state, ref=ref, started_at=ctx.started_at
+        storage=storage,
+        owner=owner,
+        state=state,
+        ref=ref,
+        started_at=ctx.started_at,
+        t0=ctx.started_mono,
     )
 
 

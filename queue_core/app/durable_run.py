@@ -9,9 +9,12 @@ delivered event returns its data, a finished child its result. Where the functio
 wait, :meth:`WorkflowRun.suspend` raises :class:`Suspend` with the
 :class:`~queue_core.records.workflows.Suspension` storage applies when the attempt ends.
 
-Its clock is storage's: the attempt's start as storage stamped it at the claim, plus the
-time elapsed since on the worker's monotonic clock. So a wake time, an event wait's start
-and its timeout are all on the clock storage judges them by.
+Its clock is storage's: the attempt's start as storage stamped it at the claim (for an
+attempt held ahead of a free slot, plus the time it was held), plus the time elapsed
+since the body started on the worker's monotonic clock (``ctx.started_at`` and
+``ctx.started_mono``). So a wake time, an event wait's start and its timeout are all on
+the clock storage judges them by, and none runs behind it by the time the attempt took
+to start.
 """
 
 from __future__ import annotations
@@ -124,16 +127,18 @@ class WorkflowRun:
     state: WorkflowState
     ref: LeaseRef
     started_at: int
-    """The attempt's start by storage's clock (``ClaimedJob.started_at``)."""
+    """Storage's clock at the body's start, never ahead of it (``ctx.started_at``)."""
     monotonic: Callable[[], float] = time.monotonic
-    t0: float = field(default=0.0)
+    t0: float | None = None
+    """``monotonic()`` when ``started_at`` held (``ctx.started_mono``); ``None``: now."""
     used: set[str] = field(default_factory=set)
     counters: dict[str, int] = field(default_factory=dict)
     pending: list[Child] = field(default_factory=list)
     memos: dict[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.t0 = self.monotonic()
+        if self.t0 is None:
+            self.t0 = self.monotonic()
         self.memos = {k: m.value for k, m in self.state.memos.items()}
 
     @property
@@ -148,6 +153,7 @@ class WorkflowRun:
         """Epoch ms by storage's clock (module docstring), rounded down -- or ``up``: the
         base of a time to come, so that a sleep or a timeout is never a fraction of a
         millisecond short (SPEC §4, §12: never early)."""
+        assert self.t0 is not None  # set by __post_init__
         elapsed = (self.monotonic() - self.t0) * 1000
         return self.started_at + (math.ceil(elapsed) if up else int(elapsed))
 

@@ -418,7 +418,7 @@ class ClaimLoop:
         """Start ``job`` in a slot (``began``: when its claim began, if not the latest)."""
         runner = self.runner
         task = runner.tasks.get(job.task_name)
-        att = Attempt(job, task)
+        att = Attempt(job, task, 0.0 if began is None else began)  # held: since its claim
         att.claimed_at = self.timing.monotonic() if claimed_at is None else claimed_at
         if job.heartbeat_ms:  # storage counts silence from the claim
             att.last_beat = self.timing.monotonic()

@@ -427,6 +427,13 @@ class Runner:
         now = timing.monotonic()
         stop = deadline_of(att, now)
         deadline = None if stop is None else timing.now_ms() + math.ceil(1000 * (stop - now))
+        # storage's clock as the body starts: its stamp at the claim, plus, for a job held
+        # ahead of a free slot, the time since that claim began (SPEC §8, §12: a held
+        # workflow's sleep would otherwise come back early by the time it was held)
+        started_at, began = job.started_at, att.claim_began
+        mono = timing.pacing.monotonic()
+        if began:
+            started_at += math.ceil(1000 * max(0.0, mono - began))
         ctx = JobContext(
             job_id=job.id,
             attempt=job.attempt,
@@ -436,8 +443,9 @@ class Runner:
             heartbeat_interval=hb_ms / 1000.0 if hb_ms else None,
             on_heartbeat=sink,
             lease_token=job.lease_token,
-            started_at=job.started_at,
+            started_at=started_at,
             on_progress=functools.partial(self.progress.report, att.ref),
+            started_mono=mono,
         )
         att.ctx = ctx
         return ctx

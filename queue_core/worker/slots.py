@@ -40,12 +40,15 @@ class Attempt:
         "deadline",
         "call",
         "claimed_at",
+        "claim_began",
         "last_beat",
         "expired",
         "label",
     )
 
-    def __init__(self, job: ClaimedJob, task: Task[Any, Any] | None) -> None:
+    def __init__(
+        self, job: ClaimedJob, task: Task[Any, Any] | None, claim_began: float = 0.0
+    ) -> None:
         self.job = job
         self.ref: LeaseRef = job.ref
         self.task = task
@@ -65,6 +68,11 @@ class Attempt:
         """Per-call overrides parsed from ``job.options``."""
         self.claimed_at = 0.0
         """The worker clock's monotonic reading when the claim returned."""
+        self.claim_began = claim_began
+        """For a job held ahead of a free slot: the system clock's monotonic reading
+        (``Timing.pacing``) when the claim that returned it began -- before storage
+        stamped ``job.started_at``, so the body's start by storage's clock is at most
+        that stamp plus the time since. ``0.0``: started as it was claimed."""
         self.last_beat = 0.0
         """The worker clock's monotonic reading at the last heartbeat (or the claim)."""
         self.expired = False

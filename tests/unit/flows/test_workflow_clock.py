@@ -60,3 +60,32 @@ def test_an_event_wait_times_out_no_sooner_than_its_timeout_after_the_call() -> 
     assert wait is not None
     assert wait.since == START_MS  # an event stamped in this millisecond still counts
     assert wait.until == START_MS + 1 + 2_000
+
+
+def test_a_workflow_held_ahead_of_a_free_slot_still_sleeps_its_whole_duration() -> None:
+    """A worker claims the workflow's attempt ahead of its one slot (prefetch) while
+    another job runs: storage stamped the attempt's start at the claim, 0.6 s before the
+    body starts. The workflow's clock counts from the body's start, so its sleep still
+    lasts 0.3 s (it came back at once when the clock ran from the claim's stamp)."""
+    import time
+
+    from queue_core import DurableContext, Queue, RetryPolicy
+
+    queue = Queue("memory://")
+
+    @queue.task(priority=5)
+    def hold(seconds: float) -> None:
+        time.sleep(seconds)
+
+    @queue.workflow(retry=RetryPolicy(max_attempts=1))
+    async def napper(ctx: DurableContext) -> float:
+        before = await ctx.step("before", time.time)
+        await ctx.sleep(0.3)
+        return time.time() - before
+
+    hold.delay(0.6)
+    execution = napper.start()
+    queue.run_worker(burst=True, install_signal_handlers=False, slots=1, reap_interval=0.1)
+
+    assert execution.result(timeout=5) >= 0.3
+    queue.close()
