@@ -25,6 +25,7 @@ from queue_core.app.flow_control import FlowControl
 from queue_core.app.handle import JobHandle
 from queue_core.app.limited import enqueue_limited, needs_abilities
 from queue_core.app.named import task_by_name
+from queue_core.app.options import check_queue_arguments
 from queue_core.app.serializer import Serializer, get_serializer
 from queue_core.app.task import (
     AsyncTask,
@@ -129,35 +130,7 @@ class Queue(FlowMethods):
         clock: Clock | None = None,
         eager: bool | None = None,
     ) -> None:
-        if storage is not None and url is not None:
-            raise ConfigError(
-                "conflicting options: give 'url' or 'storage', not both",
-                code="conflicting_options",
-                field="storage",
-                value=mask_url(url),
-            )
-        if storage is not None and not isinstance(storage, Storage):
-            raise ConfigError(
-                f"invalid storage: {storage!r} — expected a Storage (a backend's storage "
-                "object, e.g. SQLStorage.from_url(...)) or None; a URL goes in url=",
-                code="invalid_option",
-                field="storage",
-                value=storage,
-            )
-        if eager is not None and not isinstance(eager, bool):
-            raise ConfigError(
-                f"invalid eager: {eager!r} — expected True, False or None",
-                code="invalid_option",
-                field="eager",
-                value=eager,
-            )
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise ConfigError(
-                f"invalid retry: {retry!r} — expected a RetryPolicy(...) or None",
-                code="invalid_option",
-                field="retry",
-                value=retry,
-            )
+        check_queue_arguments(url, storage, retry, eager)
         cfg = self.config = load_config()
         if retry is None:
             retry = file_retry_policy(cfg)

@@ -21,6 +21,8 @@ from queue_core.records.durations import parse_duration, to_ms
 from queue_core.records.errors import ConfigError
 from queue_core.rules import BackoffKind, RetryPolicy
 from queue_core.rules.control import BEHAVIORS
+from queue_core.storage.protocol import Storage
+from queue_core.storage.urls import mask_url
 
 __all__ = [
     "CallOptions",
@@ -47,6 +49,29 @@ UNSET: Final[Any] = _Unset()
 ISOLATIONS: Final = ("thread", "process")
 _PRIORITY_RANGE: Final = (-(2**31), 2**31 - 1)
 DEFAULT_KILL_GRACE: Final = 10.0
+
+
+def check_queue_arguments(url: object, storage: object, retry: object, eager: object) -> None:
+    """``Queue(...)``'s arguments of the wrong kind or together (``ConfigError``); the URL
+    itself is judged when it is opened."""
+    if storage is not None and url is not None:
+        raise ConfigError(
+            "conflicting options: give 'url' or 'storage', not both",
+            code="conflicting_options",
+            field="storage",
+            value=mask_url(url) if isinstance(url, str) else url,
+        )
+    if storage is not None and not isinstance(storage, Storage):
+        raise _invalid(
+            "storage",
+            storage,
+            "a Storage (a backend's storage object, e.g. SQLStorage.from_url(...)) or None; "
+            "a URL goes in url=",
+        )
+    if eager is not None and not isinstance(eager, bool):
+        raise _invalid("eager", eager, "True, False or None")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise _invalid("retry", retry, "a RetryPolicy(...) or None")
 
 
 def _invalid(field_name: str, value: object, expected: str) -> ConfigError:

@@ -41,6 +41,14 @@ from queue_core.worker.scopes import Carried
 
 __all__ = ["ProcessPool"]
 
+_Watch = tuple[
+    Callable[[], object] | None,
+    Callable[[float, str | None], object] | None,
+    Callable[[], bool] | None,
+    BodyStart | None,
+]
+"""An attempt's callbacks: heartbeat, progress, cancelled, body start (see :meth:`run`)."""
+
 
 class ProcessPool:
     """Warm child processes for ``isolation="process"`` attempts.
@@ -201,20 +209,10 @@ class ProcessPool:
                 carried=carried,
                 clock=children.clock,
             )
-            started = children.clock.monotonic()
+            watch: _Watch = (heartbeat, progress, cancelled, body_start)
             result: ProcessResult | None = None
             try:
-                result = await self._attempt(
-                    child,
-                    request,
-                    timeout,
-                    kill_grace,
-                    heartbeat,
-                    progress,
-                    cancelled,
-                    started,
-                    body_start,
-                )
+                result = await self._attempt(child, request, timeout, kill_grace, watch)
                 return result
             finally:
                 if children.keep(child, result):
@@ -264,13 +262,11 @@ class ProcessPool:
         request: tuple[Any, ...],
         timeout: float | None,  # noqa: ASYNC109
         kill_grace: float,
-        heartbeat: Callable[[], object] | None,
-        progress: Callable[[float, str | None], object] | None,
-        cancelled: Callable[[], bool] | None,
-        started: float,
-        body_start: BodyStart | None,
+        watch: _Watch,
     ) -> ProcessResult:
+        heartbeat, progress, cancelled, body_start = watch
         monotonic = self.children.clock.monotonic
+        started = monotonic()
         ex = Exchange(
             child,
             heartbeat,
