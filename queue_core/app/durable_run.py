@@ -258,10 +258,10 @@ class WorkflowRun:
                 value=repr(task),
             )
         n = self._next("c")
-        step_id = f"{task.name}#{n}"
-        stored = self._stored_child(n, step_id)
+        stored = self._stored_child(n, f"{task.name}#{n}")
         if stored is not None:
             return stored
+        step_id = self._new_child_id(f"{task.name}#{n}")
         task.check_arguments(args, kwargs, "ctx.run")
         self.serializer.dumps_payload(args, kwargs)  # refused here, not at the suspension
         eid, deadline = self.execution_id, self.state.execution.deadline_at
@@ -290,10 +290,10 @@ class WorkflowRun:
                 value=repr(flow),
             )
         n = self._next("c")
-        step_id = f"{flow.name}#{n}"
-        stored = self._stored_child(n, step_id)
+        stored = self._stored_child(n, f"{flow.name}#{n}")
         if stored is not None:
             return stored
+        step_id = self._new_child_id(f"{flow.name}#{n}")
         child = Child(n, step_id, flow=True)
 
         def start() -> None:
@@ -340,13 +340,28 @@ class WorkflowRun:
             raise failure
         return out
 
-    def _stored_child(self, n: int, step_id: str) -> Child | None:
+    def _new_child_id(self, base: str) -> str:
+        """The step id of a new child: ``base`` (``<task>#<n>``), or ``base.1``, ``base.2``
+        ... when a replay runs child ``n`` again while its earlier step stays in the
+        execution's history (step ids are unique in an execution: storage finds a step
+        by its id)."""
+        taken = {s.step_id for s in self.state.steps} | {c.step_id for c in self.pending}
+        step_id, k = base, 0
+        while step_id in taken:
+            k += 1
+            step_id = f"{base}.{k}"
+        return step_id
+
+    def _stored_child(self, n: int, base: str) -> Child | None:
         data = self.memos.get(f"c:{n}")
         if data is None:
             return None
         value = json.loads(data)
         idx = int(value["idx"])
         found = self.state.steps[idx].step_id if idx < len(self.state.steps) else None
+        step_id = base
+        if found is not None and found.startswith(base + ".") and found[len(base) + 1 :].isdigit():
+            step_id = found  # the same child, run again by a replay (:meth:`_new_child_id`)
         if found != step_id:
             raise ConfigError(
                 f"workflow execution {self.execution_id} replayed differently: its child "

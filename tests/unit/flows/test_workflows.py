@@ -250,6 +250,45 @@ def test_retry_resumes_a_failed_workflow_and_replay_reruns_from_a_step(queue: Qu
     assert unknown.value.code == "invalid_option" and "'a'" in str(unknown.value)
 
 
+@pytest.mark.parametrize("replayed", ["count#0", "before", "main"])
+def test_a_replay_that_runs_children_again_finishes(queue: Queue, replayed: str) -> None:
+    """Replaying a child, a step before it or the whole function runs the children again
+    as new steps -- ``<task>#<n>.1``, beside the earlier ones kept in the history -- and the
+    function resumes with their results (it waited for ever on a step id that named the
+    earlier child)."""
+    runs = {"count": 0, "after": 0}
+
+    @queue.task(name="count")
+    def count(x: int) -> int:
+        runs["count"] += 1
+        return x + runs["count"]
+
+    sub = queue.flow("sub-once")
+
+    @sub.step
+    def once(input: Any) -> str:
+        return "flowed"
+
+    @queue.workflow
+    async def parent(ctx: DurableContext) -> list[Any]:
+        await ctx.step("before", lambda: None)
+        got = [await ctx.run(count, 1), await ctx.run_flow(sub)]
+        await ctx.step("after", lambda: runs.__setitem__("after", runs["after"] + 1))
+        return got
+
+    execution = parent.start()
+    drain(queue)
+    assert execution.result(timeout=5) == [2, {"once": "flowed"}]
+    assert execution.replay(replayed) is E.RUNNING
+    drain(queue)
+
+    assert execution.result(timeout=5) == [3, {"once": "flowed"}]
+    assert runs == {"count": 2, "after": 2}
+    ids = [s.step_id for s in execution.steps()]
+    assert ids == ["main", "count#0", "sub-once#1", "count#0.1", "sub-once#1.1"]
+    assert all(s.state is StepState.SUCCEEDED for s in execution.steps())
+
+
 def test_retry_dead_of_a_flow_step_resumes_its_execution(queue: Queue) -> None:
     flow = queue.flow("resumable")
     broken = {"b": True}
