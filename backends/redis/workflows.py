@@ -218,6 +218,10 @@ class RedisWorkflows:
         lost = "" if d.lost_delay_ms is None else str(d.lost_delay_ms)
         guard: dict[str, object] = {"s": [json.dumps(info), str(d.delay_ms), lost]}
         wait = end.suspension.wait
+        # on a cluster the children live in the shared home, as an execution's step jobs:
+        # a worker of a child's queue claims there once the queue is marked (homes.py)
+        homes = self.store.homes
+        homes.prepare((homes.shared, c.job.queue) for c in end.suspension.children)
 
         def build(view: ExecutionView, index: StepIndex, f: Row, more: More) -> list[plan.Op]:
             event = None

@@ -277,3 +277,29 @@ def test_a_script_sent_to_a_master_that_does_not_own_the_slot_follows_moved(
         assert s.finish([complete_end(c.ref) for c in got]) == [True, True]
     finally:
         s.close()
+
+
+def test_a_workflow_s_child_on_another_queue_runs(redis_cluster: RedisClusterServers) -> None:
+    """The child lives in the shared home, as an execution's step jobs: its queue is
+    marked there when the suspension adds it, so a worker of that queue claims it (it
+    stayed ready, unclaimed, and the workflow waited for ever)."""
+    from queue_core import DurableContext
+
+    q = Queue(redis_cluster.url(prefix="wfkids"))
+    try:
+
+        @q.task(name="kid", queue="kids")
+        def kid(x: int) -> int:
+            return x * 3
+
+        @q.workflow(name="parent", queue="parents")
+        async def parent(ctx: DurableContext) -> int:
+            return await ctx.run(kid, 2)
+
+        execution = parent.start()
+        q.run_worker(
+            queues=["parents", "kids"], burst=True, install_signal_handlers=False, reap_interval=0.1
+        )
+        assert execution.result(timeout=5) == 6
+    finally:
+        q.close()
