@@ -514,7 +514,7 @@ class ClaimLoop:
             return
         held.drop(set(res.lost))
         for job in held.drop(set(res.cancel_requested)):
-            att = self._unstarted(job)
+            att = self.unstarted(job)
             att.cancel_requested = True
             self.recorder.stopped_end(att)
 
@@ -531,9 +531,9 @@ class ClaimLoop:
         job, unstarted (:func:`give_back`) or released: other workers may take them now."""
         await self._halt_ahead()
         for job in await give_back(self.storage, self.held.take_all(), self.limiter):
-            self.recorder.released(self._unstarted(job))
+            self.recorder.released(self.unstarted(job))
 
-    def _unstarted(self, job: ClaimedJob) -> Attempt:
+    def unstarted(self, job: ClaimedJob) -> Attempt:
         """The attempt of a held job that ends without a body (never in a slot)."""
         att = Attempt(job, self.runner.tasks.get(job.task_name))
         att.claimed_at = self.timing.monotonic()

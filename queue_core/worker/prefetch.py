@@ -10,23 +10,33 @@ bound count from there, never from the claim. Held leases are renewed with the r
 ones; a stopping worker gives its held jobs back at once, unstarted where storage can
 (:func:`give_back`: no attempt counted or recorded), else released like running attempts
 (``lost``, ``worker_shutdown``, no attempt spent). On a storage without the ability the
-worker claims for free slots only.
+worker claims for free slots only. A pause (SPEC §13: no matching job or step starts more
+than 1 s after it) gives held jobs that match it back the same way (:func:`watch_pauses`,
+which reads the stored pauses once a second while jobs are held).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Collection
 
 import anyio
 from anyio import to_thread
 
+from queue_core.records.control import PauseKind
 from queue_core.records.errors import StorageError
 from queue_core.records.jobs import ClaimedJob, LeaseRef
+from queue_core.rules.control import paused
 from queue_core.storage.abilities import SupportsGiveBack
+from queue_core.storage.control import SupportsPause
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
 
-__all__ = ["Held", "give_back"]
+__all__ = ["PAUSE_EVERY", "Held", "give_back", "watch_pauses"]
+
+PAUSE_EVERY = 1.0
+"""Seconds between two reads of the stored pauses while jobs are held (SPEC §13: a pause
+stops matching starts within 1 s)."""
 
 
 async def give_back(
@@ -93,3 +103,47 @@ class Held:
         if gone:
             self.jobs = deque(p for p in self.jobs if p[0].ref not in refs)
         return gone
+
+
+def held_paused(
+    jobs: Collection[ClaimedJob], pauses: Collection[tuple[PauseKind, str]]
+) -> set[LeaseRef]:
+    """The held jobs a pause matches: by queue or task (:func:`~queue_core.rules.control.
+    paused`), and any flow step while a flow is paused (a claimed step does not carry its
+    flow's name; giving back one too many costs nothing)."""
+    flows = any(kind is PauseKind.FLOW for kind, _ in pauses)
+    return {
+        job.ref
+        for job in jobs
+        if paused(pauses, job.queue, job.task_name, None)
+        or (flows and job.execution_id is not None)
+    }
+
+
+async def watch_pauses(
+    storage: Storage,
+    held: Held,
+    limiter: anyio.CapacityLimiter,
+    release: Callable[[ClaimedJob], object],
+) -> None:
+    """Once a :data:`PAUSE_EVERY` while jobs are held: read the stored pauses and give the
+    held jobs they match back unstarted (:func:`give_back`; ``release`` the ones storage
+    did not take, as at a stop). Claims already leave paused jobs out; this covers the
+    ones claimed ahead before the pause. Paced by the event loop's timer, as the claim
+    loop's own pauses are: it is how often storage is read, not the worker's time."""
+    if not isinstance(storage, SupportsPause):
+        return
+    while True:
+        await anyio.sleep(PAUSE_EVERY)
+        if not held.jobs:
+            continue
+        try:
+            stored = await to_thread.run_sync(storage.list_paused, limiter=limiter)
+        except StorageError:
+            continue  # the claims and renewals report an outage
+        if not stored:
+            continue
+        pauses = {(p.kind, p.name) for p in stored}
+        jobs = held.drop(held_paused([job for job, _ in held.jobs], pauses))
+        for job in await give_back(storage, jobs, limiter):
+            release(job)

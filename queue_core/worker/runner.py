@@ -45,6 +45,7 @@ from queue_core.worker.leases import LeaseRenewer
 from queue_core.worker.listeners import Listeners
 from queue_core.worker.log import check_log_tracebacks, log
 from queue_core.worker.outage import Outage
+from queue_core.worker.prefetch import watch_pauses
 from queue_core.worker.presence import CancelPoll, Presence
 from queue_core.worker.progress import ProgressWriter
 from queue_core.worker.reaper import Backoff, reaper_loop
@@ -390,8 +391,11 @@ class Worker:
         """Start the services in ``tg``; those that call storage first wait for the first
         claim (:mod:`~queue_core.worker.startup`)."""
         tg.start_soon(parts.finisher.hand_over)
-        if parts.claims.ahead:
-            tg.start_soon(parts.claims.ahead_loop)
+        claims = parts.claims
+        if claims.ahead:
+            tg.start_soon(claims.ahead_loop)
+            release = lambda job: claims.recorder.released(claims.unstarted(job))  # noqa: E731
+            tg.start_soon(watch_pauses, self.storage, claims.held, limiter, release)
         tg.start_soon(parts.renewer.renew_loop)
         tg.start_soon(parts.heartbeats.run_writer)
         tg.start_soon(parts.watchdog.watch)

@@ -185,6 +185,34 @@ async def test_a_cancelled_held_job_ends_cancelled_without_running(
     assert attempt.outcome is Outcome.CANCELLED
 
 
+async def test_a_pause_gives_the_held_jobs_it_matches_back_within_a_second(
+    queue: Queue, clock: ManualClock, gates: dict[int, threading.Event]
+) -> None:
+    """SPEC §13: no job of a paused queue starts more than 1 s after the pause -- also
+    one claimed ahead of a free slot before it: the held job goes back unstarted (no
+    attempt) at the worker's next read of the pauses, and runs after the resume."""
+    started: list[int] = []
+    gated = gated_task(queue, gates, started)
+    worker = make_worker(queue, prefetch=2)
+    gate = threading.Event()
+    async with running(worker, gate):
+        first = gated.delay(0)
+        await until(lambda: started == [0], "the first body runs")
+        held = [gated.delay(1), gated.delay(2)]
+        await until(lambda: worker.stats()["prefetched"] == 2, "two jobs are held")
+        queue.pause(queue="default")  # read within a second (of real time: I/O pacing)
+        await until(lambda: worker.stats()["prefetched"] == 0, "the held jobs go back", 1.5)
+        assert [h.status() for h in held] == [JobState.QUEUED, JobState.QUEUED]
+        assert [h.attempts() for h in held] == [[], []]
+        gates[0].set()
+        await until(lambda: first.status() is JobState.SUCCEEDED, "the running body ends")
+        assert started == [0]  # paused: neither held job started
+        queue.resume(queue="default")
+        gates[1].set()
+        gates[2].set()
+        await until(lambda: started == [0, 1, 2], "they run after the resume, in order")
+
+
 async def test_prefetch_zero_claims_for_free_slots_only(
     queue: Queue, storage: CountingStorage, gates: dict[int, threading.Event]
 ) -> None:
