@@ -139,6 +139,9 @@ tasks:
         ("id: f\ntasks:\n  - { id: a, type: script, file: run.sh, depends_on: [b] }\n"
          "  - { id: b, type: script, file: run.sh, depends_on: [a] }\n",
          "invalid_flow", "tasks[0].depends_on[0]", "dependency cycle: a -> b -> a"),
+        (TWO.replace("id: b", "id: on", 1), "invalid_flow", "tasks[1].id",
+         "invalid value True — input should be a valid string; YAML read the unquoted "
+         "value as bool: quote it"),
         (TWO + "color: red\n", "invalid_flow", "color",
          "color: unknown key — expected one of id, concurrency, max_parallel, timeout"),
         (TWO.replace("file: run.sh }", "file: run.sh, retires: 3 }", 1),

@@ -228,7 +228,12 @@ def _describe(error: Mapping[str, Any], root: Any) -> str:
     if kind == "invalid_duration":
         return f"{path}: {error['msg']}"
     msg = str(error["msg"])
-    return f"{path}: invalid value {error.get('input')!r} — {msg[:1].lower()}{msg[1:]}"
+    value = error.get("input")
+    text = f"{path}: invalid value {value!r} — {msg[:1].lower()}{msg[1:]}"
+    if kind == "string_type" and isinstance(value, (bool, int, float)):
+        # YAML reads on/off/yes/no/true/false (and 2024, 1.5) unquoted as a non-string
+        text += f"; YAML read the unquoted value as {type(value).__name__}: quote it ('...')"
+    return text
 
 
 # --------------------------------------------------------------------------- building
