@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from contrib.cli.app import StorageMissing, load_app
 from contrib.cli.common import CliError, _queue, _storage_options
 from contrib.cli.output import echo_json, table
 from queue_core import Queue
@@ -30,20 +29,16 @@ def _iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
 
 
-def schedule_rows(
-    queue: Queue, now_ms: int, stored: dict[str, int] | None = None
-) -> list[dict[str, Any]]:
+def schedule_rows(queue: Queue, now_ms: int) -> list[dict[str, Any]]:
     """One row per schedule, sorted by task: ``task``, ``every`` (seconds) or ``cron``,
     ``tz``, ``last`` and ``next`` (ISO 8601 UTC; ``last`` is ``None`` before the first
-    tick, ``next`` for a schedule the app does not declare). ``stored``: the last ticks,
-    read from storage when not given."""
-    if stored is None:
-        storage = queue.storage()
-        if not isinstance(storage, SupportsSchedules):
-            raise CliError(
-                f"{type(storage).__name__} cannot run periodic tasks (it lacks SupportsSchedules)"
-            )
-        stored = storage.schedule_ticks()
+    tick, ``next`` for a schedule the app does not declare)."""
+    storage = queue.storage()
+    if not isinstance(storage, SupportsSchedules):
+        raise CliError(
+            f"{type(storage).__name__} cannot run periodic tasks (it lacks SupportsSchedules)"
+        )
+    stored = storage.schedule_ticks()
     declared = queue.periodic_tasks
     rows: list[dict[str, Any]] = []
     for name in sorted(set(declared) | set(stored)):
@@ -67,18 +62,8 @@ def schedule_rows(
 )
 def schedules(app: str | None, url: str | None, as_json: bool) -> None:
     """List periodic tasks (of --app) with their last and next tick."""
-    try:
-        queue, _ = _queue(app, url)
-        rows = schedule_rows(queue, queue.clock.now_ms())
-    except StorageMissing:
-        root = click.get_current_context().find_root().obj or {}
-        app = app if app is not None else root.get("app")
-        if not app:
-            raise
-        # the app's storage does not exist yet: nothing has ticked, and the schedules
-        # are declared in code -- list them, each with ``last`` null (SPEC §11)
-        queue = load_app(app)
-        rows = schedule_rows(queue, queue.clock.now_ms(), stored={})
+    queue, _ = _queue(app, url)
+    rows = schedule_rows(queue, queue.clock.now_ms())
     if as_json:
         echo_json(rows)
         return

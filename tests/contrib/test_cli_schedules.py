@@ -87,27 +87,6 @@ def test_schedules_table_shows_each_schedule(app: tuple[str, ModuleType]) -> Non
     assert "0 9 * * 1-5" in lines[3] and "Europe/Berlin" in lines[3]
 
 
-def test_schedules_of_an_app_whose_storage_does_not_exist_yet(tmp_path: Path) -> None:
-    """Before any worker ran, the app's schedules are listed from its code with ``last``
-    null (SPEC §11), and the storage is not created by this read."""
-    name = f"sched_new_{uuid.uuid4().hex[:8]}"
-    db = tmp_path / "never.db"
-    (tmp_path / f"{name}.py").write_text(APP.format(url=f"sqlite:///{db}"))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        result = CliRunner().invoke(cli, ["schedules", "--app", f"{name}:queue", "--json"])
-    finally:
-        sys.path.remove(str(tmp_path))
-        module = sys.modules.pop(name, None)
-        if module is not None:
-            module.queue.close()
-    assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
-    assert [(r["task"], r["last"]) for r in rows] == [("app.report", None), ("app.standup", None)]
-    assert all(r["next"] is not None for r in rows)
-    assert not db.exists()
-
-
 def test_worker_help_offers_no_scheduler() -> None:
     result = CliRunner().invoke(cli, ["worker", "--help"])
     assert "--no-scheduler" in result.output
