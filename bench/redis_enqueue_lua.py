@@ -1,7 +1,8 @@
 """Server time of the Redis enqueue scripts, per call, compared between checkouts.
 
-The Lua text of ``enqueue``, ``enqueue_plain`` and ``enqueue_one`` is taken from each tree of ``--roots``
-(as that tree's ``backends.redis.scripts.load_script`` builds it) and both variants are
+The Lua text of ``enqueue``, ``enqueue_plain`` and ``enqueue_one`` is taken from each tree
+of ``--roots`` (as that tree's ``backends.redis.scripts.load_script`` builds it) and the
+variants are
 registered on one redis-server started here. The storage of this tree then enqueues
 through them in turn, call by call (A B, B A, A B, ...), so load drift on a shared machine
 hits both alike; the arguments are this tree's (the scripts of the trees compared must
