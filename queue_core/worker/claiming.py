@@ -154,9 +154,9 @@ class ClaimLoop:
         self._burst_said: int | None = None
         self._writes_seen = 0
         """``Finisher.writes`` when the latest claim began (:meth:`_burst_done`)."""
-        self.claim_began = 0.0
-        """When the latest claim call began (pacing clock, s): rate-limited jobs start by
-        a bound counted from it (:mod:`~queue_core.worker.ratestart`)."""
+        self.claim_began = self.ahead_began = 0.0
+        """When the latest claim call (claim ahead: its storage call) began (pacing clock,
+        s): rate-limited jobs start by a bound counted from it (``worker/ratestart.py``)."""
 
     async def claim_loop(self) -> None:
         """Claim and start jobs until a stop is asked (or, in a burst, nothing is left)."""
@@ -243,7 +243,7 @@ class ClaimLoop:
             if self.ahead:  # one claim for the free slots and the jobs to hold
                 want = free + self.held.want()
                 found = await self.claim_io.call(self._claim_ahead, want)
-                self.held.add(found, self.claim_began)  # started oldest first (claim_loop)
+                self.held.add(found, self.ahead_began)  # started oldest first (claim_loop)
                 self.held_claim, backlog = True, len(found) >= want
             else:
                 found = await self.claim_io.call(self._claim_now, free)
@@ -465,7 +465,6 @@ class ClaimLoop:
                     with anyio.move_on_after(0.2):
                         await self._ahead_wake.wait()
                     continue
-                began = self.timing.pacing.monotonic()
                 try:
                     jobs = await self.claim_io.call(self._claim_ahead, want)
                 except StorageError as exc:
@@ -476,7 +475,7 @@ class ClaimLoop:
                 backoff.reset()
                 run.backlog = len(jobs) >= want
                 if jobs:
-                    held.add(jobs, began)
+                    held.add(jobs, self.ahead_began)
                     run.slot_wake.set()  # a slot that freed meanwhile takes one now
                 if run.backlog:
                     pause = _AHEAD_PAUSE_MIN
@@ -491,6 +490,7 @@ class ClaimLoop:
     def _claim_ahead(self, want: int) -> list[ClaimedJob]:
         """On the claim thread: claim up to ``want`` jobs ahead, with their steps' inputs."""
         storage: Any = self.storage
+        self.ahead_began = self.timing.pacing.monotonic()  # not the hand-off to this thread
         jobs: list[ClaimedJob] = storage.claim_ahead(self.id, self.queues, want, self.lease_ms)
         if jobs:
             self.runner.prefetch(jobs)

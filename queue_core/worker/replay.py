@@ -52,6 +52,11 @@ class Replayer:
         ``max_replays`` is read once, not on every pass."""
         self._said = 0
         """The dead letters a burst last said it waits for (said once per change)."""
+        self._lock: anyio.Lock | None = None
+        """Serializes the passes: the reaper's and a burst's end (made on the loop)."""
+        self._replayed = False
+        """A reaper pass replayed something since the last burst end looked: its new jobs
+        are to be claimed before a burst may end (they were not pending when it counted)."""
 
     @property
     def wanted(self) -> bool:
@@ -60,7 +65,14 @@ class Replayer:
 
     async def replay_pass(self) -> None:
         """Replay every due dead letter of the tasks that set ``dead_letter_replay``."""
-        await self.replay_due()
+        async with self._locked():
+            if await self.replay_due():
+                self._replayed = True
+
+    def _locked(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
 
     async def replay_due(self) -> int:
         """:meth:`replay_pass`; how many dead letters it replayed."""
@@ -93,8 +105,10 @@ class Replayer:
         if not self.wanted:
             return True
         try:
-            if await self.replay_due():
-                return None
+            async with self._locked():
+                replayed, self._replayed = self._replayed, False
+                if await self.replay_due() or replayed:
+                    return None
             soon = await self.due_within(horizon_ms)
         except StorageError as exc:
             if not outage.failed("replay", exc):
@@ -127,7 +141,9 @@ class Replayer:
         return due
 
     async def _replay(self, entry: DeadJob, replay: Replay) -> int:
-        """Replay ``entry`` unless its chain is spent: 1 when this worker replayed it."""
+        """Replay ``entry`` unless its chain is spent: 1 when it was replayed now -- by this
+        call, or meanwhile by another (this worker's reaper pass, another worker): a burst
+        then claims again rather than end before the new job ran."""
         done = await self._replays_of(entry)
         if done is None or done >= replay.max_replays:
             return 0
@@ -136,7 +152,7 @@ class Replayer:
                 self.storage.retry_dead, entry.id, limiter=self.limiter
             )
         except NotFound:
-            return 0  # another worker replayed it first
+            return 1  # replayed first elsewhere (or purged: the next claim finds nothing)
         finally:
             self.counts.pop(entry.id, None)
         log.info(

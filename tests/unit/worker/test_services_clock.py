@@ -497,3 +497,29 @@ async def test_a_burst_worker_replays_what_is_due_before_it_returns(
     clock.advance(600)
     await make_worker(queue, burst=True, reap_interval=3600).run_async()
     assert runs == [1, 1] and queue.dead_letters() == []
+
+
+async def test_a_burst_does_not_end_right_after_its_reaper_replayed(
+    queue: Queue, clock: ManualClock
+) -> None:
+    """The reaper's pass and a burst's end both replay due dead letters. When the reaper's
+    replays first, after the burst counted nothing pending, the burst's end finds nothing
+    to replay -- and must still claim again (``None``), not end before the new job ran."""
+    from queue_core.worker.outage import Outage
+    from queue_core.worker.replay import Replayer
+    from queue_core.worker.timing import Timing
+
+    @queue.task(max_retries=0, dead_letter_replay=Replay(after="10m", max_replays=1))
+    def flaky() -> None:
+        raise RuntimeError("fails")
+
+    flaky.delay()
+    await make_worker(queue, burst=True).run_async()
+    assert len(queue.dead_letters()) == 1
+    clock.advance(600)
+    timing = Timing(clock)
+    replayer = Replayer(queue.storage(), {flaky.name: flaky}, timing, anyio.CapacityLimiter(1))
+    await replayer.replay_pass()  # the reaper's pass wins the race
+    assert queue.dead_letters() == []
+    assert await replayer.burst_end(60_000, Outage(timing.monotonic), "w") is None
+    assert await replayer.burst_end(60_000, Outage(timing.monotonic), "w") is True  # once
