@@ -6,7 +6,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from backends.sqs.codec import dead_job, new_item, spec_from_dead, vals
+from backends.sqs.blobs import side_keys
+from backends.sqs.codec import new_item, spec_from_dead, vals
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.store import SEQ, Store
@@ -66,7 +67,7 @@ class Admin:
             for it in done:
                 keys.append(self.keys.job(it["id"]))
                 keys += [self.keys.attempt(it["id"], n) for n in range(1, it.get("att", 0) + 1)]
-                keys += self.keys.chunks(it["pk"], it.get("plc"))
+                keys += side_keys(it)
             self.db.batch_delete(keys)
             pruned = len(done)
             if self.store.flows_exist():
@@ -117,13 +118,13 @@ class Admin:
                 ExpressionAttributeValues=vals(p=part),
                 ScanIndexForward=False,
             )
-            return [dead_job(d, self.db.payload(d)) for d in got[offset : offset + limit]]
+            return [self.db.dead(d) for d in got[offset : offset + limit]]
 
     def get_dead(self, dead_id: str) -> DeadJob | None:
         """See :meth:`queue_core.storage.protocol.Storage.get_dead` (one GetItem)."""
         with translate("get_dead"):
             item = self.db.get(self.keys.dead(dead_id))
-            return dead_job(item, self.db.payload(item)) if item else None
+            return self.db.dead(item) if item else None
 
     def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """See :meth:`queue_core.storage.protocol.Storage.retry_dead`: one transaction
@@ -154,10 +155,7 @@ class Admin:
                 },
                 *self.writes.put_new(item, spec.payload),
             ]
-            actions += [
-                {"Delete": {"TableName": self.db.name, "Key": k}}
-                for k in self.keys.chunks(d["pk"], d.get("plc"))
-            ]
+            actions += [{"Delete": {"TableName": self.db.name, "Key": k}} for k in side_keys(d)]
             try:
                 self.db.transact(actions)
             except TxCancelled as exc:
@@ -181,11 +179,11 @@ class Admin:
                 IndexName=index,
                 KeyConditionExpression=cond,
                 ExpressionAttributeValues=values,
-                ProjectionExpression="id, pk, plc",
+                ProjectionExpression="id, pk, plc, atc",
             )
             keys: list[dict[str, Any]] = []
             for it in items:
                 keys.append(self.keys.dead(it["id"]))
-                keys += self.keys.chunks(it["pk"], it.get("plc"))
+                keys += side_keys(it)
             self.db.batch_delete(keys)
         return len(items)

@@ -40,7 +40,8 @@ name      meaning
 ``sa``    started at (latest attempt); ``fa`` finished at
 ``le``    lease expires at; ``dl`` attempt deadline
 ``cxl``   cancel requested (``True``)
-``res``   result (bytes); ``err`` last error map (``ec``, ``et``, ``msg``, ``tb``)
+``res``   result (bytes; ``rsc`` chunk items when large, :mod:`backends.sqs.blobs`);
+          ``err`` last error map (``ec``, ``et``, ``msg``, ``tb``)
 ``did``   dead-letter entry id once dead
 ``pg``    latest progress: ``f`` fraction (text), ``m`` message, ``at`` (epoch ms)
 ``po``    a reaped job's place in line while its backoff delays ``ra`` (``queued_fields``)
@@ -65,9 +66,10 @@ and a success without concurrency key keeps its end there too (``ao``): a plain 
 finish is then one conditional UpdateItem (a step job that runs again stores it first).
 
 Dead-letter entry (``pk = P D#<id>``, ``sk = D``): ``id``, ``job`` (job id), ``task``,
-``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items),
-``dead_at``, ``rof``, ``spec`` (the job as enqueued: ``pr``, ``ma``, ``ld``, ``to``,
-``hbms``, ``s2s``, ``ck``, ``cl``, ``cs``, ``opt``, ``rof``), index keys ``lp``/``ltp``/``lx``.
+``q``, ``pl``/``plc``, ``error`` (message), ``ec``, ``rsn``, ``atts`` (attempt items;
+``atc`` chunks when large), ``dead_at``, ``rof``, ``spec`` (the job as enqueued: ``pr``,
+``ma``, ``ld``, ``to``, ``hbms``, ``s2s``, ``ck``, ``cl``, ``cs``, ``opt``, ``rof``), index
+keys ``lp``/``ltp``/``lx``.
 
 Concurrency counter (``pk = P C#<key>``, ``sk = C``): ``run`` running, ``act`` queued +
 running.
@@ -95,6 +97,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from backends.sqs.blobs import CHUNK
 from backends.sqs.salvage import salvaged_job
 from queue_core.records.corrupt import problems
 from queue_core.records.errors import StorageError
@@ -135,7 +138,6 @@ __all__ = [
 
 Item = dict[str, Any]
 INLINE = 256 * 1024  # payloads above this live in chunk items (400 KB item limit)
-CHUNK = 300 * 1024
 _PRIO_BIAS = 1 << 40
 RUNNING_ONLY = ("rq", "rk", "ltp", "lx", "tp", "hp", "tok", "le")
 """Attributes a job loses when it stops running (index keys and lease)."""
@@ -243,10 +245,6 @@ class Keys:
 
     def counter(self, key: str) -> dict[str, Any]:
         return {"pk": {"S": f"{self.p}C#{key}"}, "sk": {"S": "C"}}
-
-    @staticmethod
-    def chunks(pk: str, count: int | None) -> list[dict[str, Any]]:
-        return [{"pk": {"S": pk}, "sk": {"S": f"P#{i:04d}"}} for i in range(count or 0)]
 
     def ready(self, queue: str) -> str:
         return f"{self.p}Q#{queue}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from backends.sqs.blobs import side_keys
 from backends.sqs.codec import Item, chunk_count, new_item, vals
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
@@ -102,7 +103,7 @@ class Debounce:
         extra = self.db.chunk_puts(holder["pk"], job.payload) if chunks else []
         extra += [
             {"Delete": {"TableName": self.db.name, "Key": k}}
-            for k in self.keys.chunks(holder["pk"], holder.get("plc"))[chunks or 0 :]
+            for k in side_keys(holder, ("plc",))[chunks or 0 :]
         ]
         update = self.db.update(
             self.keys.job(holder["id"]),

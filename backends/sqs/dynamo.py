@@ -12,8 +12,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from backends.sqs.codec import CHUNK, Item, decode_item, enc, encode_item, vals
+from backends.sqs.blobs import chunk_items, decode_attempts
+from backends.sqs.codec import Item, dead_job, decode_item, enc, encode_item, job_record, vals
 from backends.sqs.errors import error_code
+from queue_core.records.jobs import DeadJob, JobRecord
 
 __all__ = ["TX_MAX", "Table", "TxCancelled"]
 
@@ -123,19 +125,14 @@ class Table:
             }
         }
 
-    def chunk_puts(self, pk: str, payload: bytes) -> list[dict[str, Any]]:
-        """Put actions for the chunk items of a payload too large to sit inline."""
-        return [
-            {
-                "Put": {
-                    "TableName": self.name,
-                    "Item": encode_item(
-                        {"pk": pk, "sk": f"P#{i:04d}", "d": payload[off : off + CHUNK]}
-                    ),
-                }
-            }
-            for i, off in enumerate(range(0, len(payload), CHUNK))
-        ]
+    def chunk_puts(self, pk: str, payload: bytes, prefix: str = "P#") -> list[dict[str, Any]]:
+        """Put actions for the chunk items of a value too large to sit inline
+        (:mod:`backends.sqs.blobs`; a payload's by default)."""
+        return self.puts(chunk_items(pk, payload, prefix))
+
+    def puts(self, items: list[Item]) -> list[dict[str, Any]]:
+        """Unconditional Put actions of ``items``."""
+        return [{"Put": {"TableName": self.name, "Item": encode_item(it)}} for it in items]
 
     # ------------------------------------------------------------------ requests
 
@@ -274,12 +271,30 @@ class Table:
         """An item's payload: inline, or joined from its chunk items (one Query)."""
         if not item.get("plc"):
             return bytes(item.get("pl", b""))
+        return self.joined(item["pk"], "P#")
+
+    def joined(self, pk: str, prefix: str) -> bytes:
+        """The bytes of the chunk items ``<prefix>…`` under ``pk``, joined (one Query)."""
         parts = self.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :c)",
-            ExpressionAttributeValues=vals(pk=item["pk"], c="P#"),
+            ExpressionAttributeValues=vals(pk=pk, c=prefix),
             ConsistentRead=True,
         )
         return b"".join(c["d"] for c in sorted(parts, key=lambda c: c["sk"]))
+
+    def record(self, item: Item) -> JobRecord:
+        """The record of job item ``item``, its payload and result joined from their
+        chunk items when they are too large to sit inline."""
+        if item.get("rsc"):
+            item = {**item, "res": self.joined(item["pk"], "R#")}
+        return job_record(item, self.payload(item))
+
+    def dead(self, entry: Item) -> DeadJob:
+        """The dead-letter record of ``entry``, its payload and attempt records joined
+        from their chunk items when they are too large to sit inline."""
+        if entry.get("atc"):
+            entry = {**entry, "atts": decode_attempts(self.joined(entry["pk"], "T#"))}
+        return dead_job(entry, self.payload(entry))
 
     def attempts(self, pk: str) -> list[Item]:
         """The attempt items of the job whose key is ``pk`` (one consistent Query)."""

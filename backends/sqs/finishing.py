@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from backends.sqs.blobs import TX_BYTES, written_bytes
 from backends.sqs.claiming import Claiming
 from backends.sqs.codec import Item, enc
 from backends.sqs.dynamo import TX_MAX, TxCancelled
@@ -246,12 +247,14 @@ class Finishing:
 
 
 def _next_chunk(ends: Sequence[AttemptEnd], jobs: dict[int, Item], todo: Pending) -> list[int]:
-    """Ends for one transaction: at most ``TX_MAX`` writes, each item touched once."""
+    """Ends for one transaction: at most ``TX_MAX`` writes and ``TX_BYTES`` of chunk items
+    (large results) unless it is one end, each item touched once."""
     chunk: list[int] = []
-    size = 0
+    size = nbytes = 0
     seen: set[str] = set()  # one transaction may touch an item only once
     for i in todo:
-        if size + len(todo[i][0]) > TX_MAX:
+        more = written_bytes(todo[i][0])
+        if size + len(todo[i][0]) > TX_MAX or (chunk and nbytes + more > TX_BYTES):
             break
         job_id, key = ends[i].ref.job_id, jobs[i].get("ck")
         if job_id in seen or (key is not None and f"C#{key}" in seen):
@@ -261,4 +264,5 @@ def _next_chunk(ends: Sequence[AttemptEnd], jobs: dict[int, Item], todo: Pending
             seen.add(f"C#{key}")
         chunk.append(i)
         size += len(todo[i][0])
+        nbytes += more
     return chunk

@@ -58,6 +58,10 @@ class StepInputsReader:
             found = iter(self._inputs(asked))
             return [next(found) if x is not None and sid in x.pos else None for x, sid in known]
 
+    def _output(self, item: Item) -> bytes:
+        """A step output item's result: inline, or joined from its chunk items."""
+        return self.db.joined(item["pk"], f"{item['sk']}#") if item.get("dc") else item["d"]
+
     def _inputs(self, steps: Sequence[tuple[Exec, str]]) -> list[StepInputs]:
         """The inputs of each known ``(execution, step id)``: one BatchGetItem of their
         dependencies' result items (``O#<index>``)."""
@@ -67,7 +71,7 @@ class StepInputsReader:
             for dep in x.steps[pos[sid]][1]:
                 keys[pk, pos[dep]] = {"pk": {"S": pk}, "sk": {"S": f"O#{pos[dep]:06d}"}}
         got = self.db.batch_get(list(keys.values())) if keys else []
-        found = {(str(it["pk"]), int(it["sk"][2:])): it["d"] for it in got}
+        found = {(str(it["pk"]), int(it["sk"][2:])): self._output(it) for it in got}
         out: list[StepInputs] = []
         for x, sid in steps:
             pos, pk = x.pos, str(x.item["pk"])

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from backends.sqs.blobs import output_fields, side_keys
 from backends.sqs.codec import Item, all_index_query, encode_item, new_item, vals
 from backends.sqs.dynamo import TX_MAX, TxCancelled
 from backends.sqs.errors import translate
@@ -120,7 +121,7 @@ class SQSFlows:
         ev = {"pk": pk, "sk": sk, "i": idx, "n": n, "st": state.value, "rsn": reason}
         out = [self._put({**ev, "dp": f"{self.p}XA", "dx": now})]
         if state is JobState.SUCCEEDED:
-            out.append(self._put({"pk": pk, "sk": f"O#{idx:06d}", "d": result or b""}))
+            out += self.db.puts(output_fields(pk, f"O#{idx:06d}", result))  # large: chunks
         return out
 
     def claim_update(self, eid: str, claims: dict[str, int], now: int) -> dict[str, Any]:
@@ -204,7 +205,7 @@ class SQSFlows:
                 pruned += 1
                 keys.append(self.keys.job(job["id"]))
                 keys += [self.keys.attempt(job["id"], n) for n in range(1, job.get("att", 0) + 1)]
-                keys += self.keys.chunks(job["pk"], job.get("plc"))
+                keys += side_keys(job)
             self.db.batch_delete([*keys, self._key("X", it["id"])])  # the execution last
         return pruned
 

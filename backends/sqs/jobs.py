@@ -10,7 +10,6 @@ from backends.sqs.codec import (
     all_index_query,
     attempt_record,
     decode_item,
-    job_record,
     new_item,
     vals,
     with_current_attempt,
@@ -195,7 +194,7 @@ class Jobs:
         """See :meth:`queue_core.storage.protocol.Storage.get_job` (one consistent GetItem)."""
         with translate("get_job"):
             item = self.db.get(self.keys.job(job_id))
-            return job_record(item, self.db.payload(item)) if item else None
+            return self.db.record(item) if item else None
 
     def list_attempts(self, job_id: str) -> list[AttemptRecord]:
         """See :meth:`queue_core.storage.protocol.Storage.list_attempts` (one consistent
@@ -266,6 +265,4 @@ class Jobs:
         with translate("list_jobs"):
             items = self.db.query(**kw)
             items.sort(key=_newest_first, reverse=True)
-            return [
-                job_record(it, self.db.payload(it)) for it in items[offset : offset + max(0, limit)]
-            ]
+            return [self.db.record(it) for it in items[offset : offset + max(0, limit)]]

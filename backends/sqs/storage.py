@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Self
 
 from backends.sqs.admin import Admin
+from backends.sqs.blobs import MAX_RESULT_BYTES
 from backends.sqs.claiming import Claiming
 from backends.sqs.debounce import Debounce
 from backends.sqs.delivery import MAX_DELAY_S
@@ -76,6 +77,7 @@ from queue_core.storage.abilities import (
     SupportsPause,
     SupportsProgress,
     SupportsRateLimits,
+    SupportsResultLimit,
     SupportsRoundRobin,
     SupportsSchedules,
     SupportsSupersede,
@@ -143,6 +145,7 @@ class SQSStorage(
     SupportsDebounce,
     SupportsSupersede,
     SupportsRoundRobin,
+    SupportsResultLimit,
 ):
     """Job storage on DynamoDB (state) and SQS (delivery hints and wake-ups).
 
@@ -233,6 +236,10 @@ class SQSStorage(
     def close(self) -> None:
         """Release prefetched SQS receipts (visibility 0) and the clients. Idempotent."""
         self.store.close()
+
+    def max_result_bytes(self) -> int:
+        """1.5 MB (``SupportsResultLimit``): items and transactions are size-bounded."""
+        return MAX_RESULT_BYTES
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Long-poll the queues' SQS queues for up to ``timeout`` seconds.

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.sqs.blobs import output_fields
 from backends.sqs.codec import Item
 from backends.sqs.flow_items import Cell, Exec, JobOp, cells_text, pack
 from queue_core.records.errors import StorageError
@@ -142,8 +143,8 @@ class WfPlan:
         mw += 1
         seq = mq if old is None else old[0]
         self.memos[op.key] = [seq, mw, self.now]
-        memo = {"pk": self.pk, "sk": f"M#{mw:08d}", "k": op.key, "d": op.value}
-        self.inert.append({**memo, "n": seq, "at": self.now})
+        memo, *chunks = output_fields(self.pk, f"M#{mw:08d}", op.value)  # large: chunks
+        self.inert += [{**memo, "k": op.key, "n": seq, "at": self.now}, *chunks]
         sets.update(mk=json.dumps(self.memos), mq=mq, mw=mw)
 
     def _add_step(self, op: plan.AddStep, sets: Item, cells: list[Cell], todo: list[JobOp]) -> None:

@@ -19,8 +19,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from backends.sqs.blobs import side_keys
 from backends.sqs.claiming import Claiming
-from backends.sqs.codec import Item, job_record, vals
+from backends.sqs.codec import Item, vals
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.finishing import FENCE, fence_values
@@ -159,11 +160,7 @@ class SQSWorkflows:
             steps = x.step_records()
             memos = self._memos(x)
             found = self.store.read_jobs([s.job_id for s in steps if s.job_id is not None])
-            jobs = {
-                s.idx: job_record(found[s.job_id], self.db.payload(found[s.job_id]))
-                for s in steps
-                if s.job_id in found
-            }
+            jobs = {s.idx: self.db.record(found[s.job_id]) for s in steps if s.job_id in found}
         return WorkflowState(execution=record, steps=steps, memos=memos, jobs=jobs)
 
     def _memos(self, x: Exec) -> dict[str, MemoRecord]:
@@ -174,9 +171,12 @@ class SQSWorkflows:
         by_sk = {it["sk"]: it for it in items}
         out: dict[str, MemoRecord] = {}
         for key, (seq, wno, at) in x.memos.items():
-            it = by_sk.get(f"M#{wno:08d}")
-            if it is not None:
-                out[key] = MemoRecord(key=key, value=bytes(it["d"]), seq=seq, at=at)
+            sk = f"M#{wno:08d}"
+            it = by_sk.get(sk)
+            if it is not None:  # a large value's chunk items are beside it (``dc``)
+                parts = [by_sk[f"{sk}#{i:04d}"]["d"] for i in range(int(it.get("dc") or 0))]
+                value = b"".join(parts) if parts else bytes(it["d"])
+                out[key] = MemoRecord(key=key, value=value, seq=seq, at=at)
         return out
 
     def put_memo(
@@ -402,7 +402,7 @@ class SQSWorkflows:
             )
         self.resume_execution(eid, now=now)
         with translate("retry_dead"):
-            self.db.batch_delete([self.keys.dead(d["id"])])
+            self.db.batch_delete([self.keys.dead(d["id"]), *side_keys(d)])
         return str(d["job"])
 
     def prune_events(self, cutoff: int, limit: int) -> None:

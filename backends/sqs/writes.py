@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from backends.sqs.blobs import attempts_fields, result_fields, side_keys
 from backends.sqs.codec import Item, current_attempt, dead_entry, encode_item, error_map
 from backends.sqs.store import Store
 from queue_core.records.jobs import ErrorInfo, JobState, Outcome, Reason
@@ -93,8 +94,10 @@ class Writes:
         else:
             sets, removes = self._finished(job, state, now)
             sets["rsn"] = job_reason
-            if state is JobState.SUCCEEDED:
-                sets["res"] = result
+            if state is JobState.SUCCEEDED:  # a large result in chunk items beside it
+                fields, chunks = result_fields(job["pk"], result)
+                sets.update(fields)
+                actions += self.db.puts(chunks)
             if inline:  # the job item keeps the ended attempt: see current_attempt
                 sets.update(ao=outcome.value, ar=attempt_reason, am=mode)
             if state is JobState.DEAD:
@@ -159,7 +162,9 @@ class Writes:
             return [], None, None
         sets, removes = self.keys.queued_fields(job, now, now)
         sets.update(ma=int(job.get("att", 0)) + int(stored["ma"]), fdl=deadline_at)
-        sets.update({k: None for k in ("rsn", "res", "err", "fa", "did", "ttl", "cxl", "ao")})
+        sets.update(
+            {k: None for k in ("rsn", "res", "rsc", "err", "fa", "did", "ttl", "cxl", "ao")}
+        )
         values = {"s": job["st"], "jv": job["v"]}
         job_update = self.db.update(
             self.keys.job(job["id"]), sets, removes, cond="st = :s AND v = :jv", cond_values=values
@@ -168,10 +173,11 @@ class Writes:
         if job.get("ao") is not None:  # its success ended inline: stored as its record now
             record = encode_item(current_attempt(job))
             actions.append({"Put": {"TableName": self.db.name, "Item": record}})
-        if job.get("did"):
-            dead = self.keys.dead(job["did"])
-            keys = [dead, *self.keys.chunks(dead["pk"]["S"], job.get("plc"))]
-            actions += [{"Delete": {"TableName": self.db.name, "Key": k}} for k in keys]
+        keys = side_keys(job, ("rsc",))  # its result's chunks, and its dead-letter entry's
+        entry = self.db.get(self.keys.dead(job["did"])) if job.get("did") else None
+        if entry is not None:
+            keys += [self.keys.dead(job["did"]), *side_keys(entry)]
+        actions += [{"Delete": {"TableName": self.db.name, "Key": k}} for k in keys]
         if job.get("ck") is not None:
             actions.append({"Update": self.db.counter(self.keys.counter(job["ck"]), act=1)})
         return actions, None, {**job, **sets}
@@ -199,7 +205,9 @@ class Writes:
             attempts=attempts,
             now=now,
         )
-        puts = [self.db.put(entry)]
+        fields, chunks = attempts_fields(entry["pk"], entry["atts"])  # many: chunk items
+        entry.update(fields)
+        puts = [self.db.put(entry), *self.db.puts(chunks)]
         if entry.get("plc"):
             puts += self.db.chunk_puts(entry["pk"], payload)
         return dead_id, puts

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from queue_core.rules.throughput import THROUGHPUT_RESOLUTION_MS
-from queue_core.storage.claims import SupportsGiveBack, SupportsPrefetch, SupportsStartWithFinish
+from queue_core.storage.claims import (
+    SupportsGiveBack,
+    SupportsPrefetch,
+    SupportsResultLimit,
+    SupportsStartWithFinish,
+)
 from queue_core.storage.control import (
     SupportsDebounce,
     SupportsPause,
@@ -23,14 +28,7 @@ from queue_core.storage.control import (
 
 if TYPE_CHECKING:
     from queue_core.records.flows import ExecutionState
-    from queue_core.records.jobs import (
-        ClaimedJob,
-        Enqueued,
-        JobRecord,
-        JobState,
-        LeaseRef,
-        NewJob,
-    )
+    from queue_core.records.jobs import ClaimedJob, Enqueued, JobRecord, JobState, LeaseRef, NewJob
     from queue_core.records.workers import WorkerInfo
     from queue_core.rules.throughput import ThroughputCount
     from queue_core.storage.flows import (
@@ -53,6 +51,7 @@ __all__ = [
     "SupportsPrefetch",
     "SupportsProgress",
     "SupportsRateLimits",
+    "SupportsResultLimit",
     "SupportsRoundRobin",
     "SupportsSchedules",
     "SupportsSchemaVersion",
@@ -114,13 +113,11 @@ class SupportsTemplateEnqueue(Protocol):
         self, template: NewJob, jobs: Sequence[tuple[str, bytes, int]], *, now: int | None = None
     ) -> None:
         """Store one job per ``(id, payload, lost_delay_ms)`` of ``jobs``: ``template``
-        with those three fields replaced (the other fields of ``template``, its id
-        included, are ignored). Exactly what
-        :meth:`~queue_core.storage.protocol.Storage.enqueue` of those jobs
+        with those three fields replaced (its other fields, id included, are ignored).
+        Exactly what :meth:`~queue_core.storage.protocol.Storage.enqueue` of those jobs
         (:func:`queue_core.records.job_factory.expand_template`) at ``now`` stores: the
-        same rows,
-        indexes, counts and wake-ups; all-or-nothing (a repeated or existing id stores
-        nothing and raises ``StorageError``).
+        same rows, indexes, counts and wake-ups; all-or-nothing (a repeated or existing
+        id stores nothing and raises ``StorageError``).
 
         Contract:
             TemplateEnqueueContract (opt-in: add it to your test class)
@@ -133,8 +130,7 @@ class SupportsMigrate(Protocol):
     """Explicit schema management (``queue-core migrate``)."""
 
     def migrate(self) -> None:
-        """Create or upgrade the schema. Idempotent (what is stored stays); safe to run
-        concurrently.
+        """Create or upgrade the schema. Idempotent (what is stored stays); concurrency-safe.
 
         Contract:
             OptionalAbilitiesContract.test_migrate_twice_keeps_what_is_stored

@@ -1,5 +1,6 @@
-"""The optional ability to claim ahead of free slots (a worker's ``prefetch``), re-exported
-by :mod:`queue_core.storage.abilities`."""
+"""The optional abilities of a claimed attempt: claiming ahead of free slots (a worker's
+``prefetch``) and a bound on the result its end stores; re-exported by
+:mod:`queue_core.storage.abilities`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from queue_core.records.jobs import AttemptEnd, ClaimedJob, LeaseRef
 
-__all__ = ["SupportsGiveBack", "SupportsPrefetch", "SupportsStartWithFinish", "started_ago"]
+__all__ = [
+    "SupportsGiveBack",
+    "SupportsPrefetch",
+    "SupportsResultLimit",
+    "SupportsStartWithFinish",
+    "started_ago",
+]
 
 
 @runtime_checkable
@@ -98,6 +105,22 @@ class SupportsGiveBack(Protocol):
 
         Contract:
             PrefetchContract
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsResultLimit(Protocol):
+    """Stores results of at most :meth:`max_result_bytes` (SQS + DynamoDB: items and
+    transactions are size-bounded). A worker ends an attempt whose serialized result is
+    larger as a fatal failure (``SerializationError``) instead of sending storage an end
+    it cannot write; other storages keep any size."""
+
+    def max_result_bytes(self) -> int:
+        """The largest serialized result ``finish`` stores.
+
+        Contract:
+            PayloadContract.test_results_of_a_megabyte_round_trip
         """
         ...
 

@@ -38,6 +38,7 @@ from queue_core.rules import (
     decide,
     error_names,
 )
+from queue_core.storage.abilities import SupportsResultLimit
 from queue_core.storage.protocol import Storage
 from queue_core.worker.caps import cap_message, format_traceback
 from queue_core.worker.durable import record_suspension, suspended, suspended_end
@@ -163,6 +164,9 @@ class Recorder:
         self.progress_done = progress_done
         self.log_tracebacks = log_tracebacks
         self.rng = rng
+        self.result_limit = (
+            storage.max_result_bytes() if isinstance(storage, SupportsResultLimit) else None
+        )
         self._call_cache: dict[str, CallOptions] = {}
         self._dead_lines: dict[Any, tuple[str, float, str]] = {}
         """Dead-lettered ends waiting to be written before their line is logged (by
@@ -338,6 +342,17 @@ class Recorder:
         self.end(att, Outcome.LOST, Reason.START_LATE, decision)
 
     def succeed(self, att: Attempt, data: bytes) -> None:
+        """Record success with ``data``; a result larger than storage keeps
+        (``SupportsResultLimit``) fails the attempt fatally, as one the serializer cannot
+        carry: retrying would return it again, and storage could never write the end."""
+        limit = self.result_limit
+        if limit is not None and len(data) > limit:
+            too_large = SerializationError(
+                f"result of {len(data)} bytes is larger than this storage keeps ({limit} bytes);"
+                " return a smaller value (e.g. a reference to where the data is kept)"
+            )
+            self.dead(att, Reason.FATAL, error_info(too_large))
+            return
         self.end(att, Outcome.SUCCEEDED, None, _COMPLETE, result=data)
 
     def succeed_value(self, att: Attempt, value: object) -> None:

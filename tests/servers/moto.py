@@ -6,6 +6,7 @@ Server mode, not in-process mocks, so worker subprocesses can share the same fak
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -76,6 +77,31 @@ class Throttle:
         return self._app(environ, start_response)
 
 
+_TX_LIMIT = 4 * 1024 * 1024
+"""DynamoDB's bound on the items of one ``TransactWriteItems`` (moto does not check it)."""
+
+
+def _request_bytes(value: Any) -> int:
+    """The size DynamoDB counts for ``value`` (an action, item or attribute value in
+    DynamoDB JSON): names and strings as UTF-8, binary decoded from base64."""
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("B"), (str, bytes)):
+            blob = value["B"]  # base64 on the wire, bytes once moto has parsed it
+            return len(base64.b64decode(blob) if isinstance(blob, str) else blob)
+        return sum(len(k.encode()) + _request_bytes(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(map(_request_bytes, value))
+    return len(str(value).encode())
+
+
+def _refuse_over_4mb(transact_items: list[Any]) -> None:
+    """Refuse a transaction over :data:`_TX_LIMIT` as DynamoDB does (``ValidationException``)."""
+    if sum(map(_request_bytes, transact_items)) > _TX_LIMIT:
+        from moto.dynamodb.exceptions import MockValidationException
+
+        raise MockValidationException("Transaction request cannot be larger than 4 MB")
+
+
 def _cheap_transaction_backups() -> None:
     """moto (5.x) backs up a whole table with ``copy.deepcopy`` once per *item* of a
     ``TransactWriteItems``, for its rollback, so a 100-item transaction on a table of
@@ -117,6 +143,7 @@ def _cheap_transaction_backups() -> None:
     original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: Any) -> None:
+        _refuse_over_4mb(transact_items)
         touched.clear()
         for entry in transact_items:
             op = next(iter(entry.values()))

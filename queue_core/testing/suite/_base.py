@@ -8,6 +8,7 @@ from typing import ClassVar
 import pytest
 
 from queue_core.records.jobs import AttemptRecord, JobRecord, dt_from_ms
+from queue_core.storage.abilities import SupportsResultLimit
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import DAY, attempt_record
 
@@ -50,6 +51,13 @@ def lacks(ability: type) -> str:
         f"storage lacks {ability.__name__} ({ability.__module__}); implement "
         f"{ability.__module__}.{ability.__qualname__} to run this test"
     )
+
+
+def result_size(storage: Storage) -> int:
+    """The size of the contract's large results: 1 MiB, or the storage's
+    ``max_result_bytes()`` (:class:`~queue_core.storage.abilities.SupportsResultLimit`)."""
+    limit = storage.max_result_bytes() if isinstance(storage, SupportsResultLimit) else 1 << 20
+    return min(1 << 20, limit)
 
 
 def job_of(storage: Storage, job_id: str) -> JobRecord:

@@ -11,6 +11,7 @@ explicit, nothing sleeps.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -21,7 +22,7 @@ from queue_core.records.workflows import PARKED_AT, MemoPut, Suspension
 from queue_core.storage.flows import step_job_id
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import DAY, HOUR, LEASE, MIN, SEC, T0, complete_end
-from queue_core.testing.suite._base import ContractBase, job_of
+from queue_core.testing.suite._base import ContractBase, job_of, result_size
 from queue_core.testing.suite._durable_base import (
     claim_function,
     event_wait,
@@ -87,6 +88,19 @@ class WorkflowSuspendContract(ContractBase):
         with pytest.raises(LeaseLost):  # a reaped attempt stores nothing
             flows.put_memo(fn.ref, new.id, "s:c", b"1", now=T0 + 2 * MIN)
         assert sorted(memos_of(flows, new.id)) == ["s:a", "s:b"]
+
+    def test_a_memo_of_a_megabyte_is_read_back_whole(self, storage: Storage) -> None:
+        """A step's large result (1 MiB, at most ``max_result_bytes()``), replaced by a
+        small one and back: each read gives the value last stored, whole."""
+        flows = workflows_of(storage)
+        new = make_workflow()
+        flows.start_execution(new, now=T0)
+        fn = claim_function(storage, new.id, T0 + 1)
+        assert fn is not None
+        big, bigger = os.urandom(result_size(storage)), os.urandom(result_size(storage))
+        for i, value in enumerate((big, b'"small"', bigger)):
+            flows.put_memo(fn.ref, new.id, "s:big", value, now=T0 + 2 + i)
+            assert memos_of(flows, new.id)["s:big"] == value
 
     def test_a_sleep_suspends_without_spending_an_attempt(self, storage: Storage) -> None:
         flows = workflows_of(storage)

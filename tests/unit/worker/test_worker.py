@@ -221,6 +221,31 @@ def test_unserializable_result_is_recorded_fatal(queue: Queue) -> None:
     assert job.attempts()[0].error_class == "SerializationError"
 
 
+def test_a_result_larger_than_storage_keeps_is_recorded_fatal() -> None:
+    """``SupportsResultLimit``: the end is never sent to a storage that cannot write it
+    (on SQS it would be retried for ever); a result within the limit is kept."""
+    from backends.memory import MemoryStorage
+
+    class Bounded(MemoryStorage):
+        def max_result_bytes(self) -> int:
+            return 64
+
+    queue = Queue(storage=Bounded())
+
+    @queue.task(max_retries=3)
+    def body(n: int) -> str:
+        return "x" * n
+
+    small, large = body.delay(10), body.delay(100)
+    drain(queue)
+    assert small.result(timeout=1) == "x" * 10
+    assert large.status() is JobState.DEAD and len(large.attempts()) == 1
+    entry = queue.dead_letters()[0]
+    assert (entry.reason, entry.error_class) == ("fatal", "SerializationError")
+    assert entry.error is not None and "102 bytes" in entry.error and "(64 bytes)" in entry.error
+    queue.close()
+
+
 def test_cancel_queued_job(queue: Queue) -> None:
     @queue.task
     def body() -> int:
