@@ -123,7 +123,7 @@ def dashboard_command(
     try:
         import uvicorn
 
-        from contrib.cli.app import CliUsageError, open_queue
+        from contrib.cli.app import CliUsageError, StorageMissing, open_queue
         from contrib.dashboard.app import create_app
         from contrib.dashboard.origin import ALWAYS_ALLOWED
     except ImportError as exc:  # the extra is not installed
@@ -137,11 +137,13 @@ def dashboard_command(
     if token is not None and not token.strip():
         raise click.UsageError("invalid --token '': give a non-empty token or leave it out")
     try:
-        queue, where = open_queue(app, url)
+        queue, where = open_queue(app, url, create=False)  # never an empty file for a typo
         hosts = _answers_to(host, allowed_hosts)
         asgi = create_app(queue, token=token, read_only=read_only, allowed_hosts=hosts)
     except (CliUsageError, ConfigError) as exc:
         raise click.UsageError(_scrubbed(str(exc), url)) from exc
+    except StorageMissing as exc:  # as the read-only commands: exit 1, where it looked
+        raise click.ClickException(_scrubbed(str(exc), url)) from exc
     except QueueCoreError as exc:
         raise click.ClickException(_scrubbed(f"{type(exc).__name__}: {exc}", url)) from exc
     if host not in _LOCAL_HOSTS and token is None:

@@ -26,6 +26,7 @@ READ_ONLY = [
     ["jobs", "list", "--task", "t", "--json"],
     ["jobs", "cancel", "some-job-id"],
     ["dlq", "retry", "--all", "--yes"],
+    ["dashboard", "--port", "0"],  # refused before it serves: never an empty file for a typo
 ]
 
 

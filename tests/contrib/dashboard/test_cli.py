@@ -45,6 +45,14 @@ def test_bad_options_exit_2_naming_the_value(args: list[str], needle: str) -> No
     assert needle in result.output
 
 
+def _stored(db: Path) -> None:
+    """A SQLite file with queue-core's schema: the dashboard refuses storage that does not
+    exist or holds no schema, as the read-only commands do."""
+    queue = Queue(f"sqlite:///{db}")
+    queue.migrate()
+    queue.close()
+
+
 def _wait_listening(base: str, proc: subprocess.Popen[str], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,9 +104,11 @@ def test_python_m_contrib_dashboard_serves_pages_and_metrics(tmp_path: Path) -> 
 def test_binding_beyond_localhost_without_a_token_warns(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    db = tmp_path / "q.db"
+    _stored(db)
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "contrib.dashboard", "--url", "memory://",
+            sys.executable, "-m", "contrib.dashboard", "--url", f"sqlite:///{db}",
             "--host", "0.0.0.0", "--port", str(port), "--read-only",
         ],
         cwd=tmp_path,
@@ -149,7 +159,7 @@ def test_without_the_extra_the_command_imports_and_names_the_extra(tmp_path: Pat
 
 def _serve(tmp_path: Path, *args: str) -> tuple[str, subprocess.Popen[str]]:
     db = tmp_path / "cli.db"
-    Queue(f"sqlite:///{db}").close()
+    _stored(db)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "QUEUE_CORE_DASHBOARD_TOKEN": "T0k-5e3cret"}
     proc = subprocess.Popen(
