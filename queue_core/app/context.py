@@ -76,6 +76,7 @@ class JobContext:
         "lease_token",
         "started_at",
         "started_mono",
+        "started_slack_ms",
         "_on_progress",
         "progress_reported",
     )
@@ -97,6 +98,7 @@ class JobContext:
         started_at: int | None = None,
         on_progress: Callable[[ProgressUpdate], Any] | None = None,
         started_mono: float | None = None,
+        started_slack_ms: int = 0,
     ) -> None:
         """Build a context (the worker builds one per attempt; tests build their own).
 
@@ -123,6 +125,10 @@ class JobContext:
                 read no more than ``started_at`` (the worker sets it as the body starts, with
                 ``started_at`` then: a workflow's clock runs on from both, never behind
                 storage's). ``None``: when the context was built.
+            started_slack_ms: how far ``started_at`` may be ahead of storage's clock
+                (an attempt held ahead of a free slot: its claim call's duration, since
+                storage stamped it somewhere within the call): a workflow's event wait
+                begins that much earlier, so an event sent after it began is never missed.
         """
         self.job_id = job_id
         self.attempt = attempt
@@ -139,6 +145,7 @@ class JobContext:
         self.lease_token = lease_token
         self.started_at = started_at
         self.started_mono = time.monotonic() if started_mono is None else started_mono
+        self.started_slack_ms = started_slack_ms
         self._on_progress = on_progress
         self.progress_reported: ProgressUpdate | None = None
         """The latest :meth:`progress` report (the worker stores it with the attempt's end)."""

@@ -373,6 +373,7 @@ def load_run(owner: HandleOwner, ctx: JobContext) -> WorkflowRun:
         ref=ref,
         started_at=ctx.started_at,
         t0=ctx.started_mono,
+        slack_ms=ctx.started_slack_ms,
     )
 
 

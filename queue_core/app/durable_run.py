@@ -131,6 +131,8 @@ class WorkflowRun:
     monotonic: Callable[[], float] = time.monotonic
     t0: float | None = None
     """``monotonic()`` when ``started_at`` held (``ctx.started_mono``); ``None``: now."""
+    slack_ms: int = 0
+    """How far ``started_at`` may be ahead of storage's clock (``ctx.started_slack_ms``)."""
     used: set[str] = field(default_factory=set)
     counters: dict[str, int] = field(default_factory=dict)
     pending: list[Child] = field(default_factory=list)
@@ -238,7 +240,7 @@ class WorkflowRun:
                     key=key,
                 )  # fmt: skip
         else:
-            since = self.now()  # an event stamped in this millisecond still counts
+            since = self.now() - self.slack_ms  # an event stamped since then counts
             until = None if timeout_ms is None else self.now(up=True) + timeout_ms
             meta = {"name": name, "key": key, "since": since, "until": until}
             memos = (MemoPut(meta_key, json.dumps(meta, separators=(",", ":")).encode()),)

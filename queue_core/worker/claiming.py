@@ -1,19 +1,18 @@
 """The claim loop: claims up to the free-slot count in one call and starts what it got.
 
 On a storage with push wake-ups an idle worker blocks in ``wait_for_jobs`` on the claim
-thread (its own :class:`~queue_core.worker.threads.StorageThread`) and claims from there
-as soon as it wakes; plain sync bodies claimed so start on a body thread without a loop
-round trip (:meth:`ClaimLoop._start_direct`). Every other job is started on the loop
-(:meth:`ClaimLoop._start`) through the :class:`~queue_core.worker.running.Runner`. A burst
-worker's loop ends once nothing is left (:meth:`ClaimLoop._burst_done`).
+thread (a :class:`~queue_core.worker.threads.StorageThread`) and claims from there as
+soon as it wakes; plain sync bodies claimed so start on a body thread without a loop round
+trip (:meth:`ClaimLoop._start_direct`), every other job on the loop (:meth:`ClaimLoop._start`)
+through the :class:`~queue_core.worker.running.Runner`. A burst worker's loop ends once
+nothing is left (:meth:`ClaimLoop._burst_done`). With ``prefetch`` (``SupportsPrefetch``)
+:meth:`ClaimLoop.ahead_loop` claims ahead while every slot is busy; held jobs start as
+slots free (:mod:`.prefetch`).
 
-With ``prefetch`` (``SupportsPrefetch``) a second task (:meth:`ClaimLoop.ahead_loop`) claims
-ahead while every slot is busy; held jobs start as slots free (:mod:`.prefetch`).
-
-The claim loop's own pauses (poll back-off, storage-error back-off) are I/O pacing on
-the event loop's timer, not service timing: they do not run on the worker's clock, nor
-does the claim thread's wait for storage (bounded by a retry's due time, on the pacing
-clock: see :mod:`queue_core.worker.timing`). Its readings (claim times) are the clock's.
+The claim loop's own pauses (poll and storage-error back-off) are I/O pacing on the event
+loop's timer, not service timing: neither they nor the claim thread's wait for storage
+(bounded by a retry's due time, on the pacing clock: :mod:`queue_core.worker.timing`) run
+on the worker's clock. Its readings (claim times) are the clock's.
 """
 
 from __future__ import annotations
@@ -96,10 +95,8 @@ def unknown_task_message(
 
 
 class ClaimLoop:
-    """Takes jobs from storage and starts them (see the module doc).
-
-    Made on the run's event loop (its claim thread reports to it).
-    """
+    """Takes jobs from storage and starts them (see the module doc); made on the run's
+    event loop (its claim thread reports to it)."""
 
     def __init__(
         self,
@@ -154,9 +151,9 @@ class ClaimLoop:
         self._burst_said: int | None = None
         self._writes_seen = 0
         """``Finisher.writes`` when the latest claim began (:meth:`_burst_done`)."""
-        self.claim_began = self.ahead_began = 0.0
-        """When the latest claim call (claim ahead: its storage call) began (pacing clock,
-        s): rate-limited jobs start by a bound counted from it (``worker/ratestart.py``)."""
+        self.claim_began = self.ahead_began = self.ahead_took = 0.0
+        """When the latest claim call (ahead: its storage call; ``ahead_took`` its length)
+        began, pacing clock: rate-limited jobs start by a bound from it (``ratestart``)."""
 
     async def claim_loop(self) -> None:
         """Claim and start jobs until a stop is asked (or, in a burst, nothing is left)."""
@@ -243,7 +240,7 @@ class ClaimLoop:
             if self.ahead:  # one claim for the free slots and the jobs to hold
                 want = free + self.held.want()
                 found = await self.claim_io.call(self._claim_ahead, want)
-                self.held.add(found, self.ahead_began)  # started oldest first (claim_loop)
+                self.held.add(found, self.ahead_began, self.ahead_took)  # oldest first
                 self.held_claim, backlog = True, len(found) >= want
             else:
                 found = await self.claim_io.call(self._claim_now, free)
@@ -413,19 +410,20 @@ class ClaimLoop:
                 listeners.started(att)
 
     def _start(
-        self, job: ClaimedJob, claimed_at: float | None = None, began: float | None = None
+        self, job: ClaimedJob, claimed_at: float | None = None, held: tuple[float, float] = (0, 0)
     ) -> None:
-        """Start ``job`` in a slot (``began``: when its claim began, if not the latest)."""
+        """Start ``job`` in a slot (``held``: its claim's start and length; else latest)."""
         runner = self.runner
         task = runner.tasks.get(job.task_name)
-        att = Attempt(job, task, 0.0 if began is None else began)  # held: since its claim
+        att = Attempt(job, task, held[0])  # held: its clock counts since its claim
         att.claimed_at = self.timing.monotonic() if claimed_at is None else claimed_at
+        att.claim_took = held[1]
         if job.heartbeat_ms:  # storage counts silence from the claim
             att.last_beat = self.timing.monotonic()
         self.run.table.add(att)
         if self.listeners.all:
             self.listeners.started(att)
-        if started_late(job, self.claim_began if began is None else began, self.timing.pacing):
+        if started_late(job, held[0] or self.claim_began, self.timing.pacing):
             self.recorder.start_late(att)
             self.run.free(att)
             return
@@ -475,7 +473,7 @@ class ClaimLoop:
                 backoff.reset()
                 run.backlog = len(jobs) >= want
                 if jobs:
-                    held.add(jobs, self.ahead_began)
+                    held.add(jobs, self.ahead_began, self.ahead_took)
                     run.slot_wake.set()  # a slot that freed meanwhile takes one now
                 if run.backlog:
                     pause = _AHEAD_PAUSE_MIN
@@ -492,6 +490,7 @@ class ClaimLoop:
         storage: Any = self.storage
         self.ahead_began = self.timing.pacing.monotonic()  # not the hand-off to this thread
         jobs: list[ClaimedJob] = storage.claim_ahead(self.id, self.queues, want, self.lease_ms)
+        self.ahead_took = self.timing.pacing.monotonic() - self.ahead_began
         if jobs:
             self.runner.prefetch(jobs)
         return jobs
@@ -501,9 +500,9 @@ class ClaimLoop:
         ends written, before them (:meth:`~.finishing.FinishThread.put_starts`)."""
         taken = self.held.take(self.run.table.free())
         claimed_at = self.timing.monotonic()
-        for job, began in taken:
-            self._start(job, claimed_at, began)
-        self.finisher.io.put_starts([(job.ref, claimed_at) for job, _ in taken])
+        for job, began, took in taken:
+            self._start(job, claimed_at, (began, took))
+        self.finisher.io.put_starts([(job.ref, claimed_at) for job, *_ in taken])
         self._ahead_wake.set()
 
     def held_renewed(self, res: RenewResult) -> None:

@@ -73,7 +73,8 @@ class Held:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         """At most this many jobs held (``prefetch``; 0: never claim ahead)."""
-        self.jobs: deque[tuple[ClaimedJob, float]] = deque()
+        self.jobs: deque[tuple[ClaimedJob, float, float]] = deque()
+        """(job, when its claim call began, how long the call took), oldest first."""
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -82,24 +83,24 @@ class Held:
         """How many more may be held now."""
         return self.limit - len(self.jobs)
 
-    def add(self, jobs: list[ClaimedJob], began: float) -> None:
-        self.jobs.extend((job, began) for job in jobs)
+    def add(self, jobs: list[ClaimedJob], began: float, took: float = 0.0) -> None:
+        self.jobs.extend((job, began, took) for job in jobs)
 
-    def take(self, n: int) -> list[tuple[ClaimedJob, float]]:
+    def take(self, n: int) -> list[tuple[ClaimedJob, float, float]]:
         """The ``n`` oldest held jobs (fewer when fewer are held), no longer held."""
         jobs = self.jobs
         return [jobs.popleft() for _ in range(min(n, len(jobs)))]
 
     def take_all(self) -> list[ClaimedJob]:
         """Every held job, oldest first, no longer held."""
-        return [job for job, _ in self.take(len(self.jobs))]
+        return [job for job, *_ in self.take(len(self.jobs))]
 
     def refs(self) -> list[LeaseRef]:
-        return [job.ref for job, _ in self.jobs]
+        return [job.ref for job, *_ in self.jobs]
 
     def drop(self, refs: set[LeaseRef]) -> list[ClaimedJob]:
         """Stop holding the jobs of ``refs``; return them."""
-        gone = [job for job, _ in self.jobs if job.ref in refs]
+        gone = [job for job, *_ in self.jobs if job.ref in refs]
         if gone:
             self.jobs = deque(p for p in self.jobs if p[0].ref not in refs)
         return gone
@@ -144,6 +145,6 @@ async def watch_pauses(
         if not stored:
             continue
         pauses = {(p.kind, p.name) for p in stored}
-        jobs = held.drop(held_paused([job for job, _ in held.jobs], pauses))
+        jobs = held.drop(held_paused([job for job, *_ in held.jobs], pauses))
         for job in await give_back(storage, jobs, limiter):
             release(job)

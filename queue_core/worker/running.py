@@ -430,10 +430,11 @@ class Runner:
         # storage's clock as the body starts: its stamp at the claim, plus, for a job held
         # ahead of a free slot, the time since that claim began (SPEC §8, §12: a held
         # workflow's sleep would otherwise come back early by the time it was held)
-        started_at, began = job.started_at, att.claim_began
+        started_at, began, slack = job.started_at, att.claim_began, 0
         mono = timing.pacing.monotonic()
-        if began:
+        if began:  # the stamp is within the claim call: the clock may be ahead by its length
             started_at += math.ceil(1000 * max(0.0, mono - began))
+            slack = math.ceil(1000 * att.claim_took) + 1
         ctx = JobContext(
             job_id=job.id,
             attempt=job.attempt,
@@ -446,6 +447,7 @@ class Runner:
             started_at=started_at,
             on_progress=functools.partial(self.progress.report, att.ref),
             started_mono=mono,
+            started_slack_ms=slack,
         )
         att.ctx = ctx
         return ctx

@@ -41,6 +41,7 @@ class Attempt:
         "call",
         "claimed_at",
         "claim_began",
+        "claim_took",
         "last_beat",
         "expired",
         "label",
@@ -73,6 +74,9 @@ class Attempt:
         (``Timing.pacing``) when the claim that returned it began -- before storage
         stamped ``job.started_at``, so the body's start by storage's clock is at most
         that stamp plus the time since. ``0.0``: started as it was claimed."""
+        self.claim_took = 0.0
+        """For a held job: how long that claim call took (s): the stamp is at least the
+        call's start, at most its end, so the clock read from it may be this far ahead."""
         self.last_beat = 0.0
         """The worker clock's monotonic reading at the last heartbeat (or the claim)."""
         self.expired = False

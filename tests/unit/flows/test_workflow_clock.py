@@ -89,3 +89,58 @@ def test_a_workflow_held_ahead_of_a_free_slot_still_sleeps_its_whole_duration() 
 
     assert execution.result(timeout=5) >= 0.3
     queue.close()
+
+
+def test_an_event_wait_begins_before_the_clock_by_its_slack() -> None:
+    """A held attempt's clock may be ahead of storage's by its claim call's length (the
+    stamp is somewhere within the call): the wait begins that much earlier, its timeout
+    still counts from the upper bound."""
+    elapsed = [0.0]
+    run = _run(elapsed)
+    run.slack_ms = 40
+    elapsed[0] = 0.0004
+
+    with pytest.raises(Suspend) as stop:
+        run.wait_for_event("paid", None, 2_000)
+
+    wait = stop.value.suspension.wait
+    assert wait is not None
+    assert (wait.since, wait.until) == (START_MS - 40, START_MS + 1 + 2_000)
+
+
+def test_an_event_sent_once_a_held_workflow_waits_wakes_it() -> None:
+    """Storage stamps a held attempt at the end of a slow claim call: the workflow's
+    clock (counted from the call's start) runs ahead of storage's by the call's length,
+    and an event sent as soon as the execution is ``waiting`` was missed (sent 0)."""
+    import threading
+    import time
+
+    from backends.memory import MemoryStorage
+    from queue_core import DurableContext, Queue
+    from queue_core.records.flows import ExecutionState
+
+    class SlowAhead(MemoryStorage):
+        def claim_ahead(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)  # the call's length before storage stamps the claim
+            return super().claim_ahead(*args, **kwargs)
+
+    queue = Queue(storage=SlowAhead())
+
+    @queue.workflow
+    async def approval(ctx: DurableContext) -> Any:
+        return await ctx.wait_for_event("approve", key="k", timeout="20s")
+
+    execution = approval.start()
+    worker = threading.Thread(
+        target=queue.run_worker,
+        kwargs={"burst": True, "install_signal_handlers": False, "slots": 1, "reap_interval": 0.1},
+        daemon=True,
+    )
+    worker.start()  # a burst worker ends once the workflow is done
+    deadline = time.monotonic() + 20
+    while execution.status() is not ExecutionState.WAITING and time.monotonic() < deadline:
+        time.sleep(0.001)  # a condition on state, polled
+    assert queue.send_event("approve", key="k", data={"by": "ann"}) == 1
+    assert execution.result(timeout=20) == {"by": "ann"}
+    worker.join(20)
+    queue.close()
