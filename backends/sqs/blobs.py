@@ -39,7 +39,7 @@ MAX_RESULT_BYTES = 1536 * 1024
 """The largest result this backend stores: a flow step's end writes it twice (the job's
 result and the step's output) in one transaction of at most 4 MB, beside the job item."""
 TX_BYTES = 3 * 1024 * 1024
-"""Chunk bytes the writes of several ends may carry in one transaction."""
+"""Bytes the writes of several ends may carry in one transaction (:func:`written_bytes`)."""
 
 COUNTS = {"plc": "P#", "rsc": "R#", "atc": "T#"}
 """Count attribute -> sort-key prefix of its chunk items (``<prefix>0000`` …)."""
@@ -100,9 +100,16 @@ def decode_attempts(blob: bytes) -> list[Item]:
 
 
 def written_bytes(actions: list[dict[str, Any]]) -> int:
-    """The chunk bytes a list of transaction actions writes (their ``d`` values)."""
+    """About how many bytes a list of transaction actions writes: the binary and text
+    values of its Puts' items and its Updates' values (lists and maps by their repr, an
+    overestimate), for packing ends into transactions of at most 4 MB."""
     total = 0
     for action in actions:
-        d = action.get("Put", {}).get("Item", {}).get("d", {})
-        total += len(d.get("B", b"")) if isinstance(d, dict) else 0
+        op = action.get("Put") or action.get("Update") or {}
+        values = op.get("Item") or op.get("ExpressionAttributeValues") or {}
+        for v in values.values():
+            if "B" in v or "S" in v:
+                total += len(v.get("B") or v.get("S") or "")
+            elif "L" in v or "M" in v:
+                total += len(repr(v))
     return total

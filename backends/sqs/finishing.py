@@ -247,8 +247,8 @@ class Finishing:
 
 
 def _next_chunk(ends: Sequence[AttemptEnd], jobs: dict[int, Item], todo: Pending) -> list[int]:
-    """Ends for one transaction: at most ``TX_MAX`` writes and ``TX_BYTES`` of chunk items
-    (large results) unless it is one end, each item touched once."""
+    """Ends for one transaction: at most ``TX_MAX`` writes and about ``TX_BYTES`` written
+    (large results, dead-letter entries) unless it is one end, each item touched once."""
     chunk: list[int] = []
     size = nbytes = 0
     seen: set[str] = set()  # one transaction may touch an item only once

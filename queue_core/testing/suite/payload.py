@@ -83,6 +83,19 @@ class PayloadContract(ContractBase):
             rec = job_of(storage, job_id)
             assert (rec.state, rec.result) == (JobState.SUCCEEDED, results[job_id])
 
+    def test_large_payloads_dead_lettered_together_are_all_kept(self, storage: Storage) -> None:
+        """24 jobs of 200 KiB ended dead in one call: every entry keeps its payload (their
+        dead-letter entries hold 4.8 MB together, more than one DynamoDB transaction)."""
+        payloads = {enqueue_one(storage, payload=os.urandom(LARGE)): b"" for _ in range(24)}
+        for job_id in payloads:
+            payloads[job_id] = job_of(storage, job_id).payload
+        got = storage.claim("w1", ["default"], 24, 30_000, now=T0)
+        assert storage.finish([dead_end(j.ref) for j in got], now=T0 + 1) == [True] * 24
+        for job_id, payload in payloads.items():
+            dead_id = job_of(storage, job_id).dead_id
+            entry = storage.get_dead(dead_id or "")
+            assert entry is not None and entry.payload == payload
+
     def test_a_step_result_of_a_megabyte_is_the_next_steps_input(self, storage: Storage) -> None:
         """A flow step's large result reaches the steps after it whole, read alone and in
         a batch (a step's end stores it twice on some storages: result and output)."""
