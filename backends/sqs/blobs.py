@@ -19,7 +19,9 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "RESULT_INLINE",
     "TX_BYTES",
+    "PAYLOAD_INLINE",
     "attempts_fields",
+    "chunk_count",
     "chunk_items",
     "decode_attempts",
     "output_fields",
@@ -31,6 +33,8 @@ __all__ = [
 Item = dict[str, Any]
 
 CHUNK = 300 * 1024
+PAYLOAD_INLINE = 256 * 1024
+"""A payload up to this size stays on its item (job or dead-letter entry)."""
 RESULT_INLINE = 64 * 1024
 """A result up to this size stays on the job item (which may hold a 256 KB payload)."""
 ATTEMPTS_INLINE = 64 * 1024
@@ -51,6 +55,11 @@ def chunk_items(pk: str, data: bytes, prefix: str) -> list[Item]:
         {"pk": pk, "sk": f"{prefix}{i:04d}", "d": data[off : off + CHUNK]}
         for i, off in enumerate(range(0, len(data), CHUNK))
     ]
+
+
+def chunk_count(payload: bytes) -> int | None:
+    """How many chunk items a payload needs (``plc``), or ``None`` when it sits inline."""
+    return len(range(0, len(payload), CHUNK)) if len(payload) > PAYLOAD_INLINE else None
 
 
 def side_keys(item: Item, attrs: tuple[str, ...] = tuple(COUNTS)) -> list[dict[str, Any]]:

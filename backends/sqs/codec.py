@@ -97,7 +97,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sqs.blobs import CHUNK
+from backends.sqs.blobs import chunk_count
 from backends.sqs.salvage import salvaged_job
 from queue_core.records.corrupt import problems
 from queue_core.records.errors import StorageError
@@ -114,13 +114,10 @@ from queue_core.records.jobs import (
 from queue_core.rules.leases import queued_expiry, reap_due
 
 __all__ = [
-    "CHUNK",
-    "INLINE",
     "Item",
     "Keys",
     "all_index_query",
     "attempt_record",
-    "chunk_count",
     "current_attempt",
     "dead_entry",
     "dead_job",
@@ -137,7 +134,6 @@ __all__ = [
 ]
 
 Item = dict[str, Any]
-INLINE = 256 * 1024  # payloads above this live in chunk items (400 KB item limit)
 _PRIO_BIAS = 1 << 40
 RUNNING_ONLY = ("rq", "rk", "ltp", "lx", "tp", "hp", "tok", "le")
 """Attributes a job loses when it stops running (index keys and lease)."""
@@ -215,11 +211,6 @@ def all_index_query(ap: str, **equal: str | None) -> dict[str, Any]:
     if filters:
         kw["FilterExpression"] = " AND ".join(filters)
     return kw
-
-
-def chunk_count(payload: bytes) -> int | None:
-    """How many chunk items a payload needs, or ``None`` when it sits inline."""
-    return len(range(0, len(payload), CHUNK)) if len(payload) > INLINE else None
 
 
 # --------------------------------------------------------------------------- keys

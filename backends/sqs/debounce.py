@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from backends.sqs.blobs import side_keys
-from backends.sqs.codec import Item, chunk_count, new_item, vals
+from backends.sqs.blobs import chunk_count, side_keys
+from backends.sqs.codec import Item, new_item, vals
 from backends.sqs.dynamo import TxCancelled
 from backends.sqs.errors import translate
 from backends.sqs.store import SEQ, Store
