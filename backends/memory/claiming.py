@@ -208,6 +208,7 @@ class MemoryClaiming:
         job.lease_token = uuid.uuid4().hex
         job.lease_expires_at = t + lease_ms
         s = job.spec
+        job.ahead = self._ahead
         if self._ahead:  # held: bound by the lease until start_claimed
             job.deadline = job.heartbeat_expires_at = None
         else:
@@ -256,6 +257,7 @@ class MemoryClaiming:
                 job = self.store.current(ref)
                 if job is not None:
                     s = t - ago
+                    job.ahead = False
                     self._bounds(job, s)
                     job.attempts[-1].started_at = s
                 out.append(job is not None)

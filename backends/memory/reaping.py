@@ -10,6 +10,7 @@ flow step's job that changes state ends its step in the same locked step.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -58,6 +59,7 @@ class MemoryReaping:
                     run_at=job.ready_at,
                     schedule_to_start_ms=job.spec.schedule_to_start_ms,
                     place_at=job.place_at,
+                    held=job.ahead,
                 )
                 if verdict is not None:
                     stale.append((job.lease_expires_at, job.seq, job, verdict))
@@ -82,6 +84,8 @@ class MemoryReaping:
         attempt.outcome = verdict.outcome
         attempt.reason = verdict.reason.value
         attempt.finished_at = t
+        if verdict.refund:  # a held attempt: its body never started
+            job.spec = dataclasses.replace(job.spec, max_attempts=job.spec.max_attempts + 1)
         if verdict.state is JobState.QUEUED:
             assert verdict.ready_at is not None
             job.ready_at = verdict.ready_at

@@ -87,6 +87,9 @@ class Job:
     heartbeat_expires_at: int | None = None
     cancel_requested: bool = False
     dead_id: str | None = None
+    ahead: bool = False
+    """Its running attempt is held (claimed ahead of a free slot, its body not started):
+    a reap spends no attempt (:func:`~queue_core.rules.outcomes.reap_verdict`)."""
 
     @property
     def id(self) -> str:

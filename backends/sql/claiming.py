@@ -151,7 +151,7 @@ class Claiming:
                     "seq": r["seq"], "attempt": r["attempt"] + 1, "worker": worker_id,
                     "token": os.urandom(12).hex(), "lease": t + lease_ms,
                     "deadline": t + timeout if timeout is not None else None,
-                    "hb": t + hb if hb is not None else None, "now": t,
+                    "hb": t + hb if hb is not None else None, "now": t, "ahead": ahead,
                 }  # fmt: skip
                 starts.append(start)
                 row = {**dict(r), "attempt": start["attempt"], "lease_token": start["token"],

@@ -117,6 +117,7 @@ class Reaping:
                 run_at=r["run_at"],
                 schedule_to_start_ms=r["schedule_to_start_ms"],
                 place_at=r["place_at"] if type(r["place_at"]) is int else None,
+                held=bool(r["ahead"]),
             )
             if verdict is None:
                 continue
@@ -132,7 +133,8 @@ class Reaping:
             )
             updates.append({"seq": r["seq"], "state": verdict.state.value, "now": t,
                             "reason": verdict.job_reason, "run_at": verdict.ready_at,
-                            "place_at": verdict.place_at, "dead_id": dead_id})  # fmt: skip
+                            "place_at": verdict.place_at, "dead_id": dead_id,
+                            "refund": int(verdict.refund)})  # fmt: skip
             if dead_id is not None:
                 graves.append((r["id"], dead_id, verdict.job_reason or "", None))
             wake = wake or verdict.state is JobState.QUEUED or r["concurrency_key"] is not None
@@ -174,7 +176,7 @@ class Reaping:
                          "outcome": Outcome.LOST.value, "reason": reason})  # fmt: skip
         updates.append({"seq": r["seq"], "state": JobState.DEAD.value, "now": t,
                         "reason": reason, "run_at": None, "place_at": None,
-                        "dead_id": dead_id})  # fmt: skip
+                        "dead_id": dead_id, "refund": 0})  # fmt: skip
         graves.append((r["id"], dead_id, reason, corrupt_error(found)))
         reaped.append(ReapedJob(job_id=r["id"], attempt=number, outcome=Outcome.LOST,
                                 reason=reason, state=JobState.DEAD))  # fmt: skip
@@ -192,7 +194,7 @@ class Reaping:
             self._reindex_expiry(cur, [r for r in rows if r not in expired])
         updates = [
             {"seq": r["seq"], "state": JobState.DEAD.value, "reason": reason, "run_at": None,
-             "place_at": None,
+             "place_at": None, "refund": 0,
              "now": int(r["now_ms"]), "dead_id": uuid.uuid4().hex}
             for r in expired
         ]  # fmt: skip

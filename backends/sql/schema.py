@@ -38,7 +38,7 @@ __all__ = [
     "sqlite_script",
 ]
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 """The schema version this code reads and writes (the last step of :data:`MIGRATIONS`)."""
 
 _EXPRESSION_INDEX_WARNING = "Skipped unsupported reflection of expression-based index"
@@ -255,9 +255,16 @@ def _v15(conn: Connection, t: Any) -> None:
     t.ix_jobs_ready.create(conn)
 
 
+def _v16(conn: Connection, t: Any) -> None:
+    """Version 16: ``qc_jobs.ahead``, whether the running attempt is held ahead of a free
+    slot (its body not started), so that a reap spends no attempt of it (SPEC §8). NULL on
+    the rows stored before: an attempt held across the upgrade is reaped as a running one."""
+    _add_columns(conn, "qc_jobs", (("ahead", "BOOLEAN"),))
+
+
 MIGRATIONS: dict[int, Callable[[Connection, Any], None]] = {
     1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9, 10: _v10,
-    11: _v11, 12: _v12, 13: _v13, 14: _v14, 15: _v15,
+    11: _v11, 12: _v12, 13: _v13, 14: _v14, 15: _v15, 16: _v16,
 }  # fmt: skip
 """Version -> step that upgrades a database from ``version - 1`` (given the connection
 and :mod:`backends.sql.tables`)."""

@@ -158,6 +158,10 @@ jobs = Table(
     # (queue_core.rules.outcomes.reap_place_at); NULL = its place is run_at. Set by the
     # reap, kept by the claim (a job reaped again keeps it), cleared by every other requeue.
     Column("place_at", BigInteger),
+    # version 16: the running attempt is held (claimed ahead of a free slot, its body not
+    # started: SupportsPrefetch); a reap spends no attempt (rules.outcomes.reap_verdict).
+    # Set by every claim, cleared by start_claimed; NULL on rows stored before: not held.
+    Column("ahead", Boolean(create_constraint=False)),
 )
 
 PLACE = "coalesce(place_at, run_at)"

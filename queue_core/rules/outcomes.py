@@ -117,6 +117,10 @@ class ReapVerdict(Record):
     place_at: int | None = None
     """``queued`` only: the time claims order it by once it is ready, its place in line
     (:func:`reap_place_at`); never later than ``ready_at``."""
+    refund: bool = False
+    """The attempt spent none of the job's budget (a held attempt whose body never
+    started): storage raises the job's ``max_attempts`` by one, as ``finish`` does for a
+    decision with ``spends_attempt=False``."""
 
 
 def reap_outcome(reason: Reason) -> Outcome:
@@ -187,6 +191,7 @@ def reap_verdict(
     run_at: int | None,
     schedule_to_start_ms: int | None,
     place_at: int | None = None,
+    held: bool = False,
 ) -> ReapVerdict | None:
     """Whether a running attempt is reaped at ``now``, and what the reap does.
 
@@ -202,6 +207,12 @@ def reap_verdict(
        (:func:`reap_place_at` of ``place_at``, ``run_at`` and that ready time), so
        once ready it is claimed before the jobs of its priority enqueued after it;
     3. otherwise dead-lettered with reason ``retries_exhausted``.
+
+    A *held* attempt (claimed ahead of a free slot, its body never started:
+    ``SupportsPrefetch``) spends no attempt (SPEC §8): unless a cancel is pending, its
+    job is queued again whatever its budget -- ready at once (no backoff: it never ran),
+    in its place -- with ``refund`` set. Its record is kept (``lost``, the bound's
+    reason): a worker claimed it and lost it.
 
     Every reap releases the attempt's lease and concurrency slot.
 
@@ -225,11 +236,11 @@ def reap_verdict(
             job_reason=Reason.CANCELLED.value,
             ready_at=None,
         )
-    if attempt < max_attempts:
+    if held or attempt < max_attempts:
         ready_at = reap_ready_at(
             now,
             run_at=run_at,
-            lost_delay_ms=lost_delay_ms,
+            lost_delay_ms=0 if held else lost_delay_ms,
             schedule_to_start_ms=schedule_to_start_ms,
         )
         return ReapVerdict(
@@ -239,6 +250,7 @@ def reap_verdict(
             job_reason=None,
             ready_at=ready_at,
             place_at=reap_place_at(place_at=place_at, run_at=run_at, ready_at=ready_at),
+            refund=held,
         )
     return ReapVerdict(
         reason=reason,

@@ -251,6 +251,11 @@ class Storage(Protocol):
           before the jobs of its priority enqueued after it; else it is
           dead-lettered with reason ``retries_exhausted`` (entry as in :meth:`finish`,
           ``error`` and ``error_class`` ``None``).
+          An attempt held ahead of a free slot whose body never started
+          (``SupportsPrefetch.claim_ahead``, no ``start_claimed``) spends no attempt:
+          its job is queued again whatever its budget, ready with no backoff
+          (``reap_ready_at`` with no delay), and its ``max_attempts`` is raised by one
+          (its record is kept).
         * Queued jobs whose schedule-to-start bound passed
           (:func:`~queue_core.rules.leases.schedule_to_start_expired` of the ready
           time): dead-lettered, reason ``schedule_to_start``, no attempt recorded

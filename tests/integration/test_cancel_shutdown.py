@@ -228,6 +228,31 @@ def test_sigterm_gives_a_prefetched_job_back_at_once_without_spending_an_attempt
         assert job.result(timeout=15) == "done on attempt 2"
 
 
+def test_a_sigkilled_workers_prefetched_job_runs_again_without_spending_an_attempt(
+    url: str, queue: Queue, markers: str
+) -> None:
+    """SPEC §8: a job held ahead of a free slot by a worker that is killed never ran; the
+    reaper queues it again with its one attempt whole, not dead-lettered
+    ``retries_exhausted`` -- and the loss is on record."""
+    job = queue.enqueue("sleep_first", args=(markers, 60.0))  # holds the only slot
+    worker = _python_worker(url, grace=5.0)  # prefetch: as many as its slots (1)
+    try:
+        wait_for(lambda: started(markers), 20, "attempt 1 started")
+        held = queue.enqueue("quick", args=("held",))  # max_retries=0: one attempt
+        wait_for(lambda: held.status() is JobState.RUNNING, 20, "the job is held")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    finally:
+        _stop(worker)
+    with worker_thread(queue, slots=2):  # reaps both once their leases expire
+        assert held.result(timeout=LEASE + 15) == "ok held"
+        assert job.result(timeout=15) == "done on attempt 2"
+    lost, ran = held.attempts()
+    assert (lost.outcome, lost.reason) == (Outcome.LOST, "lease_expired")
+    assert ran.outcome is Outcome.SUCCEEDED
+    assert held.info().max_attempts == 2  # the held attempt was given back to its budget
+
+
 def test_sigterm_stops_a_process_isolated_attempt_group(
     url: str, queue: Queue, markers: str
 ) -> None:

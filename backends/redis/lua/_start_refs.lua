@@ -21,6 +21,7 @@ local function start_refs(first, last)
       if dl then h[#h + 1] = 'dl'; h[#h + 1] = dl end
       if hd then h[#h + 1] = 'hd'; h[#h + 1] = hd end
       redis.call('HSET', k, unpack(h))
+      redis.call('HDEL', k, 'ah')
       zop('ZADD', RUN, run_score(tonumber(f[4]), dl, hd), id)
       out[#out + 1] = 1
     end

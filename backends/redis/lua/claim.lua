@@ -233,6 +233,11 @@ try = function(q, p, r, m, score, turn)
     if dl then h[#h + 1] = 'dl'; h[#h + 1] = dl end
     if hd then h[#h + 1] = 'hd'; h[#h + 1] = hd end
     redis.call('HSET', k, unpack(h))
+  elseif ahead then
+    -- 'ah': the attempt number held (its body not started; start_refs clears it): a reap
+    -- spends no attempt of it (queue_core.rules.outcomes.reap_verdict, reap.lua)
+    redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
+               'le', le, 'ah', att)
   else
     redis.call('HSET', k, 'st', 'running', 'att', att, 'tok', tok, 'wid', wid, 'sa', NOW,
                'le', le)

@@ -42,10 +42,10 @@ for b = 3, #ARGV - 1, 3 do
     end
     if sa and type(wid) == 'string' then
       redis.call('HSET', k, 'st', 'queued', 'att', att, 'sa', sa, 'wid', wid)
-      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
+      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'ah')
     else
       redis.call('HSET', k, 'st', 'queued', 'att', att)
-      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'sa', 'wid')
+      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'sa', 'wid', 'ah')
     end
     zop('ZREM', RUN, id)
     count(q, 'running', -1)

@@ -57,7 +57,7 @@ if limit > 0 then stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT',
 for _, id in ipairs(stale) do
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
-                       'wid', 'sa', 'pr', 'ss', 'lc', 'x', 'ra', 'mem', 'po')
+                       'wid', 'sa', 'pr', 'ss', 'lc', 'x', 'ra', 'mem', 'po', 'ah')
   local bad = f[1] == 'running' and corrupt_fields(f, REAP_INTS, REAP_NEEDED) or {}
   if f[1] ~= 'running' then
     redis.call('ZREM', RUN, id)
@@ -89,19 +89,24 @@ for _, id in ipairs(stale) do
       record_attempt(id, f[2], f[11], f[12],
         '["' .. outcome .. '","' .. reason .. '",null,null,null,null,null]')
       leave_running(id, q, ck)
-      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd')
+      redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'ah')
       -- mirrors queue_core.rules.outcomes.reap_verdict: a cancel request ends it
-      -- cancelled; attempts left: queued at now + lost delay (a retry's 'lc', else the
-      -- enqueued 'ld'); otherwise dead-lettered retries_exhausted
+      -- cancelled; a held attempt (claimed ahead, 'ah' its number: its body never
+      -- started) or attempts left: queued at now + lost delay (a retry's 'lc', else the
+      -- enqueued 'ld'; none for a held one, whose budget grows by one: refund);
+      -- otherwise dead-lettered retries_exhausted
       local state
+      local held = f[20] ~= false and f[20] == f[2]
       if f[6] then
         state = 'cancelled'
         terminal(id, q, state, 'cancelled', ck)
-      elseif att < tonumber(f[7]) then
+      elseif held or att < tonumber(f[7]) then
         state = 'queued'
+        if held then redis.call('HINCRBY', k, 'ma', 1) end
         -- mirrors queue_core.rules.outcomes.reap_ready_at: lost delay 0 and no
         -- schedule-to-start bound keep the previous ready time; otherwise now + lost delay
         local ld, ra, po = tonumber(f[15] or f[8]), tonumber(f[17]), tonumber(f[19])
+        if held then ld = 0 end
         local ready = NOW + ld
         if ld == 0 and ra and not f[14] then ready = math.min(ra, NOW) end
         if f[18] then

@@ -92,7 +92,7 @@ upd AS (
             ELSE {now} + timeout_ms END,
         heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL OR %(ahead)s THEN NULL
             ELSE {now} + heartbeat_ms END,
-        started_at = {now}, expires_at = NULL
+        started_at = {now}, expires_at = NULL, ahead = %(ahead)s
     WHERE qc_jobs.seq = ANY(ARRAY(SELECT seq FROM picked WHERE NOT keyed))
     RETURNING qc_jobs.seq, qc_jobs.id, qc_jobs.task_name, qc_jobs.queue, qc_jobs.payload,
         qc_jobs.priority, qc_jobs.attempt, qc_jobs.max_attempts, qc_jobs.timeout_ms,
@@ -135,7 +135,7 @@ l AS (
     JOIN e ON qc_jobs.id = e.e_id AND qc_jobs.attempt = e.e_attempt
         AND qc_jobs.lease_token = e.e_token
     WHERE coalesce(qc_jobs.state, '') = 'running' ORDER BY qc_jobs.id FOR UPDATE OF qc_jobs)
-UPDATE qc_jobs SET started_at = l.s,
+UPDATE qc_jobs SET started_at = l.s, ahead = NULL,
     deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE l.s + timeout_ms END,
     heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
         ELSE l.s + heartbeat_ms END

@@ -26,7 +26,7 @@ UPDATE qc_jobs SET state = 'running', reason = NULL, attempt = attempt + 1,
     deadline = CASE WHEN timeout_ms IS NULL OR :ahead THEN NULL ELSE :now + timeout_ms END,
     heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL OR :ahead THEN NULL
         ELSE :now + heartbeat_ms END,
-    started_at = :now, expires_at = NULL
+    started_at = :now, expires_at = NULL, ahead = :ahead
 WHERE seq IN (
         SELECT seq FROM qc_jobs WHERE state = 'queued' AND held IS NULL AND {queues}
             AND run_at <= :now AND (expires_at IS NULL OR expires_at > :now)
@@ -64,7 +64,7 @@ RETURNING cancel_requested
 -- Refs held ahead of free slots (SupportsPrefetch), fenced: each body started at s_at.
 -- {rows}: one (?, ?, ?, ?) per ref: id, attempt, lease token, start time.
 WITH s(s_id, s_attempt, s_token, s_at) AS (VALUES {rows})
-UPDATE qc_jobs SET started_at = s.s_at,
+UPDATE qc_jobs SET started_at = s.s_at, ahead = NULL,
     deadline = CASE WHEN timeout_ms IS NULL THEN NULL ELSE s.s_at + timeout_ms END,
     heartbeat_expires_at = CASE WHEN heartbeat_ms IS NULL THEN NULL
         ELSE s.s_at + heartbeat_ms END

@@ -86,6 +86,46 @@ class PrefetchContract(ContractBase):
         assert (reaped.job_id, reaped.reason) == (job_id, Reason.LEASE_EXPIRED.value)
         assert ahead.start_claimed([got.ref], now=T0 + 11 * SEC) == [False]
 
+    def test_a_held_attempt_of_a_worker_that_died_spends_no_attempt(self, storage: Storage) -> None:
+        """SPEC §8: a job prefetched by a worker that died (killed before its body
+        started) is reaped back to its queue at once, its budget whole -- not
+        dead-lettered ``retries_exhausted`` without having run; the loss is on record."""
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, max_attempts=1, lost_delay_ms=30 * SEC, timeout_ms=SEC)
+        (got,) = ahead.claim_ahead("w", ["default"], 5, 10 * SEC, now=T0)
+        (reaped,) = storage.reap(now=T0 + 10 * SEC)
+        assert (reaped.job_id, reaped.attempt, reaped.state) == (job_id, 1, JobState.QUEUED)
+        assert (reaped.outcome, reaped.reason) == (Outcome.LOST, Reason.LEASE_EXPIRED.value)
+        job = storage.get_job(job_id)
+        assert job is not None
+        assert (job.state, job.attempts, job.max_attempts) == (JobState.QUEUED, 1, 2)
+        ((number, outcome, reason),) = [
+            (a.number, a.outcome, a.reason) for a in storage.list_attempts(job_id)
+        ]
+        assert (number, outcome, reason) == (1, Outcome.LOST, Reason.LEASE_EXPIRED.value)
+        assert ahead.start_claimed([got.ref], now=T0 + 10 * SEC) == [False]
+        # ready at once (no backoff: it never ran), with its whole budget
+        (again,) = ahead.claim_ahead("w2", ["default"], 5, 10 * SEC, now=T0 + 10 * SEC + 1)
+        assert (again.id, again.attempt, again.max_attempts) == (job_id, 2, 2)
+        # started, it spends its attempt as any running one does
+        assert ahead.start_claimed([again.ref], now=T0 + 11 * SEC) == [True]
+        (last,) = storage.reap(now=T0 + 11 * SEC + SEC + MARGIN)
+        assert (last.reason, last.state) == (Reason.TIMEOUT.value, JobState.DEAD)
+        job = storage.get_job(job_id)
+        assert job is not None and (job.attempts, job.max_attempts) == (2, 2)
+
+    def test_a_held_attempt_reaped_with_a_cancel_pending_is_cancelled(
+        self, storage: Storage
+    ) -> None:
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, max_attempts=3)
+        ahead.claim_ahead("w", ["default"], 5, 10 * SEC, now=T0)
+        storage.cancel(job_id, now=T0 + SEC)
+        (reaped,) = storage.reap(now=T0 + 10 * SEC)
+        assert (reaped.job_id, reaped.state) == (job_id, JobState.CANCELLED)
+        job = storage.get_job(job_id)
+        assert job is not None and job.max_attempts == 3
+
     def test_the_attempt_starts_when_its_body_starts(self, storage: Storage) -> None:
         ahead = _ahead(storage)
         job_id = enqueue_one(storage)

@@ -125,6 +125,22 @@ def test_attempts_left_queue_the_job_again_after_the_precomputed_delay() -> None
     assert (v.state, v.job_reason, v.ready_at) == (JobState.QUEUED, None, NOW + 250)
 
 
+def test_a_held_attempt_is_queued_again_unspent_whatever_its_budget() -> None:
+    """SPEC §8: claimed ahead of a free slot, its body never started -- the job is queued
+    again without backoff and its budget refunded, even on its last attempt."""
+    v = _verdict(lease_expires_at=NOW, attempt=3, max_attempts=3, held=True)
+    assert v is not None
+    assert (v.state, v.ready_at, v.refund) == (JobState.QUEUED, NOW - 5000, True)
+    assert (v.reason, v.outcome) == (Reason.LEASE_EXPIRED, Outcome.LOST)
+    spent = _verdict(lease_expires_at=NOW, attempt=3, max_attempts=3)
+    assert spent is not None and (spent.state, spent.refund) == (JobState.DEAD, False)
+
+
+def test_a_held_attempt_with_a_cancel_pending_is_cancelled() -> None:
+    v = _verdict(lease_expires_at=NOW, cancel_requested=True, held=True)
+    assert v is not None and (v.state, v.refund) == (JobState.CANCELLED, False)
+
+
 def test_a_lost_delay_of_0_keeps_the_previous_ready_time() -> None:
     v = _verdict(lease_expires_at=NOW, lost_delay_ms=0)
     assert v is not None and (v.state, v.ready_at) == (JobState.QUEUED, NOW - 5000)
