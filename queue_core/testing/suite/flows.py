@@ -18,11 +18,7 @@ from queue_core.rules.flows import decide
 from queue_core.rules.flows.spec import ConcurrencySpec, FlowSpec
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
 from queue_core.rules.paging import MAX_PAGE_VALUE
-from queue_core.storage.abilities import (
-    SupportsPrefetch,
-    SupportsStepInputsBatch,
-    SupportsWorkflows,
-)
+from queue_core.storage.abilities import SupportsStepInputsBatch, SupportsWorkflows
 from queue_core.storage.flows import step_job_id
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
@@ -440,24 +436,6 @@ class FlowEndContract(ContractBase):
         assert states(flows, new.id)["b"] is _S.QUEUED
         record = flows.get_execution(new.id)
         assert record is not None and record.state is _E.RUNNING
-
-    def test_a_step_held_by_a_worker_that_died_runs_again_unspent(self, storage: Storage) -> None:
-        # SPEC §8: claimed ahead of a free slot, never started, its worker killed: the
-        # reap queues it again with its budget whole, and its execution goes on
-        if not isinstance(storage, SupportsPrefetch):
-            pytest.skip(lacks(SupportsPrefetch))
-        flows = flows_of(storage)
-        new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=1)
-        flows.start_execution(new, now=T0)
-        (held,) = storage.claim_ahead("w", ["default"], 5, LEASE, now=T0 + 1)
-        assert held.step_id == "a"
-        (reaped,) = storage.reap(now=T0 + 1 + LEASE)
-        assert (reaped.state, reaped.reason) == (JobState.QUEUED, Reason.LEASE_EXPIRED.value)
-        assert states(flows, new.id) == {"a": _S.QUEUED, "b": _S.PENDING}
-        again = claim_steps(storage, T0 + 2 + LEASE)["a"]
-        assert (again.attempt, again.max_attempts) == (2, 2)
-        storage.finish([complete_end(again.ref)], now=T0 + 3 + LEASE)
-        assert states(flows, new.id)["b"] is _S.QUEUED
 
     def test_cancelling_a_step_job_fails_its_execution(self, storage: Storage) -> None:
         flows = flows_of(storage)

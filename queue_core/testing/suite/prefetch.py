@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from queue_core.records.flows import StepState
 from queue_core.records.jobs import JobState, LeaseRef, Outcome, Reason, dt_from_ms
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
 from queue_core.storage.abilities import (
@@ -15,6 +16,7 @@ from queue_core.storage.abilities import (
 )
 from queue_core.storage.protocol import Storage
 from queue_core.testing.fixtures import (
+    LEASE,
     SEC,
     T0,
     complete_end,
@@ -22,6 +24,13 @@ from queue_core.testing.fixtures import (
     released_end,
 )
 from queue_core.testing.suite._base import ContractBase, lacks
+from queue_core.testing.suite._flows_base import (
+    claim_steps,
+    flows_of,
+    make_execution,
+    make_spec,
+    states,
+)
 
 __all__ = ["PrefetchContract"]
 
@@ -125,6 +134,23 @@ class PrefetchContract(ContractBase):
         assert (reaped.job_id, reaped.state) == (job_id, JobState.CANCELLED)
         job = storage.get_job(job_id)
         assert job is not None and job.max_attempts == 3
+
+    def test_a_step_held_by_a_worker_that_died_runs_again_unspent(self, storage: Storage) -> None:
+        # SPEC §8: claimed ahead of a free slot, never started, its worker killed: the
+        # reap queues it again with its budget whole, and its execution goes on
+        ahead = _ahead(storage)
+        flows = flows_of(storage)
+        new = make_execution(make_spec({"a": [], "b": ["a"]}), max_attempts=1)
+        flows.start_execution(new, now=T0)
+        (held,) = ahead.claim_ahead("w", ["default"], 5, LEASE, now=T0 + 1)
+        assert held.step_id == "a"
+        (reaped,) = storage.reap(now=T0 + 1 + LEASE)
+        assert (reaped.state, reaped.reason) == (JobState.QUEUED, Reason.LEASE_EXPIRED.value)
+        assert states(flows, new.id) == {"a": StepState.QUEUED, "b": StepState.PENDING}
+        again = claim_steps(storage, T0 + 2 + LEASE)["a"]
+        assert (again.attempt, again.max_attempts) == (2, 2)
+        storage.finish([complete_end(again.ref)], now=T0 + 3 + LEASE)
+        assert states(flows, new.id)["b"] is StepState.QUEUED
 
     def test_the_attempt_starts_when_its_body_starts(self, storage: Storage) -> None:
         ahead = _ahead(storage)
