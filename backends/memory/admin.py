@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from queue_core.records.errors import ConfigError, NotFound
 from queue_core.records.jobs import DeadJob, JobState, QueueStats
 from queue_core.rules.outcomes import replay_job
 from queue_core.rules.paging import check_page
+from queue_core.storage.job_ids import new_job_id
 
 if TYPE_CHECKING:
     from backends.memory.flows import MemoryFlows
@@ -151,7 +151,7 @@ class MemoryAdmin:
             eid = entry.spec.execution_id
             if eid is not None and self.workflows is not None:
                 return self._resume_step(entry, eid, t)
-            new_id = uuid.uuid4().hex
+            new_id = new_job_id()
             spec = replay_job(entry.spec, dead_id=dead_id, new_id=new_id, queue=queue, now=t)
             store.drop_dead(entry)
             job = Job(

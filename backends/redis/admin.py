@@ -11,7 +11,6 @@ removes the entry (``dead_drop.lua``), so concurrent retries still yield one new
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ from queue_core.records.errors import NotFound
 from queue_core.records.jobs import DeadJob, JobRecord, JobState, NewJob, QueueStats
 from queue_core.rules.outcomes import replay_job
 from queue_core.rules.paging import check_page
+from queue_core.storage.job_ids import new_job_id
 
 __all__ = ["RedisAdmin"]
 
@@ -121,7 +121,7 @@ class RedisAdmin:
     def retry_dead(self, dead_id: str, queue: str | None, now: int | None) -> str:
         """``Storage.retry_dead``: the entry's job again under a new id; a flow step's
         entry resumes its execution (:attr:`retry_step`), its step's job id."""
-        new_id = os.urandom(16).hex()
+        new_id = new_job_id()
         stored, home = self.store.homes.split(dead_id)
         if not self.store.cluster:
             took = self._retry_here(dead_id, stored, None, new_id, queue, now)

@@ -8,7 +8,6 @@ writes it in the transaction that ends the job ``dead`` (finish, reap), and
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from queue_core.records.errors import ConfigError, NotFound
 from queue_core.records.jobs import DeadJob, QueueStats
 from queue_core.rules.outcomes import replay_job
 from queue_core.rules.paging import check_page
+from queue_core.storage.job_ids import new_job_id
 
 if TYPE_CHECKING:
     from backends.sql.workflows import Workflows
@@ -87,7 +87,7 @@ class Admin:
             if spec.execution_id is not None:
                 return self._resume_step(cur, dead_id, spec.id, spec.execution_id, t)
             cur.execute(q["delete_dead"], {"seq": row["seq"]})
-            job = replay_job(spec, dead_id=dead_id, new_id=uuid.uuid4().hex, queue=queue, now=t)
+            job = replay_job(spec, dead_id=dead_id, new_id=new_job_id(), queue=queue, now=t)
             store.dialect.insert(cur, [job], None, None, t)
             mark(cur, store, job)  # its rate stays in qc_rates
             return job.id

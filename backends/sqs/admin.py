@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from queue_core.records.errors import NotFound, StorageError
 from queue_core.records.jobs import DeadJob, QueueStats
 from queue_core.rules.outcomes import replay_job
 from queue_core.rules.paging import check_page
+from queue_core.storage.job_ids import new_job_id
 
 if TYPE_CHECKING:
     from backends.sqs.flows import SQSFlows
@@ -140,7 +140,7 @@ class Admin:
             spec = replay_job(
                 spec_from_dead(d, self.db.payload(d)),
                 dead_id=dead_id,
-                new_id=uuid.uuid4().hex,
+                new_id=new_job_id(),
                 queue=queue,
                 now=t,
             )

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from queue_core.app.handle import JobHandle
-from queue_core.app.job_ids import new_job_id, new_job_ids
 from queue_core.records.durations import to_ms
 from queue_core.rules.decide import lost_delay_ms
 from queue_core.rules.retry import jittered
+from queue_core.storage.job_ids import new_job_id, new_job_ids
 
 if TYPE_CHECKING:
     from queue_core.app.owner import TaskOwner

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, Protocol, Type
 
 from queue_core.app.control import call_keys, control_fields
 from queue_core.app.handle import JobHandle
-from queue_core.app.job_ids import new_job_id as new_job_id
-from queue_core.app.job_ids import new_job_ids
 
 # The options and the spec builder live in queue_core.app.options / queue_core.app.spec; these
 # names are re-exported so ``from queue_core.app.task import X`` keeps working.
@@ -60,6 +58,8 @@ from queue_core.records.errors import ConfigError
 from queue_core.records.job_factory import plain_job_factory
 from queue_core.records.jobs import NewJob
 from queue_core.rules import RetryPolicy, lost_delay_ms, merge_policies
+from queue_core.storage.job_ids import new_job_id as new_job_id
+from queue_core.storage.job_ids import new_job_ids
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -1,15 +1,7 @@
-"""Building the :class:`~queue_core.records.jobs.NewJob` of a plain call cheaply.
-
-``NewJob(**fields)`` (a frozen, slotted dataclass of 25 fields) costs about as much as
-the rest of building a job: every field goes through keyword binding and a
-``object.__setattr__`` looked up per field. A task's plain calls (``delay`` and ``map``
-with no per-call options, no unique key and no concurrency key function) differ only in
-id, payload and lost delay, so :class:`JobFactory` keeps the other 22 values with their
-slot setters and fills a new instance directly: the same object ``NewJob(...)`` would
-give (equal, same type), at about a third of the cost (bench/enqueue.py --profile).
-
-:func:`new_job_id` makes time-ordered ids (version-7 UUIDs); :func:`new_job_ids` draws the
-ids of a batch from one ``os.urandom`` call.
+"""Job ids: :func:`new_job_id` makes time-ordered ids (version-7 UUIDs);
+:func:`new_job_ids` draws the ids of a batch from one ``os.urandom`` call. In the storage
+layer so that every job id is made here: a task's calls (``queue_core.app``) and a
+backend's ``retry_dead``, which enqueues a dead letter's job again under a new id.
 """
 
 from __future__ import annotations

@@ -372,7 +372,8 @@ class Storage(Protocol):
     def retry_dead(self, dead_id: str, queue: str | None = None, *, now: int | None = None) -> str:
         """Replay a dead job: remove the entry and enqueue the job
         :func:`~queue_core.rules.outcomes.replay_job` builds from the spec the entry
-        kept: a new id, a fresh attempt budget, the enqueue-time task, payload, priority,
+        kept: a new id (:func:`~queue_core.storage.job_ids.new_job_id`: time-ordered, as
+        every job id), a fresh attempt budget, the enqueue-time task, payload, priority,
         options, ``max_attempts``, ``lost_delay_ms``, timeouts, schedule-to-start and
         concurrency, with one more replay counted in ``options`` (``"replays"``);
         ``queue`` overrides the queue; ready at ``now``; ``replay_of = dead_id``.

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from queue_core.app.job_ids import new_job_id
 from queue_core.records.jobs import (
     Action,
     AttemptEnd,
@@ -25,6 +24,7 @@ from queue_core.records.jobs import (
     Outcome,
     Reason,
 )
+from queue_core.storage.job_ids import new_job_id
 from queue_core.storage.protocol import Storage
 
 __all__ = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from queue_core.app.job_ids import new_job_ids
 from queue_core.records.errors import ConfigError, NotFound
 from queue_core.rules.ids import resolve_prefix, short_id_length, short_ids
+from queue_core.storage.job_ids import new_job_ids
 
 
 def test_ids_made_together_get_abbreviations_that_differ() -> None:

@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import queue_core
-from queue_core.app import job_ids as jobbuild
-from queue_core.app.job_ids import new_job_id, new_job_ids
 from queue_core.app.task import Concurrency
 from queue_core.records.job_factory import JobFactory, plain_job_factory
 from queue_core.records.jobs import NewJob
+from queue_core.storage import job_ids as jobbuild
+from queue_core.storage.job_ids import new_job_id, new_job_ids
 
 
 def _queue() -> queue_core.Queue:

@@ -133,7 +133,9 @@ class DeadLetterContract(ContractBase):
         assert dead_id is not None and got.attempt == 3
         now = T0 + 10 * LEASE
         new_id = storage.retry_dead(dead_id, now=now)
-        assert new_id != job_id
+        # a job id as enqueue's (queue_core.storage.job_ids.new_job_id): time-ordered, so
+        # made after the first job's, it sorts after it
+        assert len(new_id) == 32 and new_id[12] == "7" and new_id > job_id, (new_id, job_id)
         assert storage.get_dead(dead_id) is None
         assert storage.list_dead() == []
         rec = job_of(storage, new_id)

@@ -55,6 +55,7 @@ from queue_core.rules.outcomes import (
     replay_job,
 )
 from queue_core.rules.paging import check_page
+from queue_core.storage.job_ids import new_job_id
 from queue_core.storage.protocol import Storage, StorageFactory
 from shelf_queue.records import (
     attempt_record,
@@ -469,7 +470,7 @@ class ShelfStorage(Storage):
             entry = doc["dead"].get(dead_id)
             if entry is None:
                 raise NotFound(f"no dead-letter entry with id {dead_id!r}")
-            new_id = uuid.uuid4().hex
+            new_id = new_job_id()
             spec = new_job_of(entry["spec"])  # the job as it was enqueued
             replay = replay_job(spec, dead_id=dead_id, new_id=new_id, queue=queue, now=t)
             del doc["dead"][dead_id]
