@@ -60,6 +60,7 @@ class MemoryReaping:
                     schedule_to_start_ms=job.spec.schedule_to_start_ms,
                     place_at=job.place_at,
                     held=job.ahead,
+                    held_refunds=job.held_refunds,
                 )
                 if verdict is not None:
                     stale.append((job.lease_expires_at, job.seq, job, verdict))
@@ -86,6 +87,7 @@ class MemoryReaping:
         attempt.finished_at = t
         if verdict.refund:  # a held attempt: its body never started
             job.spec = dataclasses.replace(job.spec, max_attempts=job.spec.max_attempts + 1)
+            job.held_refunds += 1
         if verdict.state is JobState.QUEUED:
             assert verdict.ready_at is not None
             job.ready_at = verdict.ready_at

@@ -90,6 +90,8 @@ class Job:
     ahead: bool = False
     """Its running attempt is held (claimed ahead of a free slot, its body not started):
     a reap spends no attempt (:func:`~queue_core.rules.outcomes.reap_verdict`)."""
+    held_refunds: int = 0
+    """How many of its held attempts a reap gave back unspent (bounded by the rule)."""
 
     @property
     def id(self) -> str:

@@ -118,6 +118,7 @@ class Reaping:
                 schedule_to_start_ms=r["schedule_to_start_ms"],
                 place_at=r["place_at"] if type(r["place_at"]) is int else None,
                 held=bool(r["ahead"]),
+                held_refunds=r["ahead_refunds"] or 0,
             )
             if verdict is None:
                 continue

@@ -257,9 +257,10 @@ def _v15(conn: Connection, t: Any) -> None:
 
 def _v16(conn: Connection, t: Any) -> None:
     """Version 16: ``qc_jobs.ahead``, whether the running attempt is held ahead of a free
-    slot (its body not started), so that a reap spends no attempt of it (SPEC §8). NULL on
-    the rows stored before: an attempt held across the upgrade is reaped as a running one."""
-    _add_columns(conn, "qc_jobs", (("ahead", "BOOLEAN"),))
+    slot (its body not started), so that a reap spends no attempt of it (SPEC §8), and
+    ``ahead_refunds``, how many times a reap did so (bounded). NULL on the rows stored
+    before: an attempt held across the upgrade is reaped as a running one."""
+    _add_columns(conn, "qc_jobs", (("ahead", "BOOLEAN"), ("ahead_refunds", "INTEGER")))
 
 
 MIGRATIONS: dict[int, Callable[[Connection, Any], None]] = {

@@ -162,6 +162,9 @@ jobs = Table(
     # started: SupportsPrefetch); a reap spends no attempt (rules.outcomes.reap_verdict).
     # Set by every claim, cleared by start_claimed; NULL on rows stored before: not held.
     Column("ahead", Boolean(create_constraint=False)),
+    # version 16: how many of its held attempts a reap gave back unspent (the rule bounds
+    # it: rules.outcomes.MAX_HELD_REFUNDS); NULL = none
+    Column("ahead_refunds", Integer),
 )
 
 PLACE = "coalesce(place_at, run_at)"

@@ -47,6 +47,7 @@ from queue_core.rules.leases import expired_bound
 
 __all__ = [
     "DEFAULT_RETENTION_MS",
+    "MAX_HELD_REFUNDS",
     "ReapVerdict",
     "end_state",
     "parse_retention",
@@ -123,6 +124,12 @@ class ReapVerdict(Record):
     decision with ``spends_attempt=False``."""
 
 
+MAX_HELD_REFUNDS: Final = 2
+"""How many times a job's held attempts are reaped without spending one
+(:func:`reap_verdict`); past it they spend, so a job that kills its worker as soon as it
+starts from being held is still dead-lettered."""
+
+
 def reap_outcome(reason: Reason) -> Outcome:
     """The attempt outcome recorded for a reap ``reason``: ``lost`` for an expired lease
     (the worker went silent), ``timed_out`` for a passed deadline or heartbeat bound."""
@@ -192,6 +199,7 @@ def reap_verdict(
     schedule_to_start_ms: int | None,
     place_at: int | None = None,
     held: bool = False,
+    held_refunds: int = 0,
 ) -> ReapVerdict | None:
     """Whether a running attempt is reaped at ``now``, and what the reap does.
 
@@ -208,11 +216,16 @@ def reap_verdict(
        once ready it is claimed before the jobs of its priority enqueued after it;
     3. otherwise dead-lettered with reason ``retries_exhausted``.
 
-    A *held* attempt (claimed ahead of a free slot, its body never started:
-    ``SupportsPrefetch``) spends no attempt (SPEC §8): unless a cancel is pending, its
-    job is queued again whatever its budget -- ready at once (no backoff: it never ran),
-    in its place -- with ``refund`` set. Its record is kept (``lost``, the bound's
-    reason): a worker claimed it and lost it.
+    A *held* attempt (claimed ahead of a free slot, its body not started as far as
+    storage knows: ``SupportsPrefetch``) spends no attempt (SPEC §8): unless a cancel is
+    pending, its job is queued again whatever its budget -- ready at once (no backoff:
+    it never ran), in its place -- with ``refund`` set. Its record is kept (``lost``, the
+    bound's reason): a worker claimed it and lost it. At most
+    :data:`MAX_HELD_REFUNDS` times per job (``held_refunds``: the refunds it had): a
+    worker tells a held body's start up to 20 ms after it, so a body that kills its
+    worker at once can be reaped as held, and it must still reach the dead-letter
+    store instead of looping (SPEC §5); past the bound a held attempt is reaped as a
+    running one.
 
     Every reap releases the attempt's lease and concurrency slot.
 
@@ -236,11 +249,12 @@ def reap_verdict(
             job_reason=Reason.CANCELLED.value,
             ready_at=None,
         )
-    if held or attempt < max_attempts:
+    refund = held and held_refunds < MAX_HELD_REFUNDS
+    if refund or attempt < max_attempts:
         ready_at = reap_ready_at(
             now,
             run_at=run_at,
-            lost_delay_ms=0 if held else lost_delay_ms,
+            lost_delay_ms=0 if refund else lost_delay_ms,
             schedule_to_start_ms=schedule_to_start_ms,
         )
         return ReapVerdict(
@@ -250,7 +264,7 @@ def reap_verdict(
             job_reason=None,
             ready_at=ready_at,
             place_at=reap_place_at(place_at=place_at, run_at=run_at, ready_at=ready_at),
-            refund=held,
+            refund=refund,
         )
     return ReapVerdict(
         reason=reason,

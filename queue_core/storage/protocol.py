@@ -255,7 +255,8 @@ class Storage(Protocol):
           (``SupportsPrefetch.claim_ahead``, no ``start_claimed``) spends no attempt:
           its job is queued again whatever its budget, ready with no backoff
           (``reap_ready_at`` with no delay), and its ``max_attempts`` is raised by one
-          (its record is kept).
+          (its record is kept) -- at most ``MAX_HELD_REFUNDS`` times per job, past
+          which a held attempt is reaped as a running one.
         * Queued jobs whose schedule-to-start bound passed
           (:func:`~queue_core.rules.leases.schedule_to_start_expired` of the ready
           time): dead-lettered, reason ``schedule_to_start``, no attempt recorded

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from queue_core import JobCancelled, JobState, Outcome, Queue
+from queue_core.rules.outcomes import MAX_HELD_REFUNDS
 from tests.integration.helpers.timeout_app import (
     FLOWS,
     build,
@@ -251,6 +252,33 @@ def test_a_sigkilled_workers_prefetched_job_runs_again_without_spending_an_attem
     assert (lost.outcome, lost.reason) == (Outcome.LOST, "lease_expired")
     assert ran.outcome is Outcome.SUCCEEDED
     assert held.info().max_attempts == 2  # the held attempt was given back to its budget
+
+
+def test_a_job_that_kills_its_worker_as_it_starts_from_held_is_dead_lettered(
+    url: str, queue: Queue, markers: str
+) -> None:
+    """SPEC §5 with prefetch: a held job's start reaches storage a little after its body
+    starts, so a body that kills its worker at once may be reaped as held, unspent; such
+    refunds are bounded (``MAX_HELD_REFUNDS``), so the job still ends dead-lettered
+    instead of killing workers for ever."""
+    poison = queue.enqueue("kill_worker", args=(markers,))  # max_retries=0: one attempt
+    kills = 0
+    while poison.status() is not JobState.DEAD and kills <= MAX_HELD_REFUNDS:
+        # a job of higher priority holds the only slot, so the poison is claimed ahead
+        # (once reaped) and starts from being held when that job ends
+        queue.enqueue("sleep_thread", args=(markers, 5.0), priority=10)
+        worker = _python_worker(url, grace=5.0)
+        try:
+            assert worker.wait(30) == -signal.SIGKILL  # the poison killed it
+        finally:
+            _stop(worker)
+        kills += 1
+        with worker_thread(queue, queues=["elsewhere"]):  # reaps, never runs the poison
+            wait_for(lambda: poison.status() is not JobState.RUNNING, LEASE + 10, "reaped")
+    assert poison.status() is JobState.DEAD and poison.info().reason == "retries_exhausted"
+    attempts = poison.attempts()
+    assert len(attempts) == kills <= MAX_HELD_REFUNDS + 1
+    assert {(a.outcome, a.reason) for a in attempts} == {(Outcome.LOST, "lease_expired")}
 
 
 def test_sigterm_stops_a_process_isolated_attempt_group(

@@ -39,6 +39,8 @@ local function requeue_in_place(id, q, pr, ra, place, ss, m)
   index_round_robin(k, q, ra, m)
 end
 
+-- mirrors queue_core.rules.outcomes.MAX_HELD_REFUNDS (tests/backends/redis checks the two)
+local MAX_HELD_REFUNDS = 2
 local limit, xlimit = tonumber(ARGV[4]), tonumber(ARGV[6])
 if ARGV[5] ~= '1' then
   -- an execution's deadline, like an attempt's, is judged REAP_MARGIN late
@@ -57,7 +59,8 @@ if limit > 0 then stale = redis.call('ZRANGEBYSCORE', RUN, '-inf', NOW, 'LIMIT',
 for _, id in ipairs(stale) do
   local k = jk(id)
   local f = redis.call('HMGET', k, 'st', 'att', 'le', 'dl', 'hd', 'cr', 'ma', 'ld', 'q', 'ck',
-                       'wid', 'sa', 'pr', 'ss', 'lc', 'x', 'ra', 'mem', 'po', 'ah')
+                       'wid', 'sa', 'pr', 'ss', 'lc', 'x', 'ra', 'mem', 'po', 'ah',
+                       'ahr')
   local bad = f[1] == 'running' and corrupt_fields(f, REAP_INTS, REAP_NEEDED) or {}
   if f[1] ~= 'running' then
     redis.call('ZREM', RUN, id)
@@ -92,17 +95,21 @@ for _, id in ipairs(stale) do
       redis.call('HDEL', k, 'tok', 'le', 'dl', 'hd', 'ah')
       -- mirrors queue_core.rules.outcomes.reap_verdict: a cancel request ends it
       -- cancelled; a held attempt (claimed ahead, 'ah' its number: its body never
-      -- started) or attempts left: queued at now + lost delay (a retry's 'lc', else the
-      -- enqueued 'ld'; none for a held one, whose budget grows by one: refund);
-      -- otherwise dead-lettered retries_exhausted
+      -- started) while the job had fewer than MAX_HELD_REFUNDS such refunds ('ahr'), or
+      -- attempts left: queued at now + lost delay (a retry's 'lc', else the enqueued
+      -- 'ld'; none for a held one, whose budget grows by one: refund); otherwise
+      -- dead-lettered retries_exhausted
       local state
-      local held = f[20] ~= false and f[20] == f[2]
+      local held = f[20] ~= false and f[20] == f[2] and (tonumber(f[21]) or 0) < MAX_HELD_REFUNDS
       if f[6] then
         state = 'cancelled'
         terminal(id, q, state, 'cancelled', ck)
       elseif held or att < tonumber(f[7]) then
         state = 'queued'
-        if held then redis.call('HINCRBY', k, 'ma', 1) end
+        if held then
+          redis.call('HINCRBY', k, 'ma', 1)
+          redis.call('HINCRBY', k, 'ahr', 1)
+        end
         -- mirrors queue_core.rules.outcomes.reap_ready_at: lost delay 0 and no
         -- schedule-to-start bound keep the previous ready time; otherwise now + lost delay
         local ld, ra, po = tonumber(f[15] or f[8]), tonumber(f[17]), tonumber(f[19])

@@ -124,7 +124,7 @@ ORDER BY lease_expires_at, seq LIMIT :limit
 -- select_stale for one step job (under its execution's lock).
 SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
-    run_at, place_at, schedule_to_start_ms, ahead, CAST(:now AS bigint) AS now_ms
+    run_at, place_at, schedule_to_start_ms, ahead, ahead_refunds, CAST(:now AS bigint) AS now_ms
 FROM qc_jobs
 WHERE id = :id AND state = 'running'
     AND (lease_expires_at <= :now OR deadline <= :now - {reap_margin}

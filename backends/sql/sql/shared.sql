@@ -142,7 +142,7 @@ DELETE FROM qc_dead WHERE (CAST(:task AS text) IS NULL OR task_name = :task)
 -- which bound wins is rules.outcomes.reap_verdict's.
 SELECT seq, id, attempt, max_attempts, lost_delay_ms, retry_lost_delay_ms,
     lease_expires_at, deadline, heartbeat_expires_at, cancel_requested, concurrency_key,
-    run_at, place_at, schedule_to_start_ms, ahead, {now} AS now_ms
+    run_at, place_at, schedule_to_start_ms, ahead, ahead_refunds, {now} AS now_ms
 FROM qc_jobs
 WHERE state = 'running' AND execution_id IS NULL
     AND (lease_expires_at <= {now} OR deadline <= {now} - {reap_margin}
@@ -194,9 +194,12 @@ WHERE seq = :seq AND state = 'queued'
 -- name: reap_job
 -- The job after a reap verdict (or a schedule-to-start expiry): :run_at and :place_at
 -- (rules.outcomes.reap_place_at) only when queued; expires_at mirrors
--- rules.leases.queued_expiry; :refund (0 or 1) raises max_attempts (ReapVerdict.refund).
+-- rules.leases.queued_expiry; :refund (0 or 1) raises max_attempts and counts the refund
+-- (ReapVerdict.refund).
 UPDATE qc_jobs SET state = :state, reason = :reason,
     max_attempts = max_attempts + CAST(:refund AS integer),
+    ahead_refunds = CASE WHEN CAST(:refund AS integer) = 1
+        THEN coalesce(ahead_refunds, 0) + 1 ELSE ahead_refunds END,
     run_at = coalesce(CAST(:run_at AS bigint), run_at), place_at = CAST(:place_at AS bigint),
     expires_at = CASE WHEN CAST(:run_at AS bigint) IS NOT NULL
         AND schedule_to_start_ms IS NOT NULL

@@ -153,6 +153,7 @@ CREATE TABLE qc_jobs (
 	held TEXT, 
 	place_at BIGINT, 
 	ahead BOOLEAN, 
+	ahead_refunds INTEGER, 
 	PRIMARY KEY (seq), 
 	UNIQUE (id)
 )

@@ -9,6 +9,7 @@ import pytest
 from queue_core.records.flows import StepState
 from queue_core.records.jobs import JobState, LeaseRef, Outcome, Reason, dt_from_ms
 from queue_core.rules.leases import REAP_MARGIN_MS as MARGIN
+from queue_core.rules.outcomes import MAX_HELD_REFUNDS
 from queue_core.storage.abilities import (
     SupportsGiveBack,
     SupportsPrefetch,
@@ -122,6 +123,32 @@ class PrefetchContract(ContractBase):
         assert (last.reason, last.state) == (Reason.TIMEOUT.value, JobState.DEAD)
         job = storage.get_job(job_id)
         assert job is not None and (job.attempts, job.max_attempts) == (2, 2)
+
+    def test_held_attempts_are_reaped_unspent_a_bounded_number_of_times(
+        self, storage: Storage
+    ) -> None:
+        """A worker tells a held body's start a little after it, so a body that kills its
+        worker at once may be reaped as held: such refunds are bounded
+        (``MAX_HELD_REFUNDS``), and the job still reaches the dead-letter store instead
+        of looping (SPEC §5)."""
+        ahead = _ahead(storage)
+        job_id = enqueue_one(storage, max_attempts=1)
+        t = T0
+        for _ in range(MAX_HELD_REFUNDS):
+            ahead.claim_ahead("w", ["default"], 5, 10 * SEC, now=t)
+            t += 10 * SEC
+            (refunded,) = storage.reap(now=t)
+            assert refunded.state is JobState.QUEUED
+            t += 1
+        ahead.claim_ahead("w", ["default"], 5, 10 * SEC, now=t)
+        (spent,) = storage.reap(now=t + 10 * SEC)
+        assert (spent.attempt, spent.state) == (MAX_HELD_REFUNDS + 1, JobState.DEAD)
+        job = storage.get_job(job_id)
+        assert job is not None
+        assert (job.reason, job.max_attempts) == ("retries_exhausted", 1 + MAX_HELD_REFUNDS)
+        assert [a.reason for a in storage.list_attempts(job_id)] == [Reason.LEASE_EXPIRED.value] * (
+            MAX_HELD_REFUNDS + 1
+        )
 
     def test_a_held_attempt_reaped_with_a_cancel_pending_is_cancelled(
         self, storage: Storage

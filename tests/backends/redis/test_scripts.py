@@ -16,6 +16,7 @@ from backends.redis import RedisStorage, scripts
 from backends.redis.scripts import PRELUDES, SCRIPTS, load_script, lua_text, pack_command
 from queue_core.records.jobs import JobState
 from queue_core.rules.limits import RATE_START_MS
+from queue_core.rules.outcomes import MAX_HELD_REFUNDS
 from queue_core.testing.fixtures import LEASE, T0, complete_end, new_job
 
 LUA = Path(__file__).resolve().parents[3] / "backends" / "redis" / "lua"
@@ -141,3 +142,10 @@ def test_the_storage_runs_its_scripts_packed_without_hiredis(
     assert storage.finish([complete_end(claimed.ref, b"ok")], now=T0 + 2) == [True]
     done = storage.get_job("j1")
     assert done is not None and done.state is JobState.SUCCEEDED
+
+
+def test_reap_lua_mirrors_the_held_refund_bound() -> None:
+    """reap.lua gives a held attempt back unspent while the job had fewer than
+    MAX_HELD_REFUNDS such refunds: the copy is the rule's value."""
+    found = re.findall(r"^local MAX_HELD_REFUNDS = (\d+)$", lua_text("reap"), re.M)
+    assert found == [str(MAX_HELD_REFUNDS)]

@@ -119,6 +119,13 @@ def crash_first(marker_dir: str, ctx: JobContext) -> str:
     return f"survived on attempt {ctx.attempt}"
 
 
+def kill_worker(marker_dir: str, ctx: JobContext) -> str:
+    """SIGKILL the worker running it, at once (a crash in native code)."""
+    mark(marker_dir, ctx.attempt)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never"
+
+
 async def until_stopped(marker_dir: str, ctx: JobContext) -> str:
     """Sleep 30 s on the event loop; when stopped, write ``stopped-<attempt>`` = seconds
     since the body started (by ``time.time()``) and ``started-at-<attempt>`` = its start."""
@@ -188,6 +195,7 @@ _BODIES: dict[str, tuple[Any, dict[str, Any]]] = {
     "poll_cancelled": (poll_cancelled, {"max_retries": 3}),
     "until_stopped": (until_stopped, {"timeout": 1.5}),
     "crash_first": (crash_first, {"max_retries": 1, "isolation": "process"}),
+    "kill_worker": (kill_worker, {}),  # the default: 0 retries
 }
 
 

@@ -24,6 +24,7 @@ from queue_core.rules import RetryPolicy, decide
 from queue_core.rules.leases import REAP_MARGIN_MS
 from queue_core.rules.outcomes import (
     DEFAULT_RETENTION_MS,
+    MAX_HELD_REFUNDS,
     end_state,
     parse_retention,
     reap_place_at,
@@ -134,6 +135,20 @@ def test_a_held_attempt_is_queued_again_unspent_whatever_its_budget() -> None:
     assert (v.reason, v.outcome) == (Reason.LEASE_EXPIRED, Outcome.LOST)
     spent = _verdict(lease_expires_at=NOW, attempt=3, max_attempts=3)
     assert spent is not None and (spent.state, spent.refund) == (JobState.DEAD, False)
+
+
+def test_held_refunds_are_bounded() -> None:
+    """Past MAX_HELD_REFUNDS a held attempt is reaped as a running one (a body that kills
+    its worker at once must still reach the dead-letter store)."""
+    last = MAX_HELD_REFUNDS - 1
+    v = _verdict(lease_expires_at=NOW, attempt=3, max_attempts=3, held=True, held_refunds=last)
+    assert v is not None and (v.state, v.refund) == (JobState.QUEUED, True)
+    v = _verdict(
+        lease_expires_at=NOW, attempt=3, max_attempts=3, held=True, held_refunds=last + 1
+    )
+    assert v is not None and (v.state, v.refund) == (JobState.DEAD, False)
+    v = _verdict(lease_expires_at=NOW, held=True, held_refunds=last + 1)
+    assert v is not None and (v.state, v.ready_at, v.refund) == (JobState.QUEUED, NOW + 250, False)
 
 
 def test_a_held_attempt_with_a_cancel_pending_is_cancelled() -> None:
