@@ -37,6 +37,7 @@ from queue_core.records.errors import (
     ExecutionFailed,
     JobCancelled,
     JobSkipped,
+    SerializationError,
     StorageUnavailable,
 )
 from queue_core.records.flows import ExecutionState, StepState
@@ -44,7 +45,7 @@ from queue_core.records.jobs import JobState, LeaseRef, NewJob
 from queue_core.records.workflows import EventWait, MemoPut, NewChild, Suspension
 from queue_core.rules import classify
 from queue_core.rules.flows.workflow import sub_step_state
-from queue_core.storage.abilities import SupportsFlows, SupportsWorkflows
+from queue_core.storage.abilities import SupportsFlows, SupportsResultLimit, SupportsWorkflows
 from queue_core.storage.flows import ExecutionRecord, NewExecution, StepRecord, step_job_id
 from queue_core.storage.workflows import WorkflowState, sub_execution_id
 
@@ -199,6 +200,14 @@ class WorkflowRun:
         """Store ``value`` as memo ``key`` (fenced by the attempt's lease); the value as it
         comes back from the serializer, as a replay will return it."""
         data = self.serializer.dumps_result(value)
+        if isinstance(self.storage, SupportsResultLimit):
+            limit = self.storage.max_result_bytes()
+            if len(data) > limit:  # as the worker refuses a result: before any write
+                raise SerializationError(
+                    f"ctx.step result of {len(data)} bytes is larger than this storage keeps"
+                    f" ({limit} bytes); return a smaller value (e.g. a reference to where the"
+                    " data is kept)"
+                )
         with own_storage_call():
             self.storage.put_memo(self.ref, self.execution_id, key, data)
         self.memos[key] = data

@@ -10,7 +10,7 @@ import pytest
 
 from backends.memory import MemoryStorage
 from queue_core import DurableContext, Queue, RetryPolicy
-from queue_core.records.errors import ExecutionFailed, StorageUnavailable
+from queue_core.records.errors import ExecutionFailed, SerializationError, StorageUnavailable
 
 
 class _Flaky(MemoryStorage):
@@ -70,5 +70,38 @@ def test_the_same_error_raised_by_the_workflows_own_code_is_its_failure() -> Non
     try:
         with pytest.raises(ExecutionFailed):
             execution.result(timeout=5)
+    finally:
+        queue.close()
+
+
+def test_a_step_result_larger_than_storage_keeps_raises_at_the_step() -> None:
+    """``SupportsResultLimit`` (SQS: 1.5 MB): a ``ctx.step`` result too large to store
+    raises ``SerializationError`` naming both sizes where the step is called, before any
+    write -- not a ``StorageError`` from the storage that cannot keep it."""
+
+    class Bounded(MemoryStorage):
+        def max_result_bytes(self) -> int:
+            return 200
+
+    storage = Bounded()
+    queue = Queue(storage=storage)
+
+    @queue.workflow(retry=RetryPolicy(max_attempts=1))
+    def wf(ctx: DurableContext) -> str:
+        small = ctx.step("small", lambda: "x" * 10)
+        try:
+            ctx.step("big", lambda: "x" * 300)
+        except SerializationError as exc:
+            return f"{small} {exc}"
+        return "stored"
+
+    execution = wf.start()
+    queue.run_worker(burst=True, install_signal_handlers=False)
+    try:
+        said = execution.result(timeout=5)
+        assert said.startswith("x" * 10 + " ctx.step result of 302 bytes"), said
+        assert "(200 bytes)" in said
+        state = storage.workflow_state(execution.id)
+        assert state is not None and set(state.memos) == {"s:small"}
     finally:
         queue.close()
