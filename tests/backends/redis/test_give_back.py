@@ -55,7 +55,7 @@ def test_a_job_given_back_takes_the_ready_set_score_the_claim_took_it_from(
     that place, with its member (its enqueue order), not at its ready time."""
     job_id = enqueue_one(storage, max_attempts=3, lost_delay_ms=SEC, now=T0)
     member = raw.hget(storage.keys.job(job_id), "mem")
-    _ahead(storage, T0 + SEC)
+    storage.claim("w", ["default"], 1, LEASE, now=T0 + SEC)  # started: a reap spends it
     storage.reap(now=T0 + SEC + LEASE)  # lost: ready a second later, its place kept
     again = _ahead(storage, T0 + 3 * SEC + LEASE)
     ready = f"{storage.key_prefix}:r:default:0"
