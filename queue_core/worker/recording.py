@@ -164,6 +164,8 @@ class Recorder:
         self.progress_done = progress_done
         self.log_tracebacks = log_tracebacks
         self.rng = rng
+        self.released_count = 0
+        """Attempts released at shutdown (:meth:`released`)."""
         self.result_limit = (
             storage.max_result_bytes() if isinstance(storage, SupportsResultLimit) else None
         )
@@ -327,6 +329,7 @@ class Recorder:
         )  # fmt: skip
         self.decided(att, Outcome.LOST, Reason.WORKER_SHUTDOWN, decision, None)
         att.released = True
+        self.released_count += 1
 
     def unavailable(self, att: Attempt, error: ErrorInfo) -> None:
         """The attempt could not start because storage was unavailable (a flow step's

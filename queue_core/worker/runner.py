@@ -240,7 +240,7 @@ class Worker:
             "stuck": table.stuck,
             "free": table.free(),
             "prefetched": len(state.held),
-            "processed": state.processed,
+            "processed": state.processed + (0 if parts is None else parts.recorder.released_count),
             "buffered_ends": len(state.ends) + (0 if parts is None else parts.finisher.unwritten()),
         }
 
@@ -376,8 +376,10 @@ class Worker:
         parts.claims.close()
         parts.finisher.close()
         await parts.runner.aclose()
-        n = self._state.processed
-        log.info("worker %s stopped after %d attempt%s", self.id, n, "" if n == 1 else "s")
+        released = parts.recorder.released_count
+        n = self._state.processed + released
+        said = f" ({released} released at shutdown)" if released else ""
+        log.info("worker %s stopped after %d attempt%s%s", self.id, n, "" if n == 1 else "s", said)
         self._listeners.notify("worker_stopped", self)
 
     async def _start_services(

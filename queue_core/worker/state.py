@@ -53,7 +53,8 @@ class RunState:
         self.stopping = False
         """The stop was seen on the loop: the claim loop ends, ends are no longer gathered."""
         self.processed = 0
-        """Attempts whose slot was freed."""
+        """Attempts whose slot was freed, but for those released at shutdown (counted by
+        the recorder when released: a body may still return after)."""
         self.backlog = False
         """The last claim took as many jobs as it asked for: more are waiting, so more ends
         are coming soon (the finish thread may gather them)."""
@@ -87,7 +88,8 @@ class RunState:
         self.table.remove(att)
         if self.heartbeats:  # hashing a LeaseRef is a Python call: skip it when empty
             self.heartbeats.pop(att.ref, None)
-        self.processed += 1
+        if not att.released:
+            self.processed += 1
         self.slot_wake.set()
 
     def request_stop(self) -> None:

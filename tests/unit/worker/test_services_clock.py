@@ -249,6 +249,10 @@ async def test_a_release_at_shutdown_spends_no_attempt_and_says_so_once(
         f"block job {job.id} attempt 1: lost (worker_shutdown) in 2.500 s -> released for "
         "retry; spends no attempt of its retry budget"
     ]
+    # the stop line counts the released attempt (it said "after 0 attempts")
+    (stop,) = [r.getMessage() for r in caplog.records if " stopped after " in r.getMessage()]
+    assert stop.endswith(" stopped after 1 attempt (1 released at shutdown)"), stop
+    assert worker.stats()["processed"] == 1
 
 
 async def test_dead_letters_are_replayed_after_the_quiet_period(
