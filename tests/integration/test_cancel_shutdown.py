@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from queue_core import JobCancelled, JobState, Outcome, Queue
+from queue_core import JobCancelled, JobHandle, JobState, Outcome, Queue
 from queue_core.rules.outcomes import MAX_HELD_REFUNDS
 from tests.integration.helpers.timeout_app import (
     FLOWS,
@@ -206,15 +206,28 @@ def test_sigterm_releases_long_attempt_then_another_worker_finishes_it(
     assert first.worker_id != other.id
 
 
-def test_sigterm_gives_a_prefetched_job_back_at_once_without_spending_an_attempt(
+def _holding_worker(
     url: str, queue: Queue, markers: str
-) -> None:
+) -> tuple[subprocess.Popen[bytes], JobHandle, JobHandle]:
+    """A worker of one slot running a 60 s job and holding a ``quick`` one (one attempt)
+    claimed ahead of it: (the worker, the running job, the held job)."""
     job = queue.enqueue("sleep_first", args=(markers, 60.0))  # holds the only slot
     worker = _python_worker(url, grace=5.0)  # prefetch: as many as its slots (1)
     try:
         wait_for(lambda: started(markers), 20, "attempt 1 started")
         held = queue.enqueue("quick", args=("held",))  # max_retries=0: one attempt
         wait_for(lambda: held.status() is JobState.RUNNING, 20, "the job is held")
+    except BaseException:
+        _stop(worker)
+        raise
+    return worker, job, held
+
+
+def test_sigterm_gives_a_prefetched_job_back_at_once_without_spending_an_attempt(
+    url: str, queue: Queue, markers: str
+) -> None:
+    worker, job, held = _holding_worker(url, queue, markers)
+    try:
         worker.send_signal(signal.SIGTERM)
         # given back at the stop, before the running attempt's 5 s grace ends
         wait_for(lambda: held.status() is JobState.QUEUED, 4.0, "the held job given back")
@@ -235,12 +248,8 @@ def test_a_sigkilled_workers_prefetched_job_runs_again_without_spending_an_attem
     """SPEC §8: a job held ahead of a free slot by a worker that is killed never ran; the
     reaper queues it again with its one attempt whole, not dead-lettered
     ``retries_exhausted`` -- and the loss is on record."""
-    job = queue.enqueue("sleep_first", args=(markers, 60.0))  # holds the only slot
-    worker = _python_worker(url, grace=5.0)  # prefetch: as many as its slots (1)
+    worker, job, held = _holding_worker(url, queue, markers)
     try:
-        wait_for(lambda: started(markers), 20, "attempt 1 started")
-        held = queue.enqueue("quick", args=("held",))  # max_retries=0: one attempt
-        wait_for(lambda: held.status() is JobState.RUNNING, 20, "the job is held")
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
     finally:
