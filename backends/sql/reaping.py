@@ -43,7 +43,7 @@ time is not a number: the query scans the index of every queued row."""
 
 _STALE_INTS = ("attempt", "max_attempts", "lost_delay_ms", "run_at")
 _STALE_OPTIONAL = ("retry_lost_delay_ms", "lease_expires_at", "deadline",
-                   "heartbeat_expires_at", "schedule_to_start_ms")  # fmt: skip
+                   "heartbeat_expires_at", "schedule_to_start_ms", "ahead_refunds")  # fmt: skip
 
 
 def _not_int(v: Any) -> bool:

@@ -228,6 +228,7 @@ def test_a_job_whose_state_is_garbage_is_shown_and_harms_no_neighbour(
 RUNNING: dict[str, tuple[str, Corrupt]] = {
     "sqlite-lease_expires_at": ("sqlite", _sqlite("lease_expires_at", "soon")),
     "sqlite-max_attempts": ("sqlite", _sqlite("max_attempts", "banana")),
+    "sqlite-ahead_refunds": ("sqlite", _sqlite("ahead_refunds", "banana")),
     "redis-ma": ("redis", _redis("ma", "banana")),
     "redis-sa": ("redis", _redis("sa", "noon")),
     "redis_cluster-ma": ("redis_cluster", _redis("ma", "banana")),
