@@ -27,7 +27,7 @@ from queue_core.records.control import PauseKind
 from queue_core.records.errors import StorageError
 from queue_core.records.jobs import ClaimedJob, LeaseRef
 from queue_core.rules.control import paused
-from queue_core.storage.abilities import SupportsGiveBack
+from queue_core.storage.abilities import SupportsFlows, SupportsGiveBack
 from queue_core.storage.control import SupportsPause
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
@@ -107,18 +107,50 @@ class Held:
 
 
 def held_paused(
-    jobs: Collection[ClaimedJob], pauses: Collection[tuple[PauseKind, str]]
+    jobs: Collection[ClaimedJob],
+    pauses: Collection[tuple[PauseKind, str]],
+    flows: dict[str, str | None],
 ) -> set[LeaseRef]:
-    """The held jobs a pause matches: by queue or task (:func:`~queue_core.rules.control.
-    paused`), and any flow step while a flow is paused (a claimed step does not carry its
-    flow's name; giving back one too many costs nothing)."""
-    flows = any(kind is PauseKind.FLOW for kind, _ in pauses)
+    """The held jobs a pause matches (:func:`~queue_core.rules.control.paused`): by queue,
+    task, or -- a flow step -- the flow of its execution (``flows``: execution id -> flow
+    name, :class:`FlowNames`)."""
     return {
         job.ref
         for job in jobs
-        if paused(pauses, job.queue, job.task_name, None)
-        or (flows and job.execution_id is not None)
+        if paused(pauses, job.queue, job.task_name, flows.get(job.execution_id or ""))
     }
+
+
+class FlowNames:
+    """The flow of each execution a held step belongs to, read from storage once per
+    execution (a flow step's claim does not carry it; an execution's flow never changes):
+    a flow pause gives back the steps of that flow only. Steps cannot be given back
+    unstarted, so each one wrongly matched would be released with an attempt record --
+    a pause of one flow once released every held step of every flow each second."""
+
+    __slots__ = ("storage", "known")
+
+    LIMIT = 10_000
+    """Executions remembered; the cache starts over past it."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.known: dict[str, str | None] = {}
+
+    def of(self, jobs: Collection[ClaimedJob]) -> dict[str, str | None]:
+        """``{execution id: flow name}`` for the steps among ``jobs`` (``None`` for an
+        execution storage no longer has); reads storage for those not known yet (call it
+        off the event loop)."""
+        storage = self.storage
+        ids = {job.execution_id for job in jobs if job.execution_id is not None}
+        if not isinstance(storage, SupportsFlows):
+            return {}
+        if len(self.known) > self.LIMIT:
+            self.known.clear()
+        for eid in ids - self.known.keys():
+            record = storage.get_execution(eid)
+            self.known[eid] = None if record is None else record.flow
+        return {eid: self.known[eid] for eid in ids}
 
 
 async def watch_pauses(
@@ -134,6 +166,7 @@ async def watch_pauses(
     loop's own pauses are: it is how often storage is read, not the worker's time."""
     if not isinstance(storage, SupportsPause):
         return
+    names = FlowNames(storage)
     while True:
         await anyio.sleep(PAUSE_EVERY)
         if not held.jobs:
@@ -145,6 +178,14 @@ async def watch_pauses(
         if not stored:
             continue
         pauses = {(p.kind, p.name) for p in stored}
-        jobs = held.drop(held_paused([job for job, *_ in held.jobs], pauses))
+        jobs = [job for job, *_ in held.jobs]
+        if any(kind is PauseKind.FLOW for kind, _ in pauses):
+            try:
+                flows = await to_thread.run_sync(names.of, jobs, limiter=limiter)
+            except StorageError:
+                continue
+        else:
+            flows = {}
+        jobs = held.drop(held_paused(jobs, pauses, flows))
         for job in await give_back(storage, jobs, limiter):
             release(job)

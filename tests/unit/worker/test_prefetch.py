@@ -33,6 +33,7 @@ class CountingStorage(MemoryStorage):
     def __init__(self, clock: ManualClock) -> None:
         super().__init__(clock=clock)
         self.ahead = 0
+        self.pause_reads = 0
 
     def claim_ahead(
         self,
@@ -46,6 +47,10 @@ class CountingStorage(MemoryStorage):
         got = super().claim_ahead(worker_id, queues, limit, lease_ms, now=now)
         self.ahead += len(got)
         return got
+
+    def list_paused(self) -> Any:
+        self.pause_reads += 1
+        return super().list_paused()
 
 
 @pytest.fixture
@@ -211,6 +216,50 @@ async def test_a_pause_gives_the_held_jobs_it_matches_back_within_a_second(
         gates[1].set()
         gates[2].set()
         await until(lambda: started == [0, 1, 2], "they run after the resume, in order")
+
+
+async def test_a_flow_pause_gives_back_the_held_steps_of_that_flow_only(
+    queue: Queue, storage: CountingStorage, gates: dict[int, threading.Event]
+) -> None:
+    """A held flow step of another flow stays held while one flow is paused (it was
+    released, with a ``lost``/``worker_shutdown`` record, at every read of the pauses);
+    a pause of its own flow still sends it back within a second."""
+    started: list[str] = []
+    flow = queue.flow("a")
+
+    @flow.step(id="s1")
+    def s1() -> str:
+        started.append("s1")
+        gates[0].wait(30)
+        return "s1"
+
+    @flow.step(id="s2")
+    def s2() -> str:
+        started.append("s2")
+        return "s2"
+
+    other = queue.flow("b")
+    other.step(id="x")(lambda: "x")
+    worker = make_worker(queue, prefetch=1)
+    gate = threading.Event()
+    async with running(worker, gate):
+        execution = flow.start({})
+        await until(lambda: started == ["s1"], "s1 runs")
+        await until(lambda: worker.stats()["prefetched"] == 1, "s2 is held")
+        queue.pause(flow="b")
+        reads = storage.pause_reads
+        await until(lambda: storage.pause_reads >= reads + 2, "the pauses read twice", 3.0)
+        assert worker.stats()["prefetched"] == 1
+        steps = {s.step_id: s for s in execution.steps()}
+        # still its one held attempt: no release, no lost record
+        assert [a.outcome for a in steps["s2"].attempts] == [None]
+        queue.pause(flow="a")
+        await until(lambda: worker.stats()["prefetched"] == 0, "s2 goes back", 1.5)
+        gates[0].set()
+        await until(lambda: execution.steps()[0].state.value == "succeeded", "s1 ends")
+        assert started == ["s1"]  # paused: s2 did not start
+        queue.resume(flow="a")
+        await until(lambda: execution.status().value == "succeeded", "s2 runs after resume")
 
 
 async def test_prefetch_zero_claims_for_free_slots_only(
