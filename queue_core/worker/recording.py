@@ -165,7 +165,8 @@ class Recorder:
         self.log_tracebacks = log_tracebacks
         self.rng = rng
         self.released_count = 0
-        """Attempts released at shutdown (:meth:`released`)."""
+        """Attempts released for retry (:meth:`released`: at shutdown, or a held one a
+        pause matched that storage could not take back unstarted)."""
         self.result_limit = (
             storage.max_result_bytes() if isinstance(storage, SupportsResultLimit) else None
         )

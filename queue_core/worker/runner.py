@@ -378,7 +378,7 @@ class Worker:
         await parts.runner.aclose()
         released = parts.recorder.released_count
         n = self._state.processed + released
-        said = f" ({released} released at shutdown)" if released else ""
+        said = f" ({released} released for retry)" if released else ""
         log.info("worker %s stopped after %d attempt%s%s", self.id, n, "" if n == 1 else "s", said)
         self._listeners.notify("worker_stopped", self)
 

@@ -53,8 +53,8 @@ class RunState:
         self.stopping = False
         """The stop was seen on the loop: the claim loop ends, ends are no longer gathered."""
         self.processed = 0
-        """Attempts whose slot was freed, but for those released at shutdown (counted by
-        the recorder when released: a body may still return after)."""
+        """Attempts whose slot was freed, but for those released for retry (counted by the
+        recorder when released: a body may still return after)."""
         self.backlog = False
         """The last claim took as many jobs as it asked for: more are waiting, so more ends
         are coming soon (the finish thread may gather them)."""

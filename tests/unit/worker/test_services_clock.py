@@ -251,7 +251,7 @@ async def test_a_release_at_shutdown_spends_no_attempt_and_says_so_once(
     ]
     # the stop line counts the released attempt (it said "after 0 attempts")
     (stop,) = [r.getMessage() for r in caplog.records if " stopped after " in r.getMessage()]
-    assert stop.endswith(" stopped after 1 attempt (1 released at shutdown)"), stop
+    assert stop.endswith(" stopped after 1 attempt (1 released for retry)"), stop
     assert worker.stats()["processed"] == 1
 
 
