@@ -15,7 +15,9 @@ channels of body starts and ends:
   ``suspended``, the last ``succeeded``; it was suspended for a sleep, an event and its
   children; and suspended attempts, and attempts failed by a storage fault (a server
   restart), spent none (its job's attempt budget grew by one for each, so
-  ``max_attempts - suspended - storage-faulted`` is the declared 30);
+  ``max_attempts - suspended - storage-faulted`` is the declared 30) -- plus at most
+  ``MAX_HELD_REFUNDS`` of its ``lost`` attempts, reaped while held ahead of a free slot
+  by a killed worker (SPEC §8: they spent none either);
 * each memoized step's body completed at least once, never twice in one attempt, and at
   most once in an attempt that was not ``lost`` (the memo is stored once, with the lease:
   a re-run is explained only by an attempt that died or was reaped before its memo);
@@ -36,6 +38,7 @@ from pathlib import Path
 from queue_core import Outcome, Queue, StorageError
 from queue_core.flows import ExecutionState, StepRun, StepState
 from queue_core.records.jobs import JobRecord
+from queue_core.rules.outcomes import MAX_HELD_REFUNDS
 from tests.chaos.driver import Workers, busy_pids, drive
 from tests.chaos.durable_app import (
     CHILDREN,
@@ -364,11 +367,16 @@ def _check_function(
         v.append(f"{where}: suspended for {sorted(reasons)}, expected {sorted(_SUSPENDED_FOR)}")
     if job is None or job.attempts != len(attempts):
         v.append(f"{where}: job {job and job.attempts} attempts, {len(attempts)} recorded")
-    elif job.max_attempts - suspended - len(faulted) != MAX_ATTEMPTS:
-        # suspended attempts and attempts failed by a storage fault spend none
+    elif (
+        not 0
+        <= job.max_attempts - suspended - len(faulted) - MAX_ATTEMPTS
+        <= min(MAX_HELD_REFUNDS, earlier[Outcome.LOST])
+    ):
+        # suspended attempts and attempts failed by a storage fault spend none, nor do
+        # lost ones reaped while held ahead of a slot (rules.outcomes.reap_verdict, bounded)
         v.append(
-            f"{where}: {suspended} suspended and {len(faulted)} storage-fault attempts, "
-            f"budget {job.max_attempts}: they spent "
+            f"{where}: {suspended} suspended, {len(faulted)} storage-fault and "
+            f"{earlier[Outcome.LOST]} lost attempts, budget {job.max_attempts}: they spent "
             f"{MAX_ATTEMPTS + suspended + len(faulted) - job.max_attempts}"
         )
     report.suspended += suspended

@@ -84,6 +84,20 @@ def test_damage_to_a_function_is_reported(
     assert any(found in v for v in report.violations), report.violations
 
 
+@pytest.mark.parametrize(("lost", "refunds"), [(1, 1), (3, 2)])
+def test_lost_attempts_reaped_while_held_may_have_spent_none(lost: int, refunds: int) -> None:
+    """A lost attempt reaped while held ahead of a slot (its worker killed before the
+    body's start reached storage) gave its attempt back: at most one per lost attempt,
+    and at most MAX_HELD_REFUNDS in all; one more is reported."""
+    attempts = [(_S, "sleep"), *[(_L, None)] * lost, (_S, "event"), (_S, "children"), (_OK, None)]
+    n = len(attempts)
+    report = DurableChaosReport("t", "SIGKILL", 0, 1)
+    _check_function("x", _main(attempts), _job(n, MAX_ATTEMPTS + 3 + refunds), report)
+    assert report.violations == []
+    _check_function("x", _main(attempts), _job(n, MAX_ATTEMPTS + 4 + refunds), report)
+    assert any("they spent -" in v for v in report.violations), report.violations
+
+
 def test_an_attempt_failed_by_a_storage_error_that_spent_one_is_reported() -> None:
     report = DurableChaosReport("t", "SIGKILL + Redis restart", 0, 1)
     attempts = [*_CLEAN[:-1], (_F, "error"), (_OK, None)]
