@@ -6,7 +6,6 @@ suspension (:meth:`MemoryFlows.suspended`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -75,8 +74,7 @@ def _apply(store: MemoryStore, job: Job, end: AttemptEnd, t: int) -> None:
         job.error = end.error
     d = end.decision
     if not d.spends_attempt:  # the attempt spent none of the budget
-        budget = job.spec.max_attempts + 1
-        job.spec = dataclasses.replace(job.spec, max_attempts=budget)
+        job.refund()
     state, reason = end_state(d, end.reason)
     if state is JobState.SUCCEEDED:
         job.result = end.result

@@ -10,7 +10,6 @@ flow step's job that changes state ends its step in the same locked step.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -86,7 +85,7 @@ class MemoryReaping:
         attempt.reason = verdict.reason.value
         attempt.finished_at = t
         if verdict.refund:  # a held attempt: its body never started
-            job.spec = dataclasses.replace(job.spec, max_attempts=job.spec.max_attempts + 1)
+            job.refund()
             job.held_refunds += 1
         if verdict.state is JobState.QUEUED:
             assert verdict.ready_at is not None

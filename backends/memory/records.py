@@ -7,7 +7,7 @@ for (:class:`~queue_core.records.jobs.JobRecord`, ``AttemptRecord``, ``DeadJob``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from queue_core.records.jobs import (
     AttemptRecord,
@@ -96,6 +96,11 @@ class Job:
     @property
     def id(self) -> str:
         return self.spec.id
+
+    def refund(self) -> None:
+        """The attempt that ends spent none of the budget: ``max_attempts`` grows by one
+        (a decision with ``spends_attempt=False``; a held attempt's reap)."""
+        self.spec = replace(self.spec, max_attempts=self.spec.max_attempts + 1)
 
     @property
     def order_at(self) -> int:

@@ -142,9 +142,9 @@ class FlowNames:
         execution storage no longer has); reads storage for those not known yet (call it
         off the event loop)."""
         storage = self.storage
-        ids = {job.execution_id for job in jobs if job.execution_id is not None}
         if not isinstance(storage, SupportsFlows):
             return {}
+        ids = {job.execution_id for job in jobs if job.execution_id is not None}
         if len(self.known) > self.LIMIT:
             self.known.clear()
         for eid in ids - self.known.keys():
