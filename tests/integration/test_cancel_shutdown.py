@@ -275,7 +275,7 @@ def test_a_job_that_kills_its_worker_as_it_starts_from_held_is_dead_lettered(
     while poison.status() is not JobState.DEAD and kills <= MAX_HELD_REFUNDS:
         # a job of higher priority holds the only slot, so the poison is claimed ahead
         # (once reaped) and starts from being held when that job ends
-        queue.enqueue("sleep_thread", args=(markers, 5.0), priority=10)
+        queue.enqueue("sleep_thread", args=(markers, 1.5), priority=10)
         worker = _python_worker(url, grace=5.0)
         try:
             assert worker.wait(30) == -signal.SIGKILL  # the poison killed it

@@ -44,7 +44,11 @@ def _drain_through_restart(
     q.migrate()
     try:
         handles = register(q).map([(i,) for i in range(N)])
-        workers = spawn_workers(url, log, 2, "--burst", "--reap-interval", "0.5", sleep=0.01)
+        # a 5 s lease: an attempt whose end was lost with the connection is reaped and run
+        # again within seconds, not after the default 30 s
+        workers = spawn_workers(
+            url, log, 2, "--burst", "--reap-interval", "0.5", sleep=0.01, lease=5.0
+        )
         try:
             wait_for(lambda: count_started(log) >= N // 5, 120, "a fifth started", workers, log)
             stop()
