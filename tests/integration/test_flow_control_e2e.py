@@ -28,6 +28,7 @@ from tests.integration.helpers.flow_control_app import (
     read_starts,
     wait_until,
 )
+from tests.integration.helpers.flow_control_app import declared as app_declared
 from tests.integration.helpers.flow_control_app import queue as app_queue
 
 
@@ -61,11 +62,11 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
     if url == "memory://":
         q = app_queue  # the workers run in this process, on the app's own storage
         q._storage = type(q.storage())()  # a fresh one for each test
-        tasks = {name.removeprefix("fc."): t for name, t in q.tasks.items()}
+        tasks = app_declared
     else:
         q = Queue(url)
         q.migrate()
-        tasks = {name.removeprefix("fc."): t for name, t in declare(q).items()}
+        tasks = declare(q)
     s = Setup(url, q, tasks, tmp_path / "starts.log")
     try:
         yield s
@@ -144,6 +145,30 @@ def test_cancel_in_progress_cancels_the_running_build_on_another_worker(setup: S
     info = old.info()
     assert (info.state, info.reason) == (JobState.CANCELLED, "superseded")
     assert old.attempts()[-1].reason == "superseded"
+
+
+@_params(SUPERSEDE)
+def test_cancel_in_progress_ends_a_running_flow_and_its_steps_job_on_another_worker(
+    setup: Setup,
+) -> None:
+    docs = setup.tasks["docs"]
+    old = docs.start({"doc": "d", "version": 1})
+    workers = setup.workers(2)
+    wait_until(lambda: read_starts(setup.log, "render"), 20, "the first render started", workers)
+    new = docs.start({"doc": "d", "version": 2})
+    info = old.info()  # at once, as a superseded job
+    assert (info.state.value, info.reason) == ("cancelled", "superseded")
+    (step,) = old.steps()
+    assert (step.state.value, step.reason, step.job_id) == ("cancelled", "superseded", step.job_id)
+    assert step.job_id is not None
+    job = setup.queue.job(step.job_id).info()
+    assert (job.state, job.reason) == (JobState.CANCELLED, "superseded")
+    assert [(a.outcome.value if a.outcome else None, a.reason) for a in step.attempts] == [
+        ("cancelled", "superseded")
+    ]
+    assert new.result(timeout=30) == {"render": 2}
+    # the old body learns it at its worker's next lease renewal (lease 2 s)
+    wait_until(lambda: read_starts(setup.log, "render_told"), 10, "the old body told", workers)
 
 
 @_params(PAUSE)

@@ -162,6 +162,11 @@ class Transition:
     cancel: tuple[str, ...] = ()
     """Running steps whose jobs get a cancel request; they stay ``running`` until the
     worker (or the reaper, at lease expiry) ends their attempt ``cancelled``."""
+    stop: tuple[str, ...] = ()
+    """Running steps that end ``cancelled`` now, as a superseded job does (SPEC §13): their
+    current attempt and job end ``cancelled`` with the execution's reason (``superseded``),
+    fenced (the worker's later finish is refused; its body learns it at its next lease
+    renewal)."""
     awaiting: tuple[str, ...] | None = None
     """A workflow: the awaited children afterwards; ``None``: unchanged."""
     wake: tuple[str, ...] = ()
@@ -178,6 +183,7 @@ class Transition:
             or self.not_run
             or self.time_out
             or self.cancel
+            or self.stop
             or self.wake
             or (self.awaiting is not None and self.awaiting != view.awaiting)
         ) or (self.state, self.reason, self.failed_step, self.deadline_at) != (
@@ -371,26 +377,35 @@ def cancel(
     running steps are asked to stop (their attempts end ``cancelled``, not retried), then
     ``cancelled``; steps not started end ``not_run``. A cancelling or finished execution
     is left as it is (the transition ``changes`` nothing). ``reason``: ``cancelled``, or
-    ``superseded`` when a ``cancel_in_progress`` execution took its place."""
+    ``superseded`` when a ``cancel_in_progress`` execution took its place: then, as a
+    superseded job (SPEC §13), the running steps' attempts and jobs end ``cancelled``,
+    reason ``superseded``, at once (:attr:`Transition.stop`), and so does the execution."""
     if view.state not in (_E.QUEUED, _E.RUNNING, _E.WAITING):
         return _same(view)
     running = _ids(view, (_S.RUNNING,))
     cancelling = replace(view, state=_E.CANCELLING, reason=reason, failed_step=None)
-    return replace(advance(cancelling, now), cancel=running)
+    if reason is not ExecutionReason.SUPERSEDED:
+        return replace(advance(cancelling, now), cancel=running)
+    stopped = tuple(
+        StepView(s.id, _S.CANCELLED, s.depends_on) if s.state is _S.RUNNING else s
+        for s in view.steps
+    )
+    return replace(advance(replace(cancelling, steps=stopped), now), stop=running)
 
 
 def apply(view: ExecutionView, t: Transition) -> ExecutionView:
     """The view after storage applied ``t`` (the reference for every backend).
 
     The event's own step change (``ended``) first; then released steps become
-    ``queued``, ``not_run`` and ``time_out`` steps take those states; ``cancel`` and
-    ``wake`` change no step state (requests to the steps' jobs); ``awaiting`` replaces
-    the awaited children when given.
+    ``queued``, ``not_run`` and ``time_out`` steps take those states, ``stop`` steps end
+    ``cancelled``; ``cancel`` and ``wake`` change no step state (requests to the steps'
+    jobs); ``awaiting`` replaces the awaited children when given.
     """
     new_state = dict(t.ended)
     new_state.update(dict.fromkeys(t.release, _S.QUEUED))
     new_state.update(dict.fromkeys(t.not_run, _S.NOT_RUN))
     new_state.update(dict.fromkeys(t.time_out, _S.TIMED_OUT))
+    new_state.update(dict.fromkeys(t.stop, _S.CANCELLED))
     return replace(
         view,
         state=t.state,
@@ -421,7 +436,7 @@ class Admission:
 
     ``supersede``: executions of the same key the new one ends by arriving (SPEC §13),
     oldest first. ``cancel_in_progress``: storage applies :func:`cancel` with reason
-    ``superseded`` to each (running ones are ``cancelling`` while their steps stop).
+    ``superseded`` to each (it ends ``cancelled`` at once, its running steps' jobs too).
     ``latest``: each is ``queued`` and ends ``skipped``, reason ``superseded`` (its steps
     ``not_run``), as a skipped admission would.
     """

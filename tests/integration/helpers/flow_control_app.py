@@ -86,11 +86,32 @@ def declare(q: Queue) -> dict[str, Any]:
             ctx.progress(k / n, f"{k} of {n}")
         _log("copy", n)
 
-    return {f.__name__: f for f in (limited, shared_a, shared_b, keyed, fair, build, mail, copy)}
+    tasks = (limited, shared_a, shared_b, keyed, fair, build, mail, copy)
+    return {**{f.__name__: f for f in tasks}, "docs": _declare_docs(q)}
+
+
+def _declare_docs(q: Queue) -> Any:
+    """Flow ``fc.docs``: one step that runs until told it was superseded (version 1)."""
+    docs = q.flow(
+        "fc.docs", concurrency=Concurrency(1, "cancel_in_progress", key=lambda i: i["doc"])
+    )
+
+    @docs.step()
+    def render(input: dict[str, Any], ctx: JobContext) -> int:
+        _log("render", f"{input['doc']}{input['version']}")
+        end = time.monotonic() + 60
+        while input["version"] == 1 and not ctx.cancelled and time.monotonic() < end:
+            time.sleep(0.01)
+        if ctx.cancelled:
+            _log("render_told", input["version"])  # the body learnt it was superseded
+        return int(input["version"])
+
+    return docs
 
 
 queue = Queue(os.environ.get("QUEUE_CORE_URL", "memory://"), lease=2)
-declare(queue)
+declared = declare(queue)
+"""What :func:`declare` returned for :data:`queue`: its tasks and flows by name."""
 
 
 # --------------------------------------------------------------------------- harness
