@@ -15,6 +15,8 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,37 @@ def test_redis_and_cluster_credentials_stay_out_of_reprs_and_errors(
     assert secret not in repr(info.value)
 
 
+_RETRIED = "failed during the storage outage"
+"""What a refused worker logs at debug level on each retry (``queue_core.worker.outage``)."""
+
+
+def _output_of(proc: subprocess.Popen[str], timeout: float = 8.0) -> str:
+    """Everything ``proc`` prints until it exits, or -- a refused worker retries until
+    stopped -- until it logged three retries (or ``timeout`` passed) and was terminated."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    retried = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if sum(_RETRIED in seen for seen in lines) >= 3:
+                retried.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    end = time.monotonic() + timeout
+    while proc.poll() is None and not retried.is_set() and time.monotonic() < end:
+        retried.wait(0.05)
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait(20)
+    reader.join(20)
+    proc.stdout.close()
+    return "".join(lines)
+
+
 def test_a_worker_never_logs_the_storage_password(tmp_path: Path) -> None:
     """A worker at debug level, on a Redis that requires a password, then on the same URL
     with a wrong password (every connection refused): its output never shows either."""
@@ -185,12 +218,10 @@ def test_a_worker_never_logs_the_storage_password(tmp_path: Path) -> None:
                 cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True,
             )  # fmt: skip
-            try:  # a refused worker retries until stopped
-                output, _ = proc.communicate(timeout=8)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                output, _ = proc.communicate(timeout=20)
+            output = _output_of(proc)
             assert output, "the worker printed nothing: the test would prove nothing"
             assert password not in output, output[-2000:]
+            if password == wrong:  # the retries' lines were read too
+                assert output.count(_RETRIED) >= 3, output[-2000:]
     finally:
         stop_redis_server(server)
