@@ -85,12 +85,8 @@ def test_start_sets_the_deadline_and_releases_the_roots() -> None:
     v = view(DIAMOND, state=E.QUEUED, timeout_ms=1500)
     t = start(v, NOW)
     assert t == Transition(
-        state=E.RUNNING,
-        reason=None,
-        failed_step=None,
-        deadline_at=NOW + 1500,
-        started=True,
-        release=("a",),
+        state=E.RUNNING, reason=None, failed_step=None, deadline_at=NOW + 1500,
+        started=True, release=("a",),
     )
     assert apply(v, t).steps[0].state is S.QUEUED
 
@@ -135,9 +131,8 @@ def test_may_release(
 ) -> None:
     assert may_release(state, failed_step, deadline_at, NOW) is allowed
     # the same judgement as advance(): a ready step is released exactly when allowed
-    v = view(
-        "a=succeeded b<a=pending", state=state, failed_step=failed_step, deadline_at=deadline_at
-    )
+    v = view("a=succeeded b<a=pending", state=state, failed_step=failed_step,
+             deadline_at=deadline_at)
     assert (advance(v, NOW).release == ("b",)) is allowed
 
 
@@ -148,65 +143,28 @@ def test_may_release(
     ("text", "step", "ended", "expected"),
     [
         # success releases dependents in the same transition
-        (
-            "a=running b<a=pending c<a=pending",
-            "a",
-            S.SUCCEEDED,
-            dict(state=E.RUNNING, release=("b", "c")),
-        ),
+        ("a=running b<a=pending c<a=pending", "a", S.SUCCEEDED,
+         dict(state=E.RUNNING, release=("b", "c"))),
         # last success ends the execution
-        ("a=succeeded b<a=running", "b", S.SUCCEEDED, dict(state=E.SUCCEEDED, finished=True)),
+        ("a=succeeded b<a=running", "b", S.SUCCEEDED,
+         dict(state=E.SUCCEEDED, finished=True)),
         # a retry: the step is queued again, nothing else happens
         ("a=running b<a=pending", "a", S.QUEUED, dict(state=E.RUNNING)),
         # dead with a sibling running: stays running, blames the step, dependents not_run
-        (
-            "a=succeeded b<a=running c<a=running d<b,c=pending",
-            "b",
-            S.DEAD,
-            dict(state=E.RUNNING, failed_step="b", not_run=("d",), not_run_reason=R.STEP_FAILED),
-        ),
+        ("a=succeeded b<a=running c<a=running d<b,c=pending", "b", S.DEAD,
+         dict(state=E.RUNNING, failed_step="b", not_run=("d",), not_run_reason=R.STEP_FAILED)),
         # dead with queued steps (a retry in backoff) and nothing running: failed at once
-        (
-            "a=running b=queued c<a=pending",
-            "a",
-            S.DEAD,
-            dict(
-                state=E.FAILED,
-                reason=R.STEP_FAILED,
-                failed_step="a",
-                finished=True,
-                not_run=("b", "c"),
-                not_run_reason=R.STEP_FAILED,
-            ),
-        ),
+        ("a=running b=queued c<a=pending", "a", S.DEAD,
+         dict(state=E.FAILED, reason=R.STEP_FAILED, failed_step="a", finished=True,
+              not_run=("b", "c"), not_run_reason=R.STEP_FAILED)),
         # a step cancelled on its own (jobs cancel) blocks its dependents: step_failed
-        (
-            "a=running b<a=pending",
-            "a",
-            S.CANCELLED,
-            dict(
-                state=E.FAILED,
-                reason=R.STEP_FAILED,
-                failed_step="a",
-                finished=True,
-                not_run=("b",),
-                not_run_reason=R.STEP_FAILED,
-            ),
-        ),
+        ("a=running b<a=pending", "a", S.CANCELLED,
+         dict(state=E.FAILED, reason=R.STEP_FAILED, failed_step="a", finished=True,
+              not_run=("b",), not_run_reason=R.STEP_FAILED)),
         # a step ended timed_out means the deadline passed (worker clock ahead of storage's)
-        (
-            "a=running b=running c<a=pending",
-            "a",
-            S.TIMED_OUT,
-            dict(
-                state=E.TIMED_OUT,
-                reason=R.FLOW_TIMEOUT,
-                finished=True,
-                time_out=("b",),
-                not_run=("c",),
-                not_run_reason=R.FLOW_TIMEOUT,
-            ),
-        ),
+        ("a=running b=running c<a=pending", "a", S.TIMED_OUT,
+         dict(state=E.TIMED_OUT, reason=R.FLOW_TIMEOUT, finished=True, time_out=("b",),
+              not_run=("c",), not_run_reason=R.FLOW_TIMEOUT)),
     ],
 )
 def test_step_end_table(text: str, step: str, ended: S, expected: dict[str, object]) -> None:
@@ -232,11 +190,7 @@ def test_failing_execution_ends_failed_when_the_last_running_sibling_ends() -> N
     # its success releases nothing and ends the execution failed, blaming b
     t = step_ended(v, "c", S.SUCCEEDED, NOW)
     assert (t.state, t.reason, t.failed_step, t.finished, t.release) == (
-        E.FAILED,
-        R.STEP_FAILED,
-        "b",
-        True,
-        (),
+        E.FAILED, R.STEP_FAILED, "b", True, ()
     )
 
 
@@ -284,14 +238,9 @@ def test_deadline_boundary(now: int, timed_out: bool) -> None:
     t = advance(v, now)
     if timed_out:
         assert t == Transition(
-            state=E.TIMED_OUT,
-            reason=R.FLOW_TIMEOUT,
-            failed_step=None,
-            deadline_at=NOW + 1500,
-            finished=True,
-            time_out=("a",),
-            not_run=("b", "c"),
-            not_run_reason=R.FLOW_TIMEOUT,
+            state=E.TIMED_OUT, reason=R.FLOW_TIMEOUT, failed_step=None,
+            deadline_at=NOW + 1500, finished=True, time_out=("a",),
+            not_run=("b", "c"), not_run_reason=R.FLOW_TIMEOUT,
         )
     else:
         assert not t.changes(v)
@@ -307,10 +256,7 @@ def test_deadline_beats_a_failing_execution_and_clears_the_blame() -> None:
     v = view("a=dead b=running", failed_step="a", deadline_at=NOW)
     t = advance(v, NOW)
     assert (t.state, t.reason, t.failed_step, t.time_out) == (
-        E.TIMED_OUT,
-        R.FLOW_TIMEOUT,
-        None,
-        ("b",),
+        E.TIMED_OUT, R.FLOW_TIMEOUT, None, ("b",)
     )
 
 
@@ -327,13 +273,8 @@ def test_cancel_running_execution_is_cancelling_until_running_steps_end() -> Non
     v = view("a=succeeded b<a=running c<a=queued d<b,c=pending")
     t = cancel(v, NOW)
     assert t == Transition(
-        state=E.CANCELLING,
-        reason=R.CANCELLED,
-        failed_step=None,
-        deadline_at=None,
-        cancel=("b",),
-        not_run=("c", "d"),
-        not_run_reason=R.CANCELLED,
+        state=E.CANCELLING, reason=R.CANCELLED, failed_step=None, deadline_at=None,
+        cancel=("b",), not_run=("c", "d"), not_run_reason=R.CANCELLED,
     )
     after = apply(v, t)
     assert [s.state for s in after.steps] == [S.SUCCEEDED, S.RUNNING, S.NOT_RUN, S.NOT_RUN]
@@ -354,11 +295,7 @@ def test_cancel_queued_execution_ends_at_once_with_every_step_not_run() -> None:
     v = view("a=pending b<a=pending", state=E.QUEUED)
     t = cancel(v, NOW)
     assert (t.state, t.reason, t.finished, t.not_run, t.cancel) == (
-        E.CANCELLED,
-        R.CANCELLED,
-        True,
-        ("a", "b"),
-        (),
+        E.CANCELLED, R.CANCELLED, True, ("a", "b"), ()
     )
 
 
@@ -384,12 +321,10 @@ def test_a_diamond_runs_to_success_under_max_parallel_one() -> None:
     while not v.state.finished:
         (sid,) = [s.id for s in v.steps if s.state is S.QUEUED]
         order.append(sid)
-        v = replace(
-            v,
-            steps=tuple(
-                StepView(s.id, S.RUNNING if s.id == sid else s.state, s.depends_on) for s in v.steps
-            ),
-        )  # a worker claimed it
+        v = replace(v, steps=tuple(
+            StepView(s.id, S.RUNNING if s.id == sid else s.state, s.depends_on)
+            for s in v.steps
+        ))  # a worker claimed it
         assert sum(s.state is S.RUNNING for s in v.steps) <= 1
         v = apply(v, step_ended(v, sid, S.SUCCEEDED, NOW))
     assert order == ["a", "b", "c", "d"]
@@ -509,8 +444,7 @@ def random_runs(draw: st.DrawFn) -> tuple[ExecutionView, list[tuple[str, int]]]:
     n = draw(st.integers(1, 7))
     deps = [
         tuple(f"s{j}" for j in sorted(draw(st.sets(st.integers(0, i - 1), max_size=3))))
-        if i
-        else ()
+        if i else ()
         for i in range(n)
     ]
     v = ExecutionView(
@@ -519,15 +453,12 @@ def random_runs(draw: st.DrawFn) -> tuple[ExecutionView, list[tuple[str, int]]]:
         max_parallel=draw(st.integers(0, 3)),
         timeout_ms=draw(st.sampled_from([None, 50])),
     )
-    events = draw(
-        st.lists(
-            st.tuples(
-                st.sampled_from(["claim", "ok", "dead", "retry", "cancel", "supersede", "tick"]),
-                st.integers(0, n - 1),
-            ),
-            max_size=60,
-        )
-    )
+    events = draw(st.lists(
+        st.tuples(st.sampled_from(["claim", "ok", "dead", "retry", "cancel", "supersede",
+                                   "tick"]),
+                  st.integers(0, n - 1)),
+        max_size=60,
+    ))
     return v, events
 
 
@@ -542,12 +473,9 @@ def test_random_runs_keep_the_invariants(run: tuple[ExecutionView, list[tuple[st
         sid = v.steps[i].id
         state = v.steps[i].state
         if kind == "claim" and state is S.QUEUED and not v.state.finished:
-            v = replace(
-                v,
-                steps=tuple(
-                    StepView(s.id, S.RUNNING, s.depends_on) if s.id == sid else s for s in v.steps
-                ),
-            )
+            v = replace(v, steps=tuple(
+                StepView(s.id, S.RUNNING, s.depends_on) if s.id == sid else s for s in v.steps
+            ))
         elif kind in ("ok", "dead", "retry") and state is S.RUNNING:
             ended = {"ok": S.SUCCEEDED, "dead": S.DEAD, "retry": S.QUEUED}[kind]
             v = apply(v, step_ended(v, sid, ended, now))
