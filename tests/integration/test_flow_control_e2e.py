@@ -159,7 +159,7 @@ def test_cancel_in_progress_ends_a_running_flow_and_its_steps_job_on_another_wor
     info = old.info()  # at once, as a superseded job
     assert (info.state.value, info.reason) == ("cancelled", "superseded")
     (step,) = old.steps()
-    assert (step.state.value, step.reason, step.job_id) == ("cancelled", "superseded", step.job_id)
+    assert (step.state.value, step.reason) == ("cancelled", "superseded")
     assert step.job_id is not None
     job = setup.queue.job(step.job_id).info()
     assert (job.state, job.reason) == (JobState.CANCELLED, "superseded")

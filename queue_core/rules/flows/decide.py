@@ -164,7 +164,8 @@ class Transition:
     worker (or the reaper, at lease expiry) ends their attempt ``cancelled``."""
     stop: tuple[str, ...] = ()
     """Running steps that end ``cancelled`` now, as a superseded job does (SPEC §13): their
-    current attempt and job end ``cancelled`` with the execution's reason (``superseded``),
+    current attempt and job end ``cancelled``, reason ``superseded`` (only a superseding
+    :func:`cancel` stops steps),
     fenced (the worker's later finish is refused; its body learns it at its next lease
     renewal)."""
     awaiting: tuple[str, ...] | None = None

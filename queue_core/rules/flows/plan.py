@@ -62,8 +62,7 @@ operation                 what storage does
 The order is fixed: the event's own step, the execution's fields, ``Started``,
 ``Finished``, timed-out steps, stopped steps (a superseded execution's running ones:
 ``cancelled``, their jobs ended ``cancelled``), ``not_run`` steps, cancel requests,
-releases, then a
-workflow's awaited children and wake-ups. The plans of a workflow's suspension, of an
+releases, then a workflow's awaited children and wake-ups. The plans of a workflow's suspension, of an
 event's delivery and of a resume are built by :mod:`.workflow` from the same operations.
 
 Storages that record a step's end as an event and judge the execution later (Redis,
@@ -301,7 +300,7 @@ Op = (
 
 _NOT_RUN_JOB = Reason.NOT_RUN.value
 _FLOW_TIMEOUT = Reason.FLOW_TIMEOUT.value
-_CANCELLED = Reason.CANCELLED.value
+_SUPERSEDED = Reason.SUPERSEDED.value
 
 
 def ops(
@@ -341,14 +340,12 @@ def ops(
         out.append(
             EndJob(sid, i, JobState.RUNNING, JobState.TIMED_OUT, _FLOW_TIMEOUT, Outcome.TIMED_OUT)
         )
-    stopped = None if t.reason is None else t.reason.value
-    for sid in t.stop:
+    for sid in t.stop:  # only a superseding cancel stops steps
         i = pos[sid]
-        out.append(SetStep(sid, i, _S.CANCELLED, stopped, was(sid)))
+        out.append(SetStep(sid, i, _S.CANCELLED, _SUPERSEDED, was(sid)))
         out.append(
-            EndJob(sid, i, JobState.RUNNING, JobState.CANCELLED, stopped or _CANCELLED,
-                   Outcome.CANCELLED)
-        )  # fmt: skip
+            EndJob(sid, i, JobState.RUNNING, JobState.CANCELLED, _SUPERSEDED, Outcome.CANCELLED)
+        )
     why = None if t.not_run_reason is None else t.not_run_reason.value
     for sid in t.not_run:
         i = pos[sid]
