@@ -62,8 +62,9 @@ operation                 what storage does
 The order is fixed: the event's own step, the execution's fields, ``Started``,
 ``Finished``, timed-out steps, stopped steps (a superseded execution's running ones:
 ``cancelled``, their jobs ended ``cancelled``), ``not_run`` steps, cancel requests,
-releases, then a workflow's awaited children and wake-ups. The plans of a workflow's suspension, of an
-event's delivery and of a resume are built by :mod:`.workflow` from the same operations.
+releases, then a workflow's awaited children and wake-ups. The plans of a workflow's
+suspension, of an event's delivery and of a resume are built by :mod:`.workflow` from the
+same operations.
 
 Storages that record a step's end as an event and judge the execution later (Redis,
 DynamoDB) fold those events with :func:`fold`, the one folding rule; :func:`fold_fast` is
