@@ -341,3 +341,8 @@ class MemoryClaiming:
             wait = timeout if due is None else min(timeout, (due - t) / 1000.0)
             woken = store.cond.wait(wait)
             return woken or (due is not None and wait < timeout)
+
+    def interrupt_waits(self) -> None:
+        """End the :meth:`wait_for_jobs` calls in progress now (they return ``True``)."""
+        with self.store.cond:
+            self.store.cond.notify_all()

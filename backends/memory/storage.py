@@ -61,6 +61,7 @@ from queue_core.storage.abilities import (
     SupportsSupersede,
     SupportsThroughput,
     SupportsUniqueJobs,
+    SupportsWaitInterrupt,
     SupportsWakeup,
     SupportsWorkerRegistry,
     SupportsWorkflows,
@@ -108,6 +109,7 @@ def _build_throughput(storage: MemoryStorage) -> MemoryThroughput:
 class MemoryStorage(
     Storage,
     SupportsWakeup,
+    SupportsWaitInterrupt,
     SupportsJobScan,
     SupportsUniqueJobs,
     SupportsRateLimits,
@@ -301,6 +303,9 @@ class MemoryStorage(
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         return self.claiming.wait_for_jobs(queues, timeout)
+
+    def interrupt_waits(self) -> None:
+        self.claiming.interrupt_waits()
 
     def list_jobs(
         self,

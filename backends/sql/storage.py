@@ -90,6 +90,7 @@ from queue_core.storage.abilities import (
     SupportsTemplateEnqueue,
     SupportsThroughput,
     SupportsUniqueJobs,
+    SupportsWaitInterrupt,
     SupportsWakeup,
     SupportsWorkerRegistry,
     SupportsWorkflows,
@@ -163,6 +164,7 @@ def _check_retention(value: object) -> int:
 class SQLStorage(
     Storage,
     SupportsWakeup,
+    SupportsWaitInterrupt,
     SupportsTemplateEnqueue,
     SupportsMigrate,
     SupportsSchemaVersion,
@@ -389,6 +391,10 @@ class SQLStorage(
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """See :meth:`queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`."""
         return self.wakeup.wait_for_jobs(queues, timeout)
+
+    def interrupt_waits(self) -> None:
+        """See :meth:`queue_core.storage.abilities.SupportsWaitInterrupt.interrupt_waits`."""
+        self.wakeup.interrupt_waits()
 
     def enqueue_template(
         self, template: NewJob, jobs: Sequence[tuple[str, bytes, int]], *, now: int | None = None

@@ -38,6 +38,10 @@ __all__ = [
 PGBOUNCER_POLL_S = 0.2
 """How often an idle worker looks for ready jobs behind PgBouncer (no ``LISTEN``)."""
 
+_INTERRUPT_CHECK_S = 0.1
+"""How often a PostgreSQL waiter on ``LISTEN`` looks whether :meth:`interrupt_waits` was
+called (the wait on the socket cannot be woken from another thread)."""
+
 _RECHECK_S = 0.0002
 """How soon an idle SQLite waiter looks again when a write to the database's files woke
 it but no new commit was visible yet (the ``-wal`` frames are written before the commit
@@ -104,6 +108,11 @@ class SQLiteWakeup:
         self._conn: Any = None
         self._files: Any = None  # a DirWatch, or None where inotify is not available
         self._last_change = time.monotonic()  # the last commit seen
+        self._interrupts = 0  # calls of interrupt_waits: a wait ends when it changes
+
+    def interrupt_waits(self) -> None:
+        """End the waits in progress: each sees the count change at its next look."""
+        self._interrupts += 1
 
     def close(self) -> None:
         """Close the waiter's connection and its watch."""
@@ -155,6 +164,7 @@ class SQLiteWakeup:
             return True
         store.ensure_schema()
         deadline = time.monotonic() + max(timeout, 0.0)
+        interrupts = self._interrupts
         with self._lock, translate_errors(store.masked, secret=store.secret):
             conn = self._conn if self._conn is not None else self._open()
             pause = time.sleep if self._files is None else self._files.wait
@@ -181,6 +191,8 @@ class SQLiteWakeup:
                     written = False
                 else:
                     written = bool(pause(min(poll_interval(clock - self._last_change), left)))
+                if self._interrupts != interrupts:
+                    return True
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
                 if current != version:
                     version = current
@@ -198,6 +210,12 @@ class PostgresWakeup:
         self.pgbouncer = store.dialect.pgbouncer
         self._lock = threading.Lock()
         self._conn: Any = None
+        self._interrupts = 0  # calls of interrupt_waits: a wait ends when it changes
+
+    def interrupt_waits(self) -> None:
+        """End the waits in progress within :data:`_INTERRUPT_CHECK_S` (behind PgBouncer,
+        :data:`PGBOUNCER_POLL_S`)."""
+        self._interrupts += 1
 
     def close(self) -> None:
         """Close the listening connection."""
@@ -221,8 +239,9 @@ class PostgresWakeup:
         store = self.store
         if store.closed:
             return False
+        interrupts = self._interrupts
         if self.pgbouncer:
-            return self._poll(queues, timeout)
+            return self._poll(queues, timeout, interrupts)
         with self._lock, translate_errors(store.masked, secret=store.secret):
             if self._conn is None:
                 conn = store.dialect.connect_waiter()
@@ -233,13 +252,23 @@ class PostgresWakeup:
             if due is not None and due <= 0:
                 return True
             wait = max(timeout, 0.0) if due is None else min(max(timeout, 0.0), due)
+            end = time.monotonic() + wait
             try:
                 # The commit may be a pause or a resume: the claim that follows checks
                 # the pauses' version in its statement and reads them again when they
                 # changed (``Claiming.claim``), so no read of its own here (a round
-                # trip on every idle pick-up).
-                for _ in self._conn.notifies(timeout=wait, stop_after=1):
-                    return True
+                # trip on every idle pick-up). A notification that arrives between two
+                # looks waits on the connection for the next one.
+                while True:
+                    left = max(end - time.monotonic(), 0.0)
+                    for _ in self._conn.notifies(
+                        timeout=min(left, _INTERRUPT_CHECK_S), stop_after=1
+                    ):
+                        return True
+                    if self._interrupts != interrupts:
+                        return True
+                    if left <= _INTERRUPT_CHECK_S:
+                        break
             except Exception:
                 self._conn.close()
                 self._conn = None
@@ -259,13 +288,15 @@ class PostgresWakeup:
             r = row.fetchone()
         return due_in(r["due"], r["now_ms"])
 
-    def _poll(self, queues: Sequence[str], timeout: float) -> bool:
+    def _poll(self, queues: Sequence[str], timeout: float, interrupts: int) -> bool:
         """``wait_for_jobs`` without ``LISTEN``: sleep a poll interval, then ask."""
         store = self.store
         deadline = time.monotonic() + max(timeout, 0.0)
         while not store.closed:
             left = deadline - time.monotonic()
             time.sleep(max(min(PGBOUNCER_POLL_S, left), 0.0))
+            if self._interrupts != interrupts:
+                return True
             asked = probe(self.pauses, queues, fresh=True)
             if asked is not None:
                 with store.stmt() as cur:

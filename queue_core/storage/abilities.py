@@ -17,6 +17,7 @@ from queue_core.storage.claims import (
     SupportsPrefetch,
     SupportsResultLimit,
     SupportsStartWithFinish,
+    SupportsWaitInterrupt,
 )
 from queue_core.storage.control import (
     SupportsDebounce,
@@ -62,6 +63,7 @@ __all__ = [
     "SupportsThroughput",
     "SupportsUniqueJobs",
     "SupportsWaitClaim",
+    "SupportsWaitInterrupt",
     "SupportsWakeup",
     "SupportsWorkerRegistry",
     "SupportsWorkflows",

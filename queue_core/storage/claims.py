@@ -1,6 +1,6 @@
 """The optional abilities of a claimed attempt: claiming ahead of free slots (a worker's
-``prefetch``) and a bound on the result its end stores; re-exported by
-:mod:`queue_core.storage.abilities`."""
+``prefetch``), a bound on the result its end stores, and ending an idle worker's wait for
+one; re-exported by :mod:`queue_core.storage.abilities`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ __all__ = [
     "SupportsPrefetch",
     "SupportsResultLimit",
     "SupportsStartWithFinish",
+    "SupportsWaitInterrupt",
     "started_ago",
 ]
 
@@ -129,3 +130,21 @@ def started_ago(refs: Sequence[LeaseRef], ago_ms: Sequence[int]) -> list[int]:
     """``start_claimed``'s ``ago_ms`` for each of ``refs``: 0 where it is shorter (every
     backend reads the argument through this)."""
     return [ago_ms[i] if i < len(ago_ms) else 0 for i in range(len(refs))]
+
+
+@runtime_checkable
+class SupportsWaitInterrupt(Protocol):
+    """A wake-up wait that can be ended early: a worker asked to stop ends its idle
+    wait at once instead of waiting it out (up to a second)."""
+
+    def interrupt_waits(self) -> None:
+        """End every :meth:`~queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`
+        call in progress on this storage object now: each returns ``True`` (a spurious
+        wake-up; the worker then sees its stop). Thread-safe, quick and without storage
+        I/O: it may be called from any thread, and a wait blocked on this object never
+        delays it. A wait that begins after the call need not end.
+
+        Contract:
+            OptionalAbilitiesContract.test_interrupt_waits_ends_a_wait_in_progress
+        """
+        ...

@@ -36,6 +36,7 @@ from queue_core.app.clock import Clock
 from queue_core.app.events import WorkerListener
 from queue_core.app.task import Task, check_isolation
 from queue_core.records.durations import parse_duration, to_ms
+from queue_core.storage.abilities import SupportsWaitInterrupt
 from queue_core.storage.urls import mask_url
 from queue_core.worker.claiming import BURST_HORIZON_MS, ClaimLoop
 from queue_core.worker.finishing import Finisher
@@ -228,6 +229,15 @@ class Worker:
     def stop(self) -> None:
         """Ask the worker to shut down gracefully (thread-safe)."""
         self._state.stop.set()
+        self._interrupt_wait()
+
+    def _interrupt_wait(self) -> None:
+        """End the claim thread's idle wait now, where the storage can
+        (:class:`~queue_core.storage.abilities.SupportsWaitInterrupt`): a stop asked of an
+        idle worker takes effect at once, not at the end of the wait (up to a second)."""
+        storage = self.storage
+        if isinstance(storage, SupportsWaitInterrupt):
+            storage.interrupt_waits()
 
     def stats(self) -> dict[str, Any]:
         """Worker-local figures: slots, running and stuck attempts, processed count."""
@@ -441,6 +451,7 @@ class Worker:
 
     def _request_stop(self) -> None:
         self._state.request_stop()
+        self._interrupt_wait()
 
     def _banner(self, queues: Sequence[str]) -> str:
         """The start line, and one line per registered task (as Celery's banner)."""

@@ -21,6 +21,7 @@ from queue_core.storage.abilities import (
     SupportsMigrate,
     SupportsSchemaVersion,
     SupportsWaitClaim,
+    SupportsWaitInterrupt,
     SupportsWakeup,
 )
 from queue_core.storage.protocol import Storage
@@ -29,8 +30,8 @@ from queue_core.testing.suite._base import ContractBase, job_of, lacks, order_sa
 
 
 class OptionalAbilitiesContract(ContractBase):
-    """``SupportsJobScan``, ``SupportsWakeup``, ``SupportsMigrate`` and
-    ``SupportsSchemaVersion``."""
+    """``SupportsJobScan``, ``SupportsWakeup``, ``SupportsWaitInterrupt``,
+    ``SupportsMigrate`` and ``SupportsSchemaVersion``."""
 
     def test_migrate_twice_keeps_what_is_stored(self, storage: Storage) -> None:
         if not isinstance(storage, SupportsMigrate):
@@ -123,6 +124,38 @@ class OptionalAbilitiesContract(ContractBase):
         begun = time.monotonic()
         assert storage.wait_for_jobs(["due"], 20.0) is True
         assert time.monotonic() - begun < 10.0, "the wait lasted until its timeout"
+
+    def test_interrupt_waits_ends_a_wait_in_progress(self, storage: Storage) -> None:
+        """A waiter blocked with a long timeout and nothing to wake it returns once
+        ``interrupt_waits`` is called. The call is repeated until the waiter returns (an
+        interrupt that comes before the wait began need not end it); jobs already stored
+        elsewhere and an interrupt of a finished wait change nothing."""
+        if not isinstance(storage, SupportsWaitInterrupt):
+            pytest.skip(lacks(SupportsWaitInterrupt))
+        assert isinstance(storage, SupportsWakeup), "SupportsWaitInterrupt needs SupportsWakeup"
+        job_id = enqueue_one(storage, queue="elsewhere")
+        storage.wait_for_jobs(["idle"], 0.0)  # a first wait may only start listening
+        outcome: list[bool] = []
+        done = threading.Event()
+
+        def wait() -> None:
+            try:
+                outcome.append(storage.wait_for_jobs(["idle"], 20.0))
+            finally:
+                done.set()
+
+        begun = time.monotonic()
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        for _ in range(200):
+            storage.interrupt_waits()
+            if done.wait(0.05):
+                break
+        thread.join(20.0)
+        assert outcome == [True]
+        assert time.monotonic() - begun < 10.0, "the wait lasted until its timeout"
+        assert job_of(storage, job_id).state is JobState.QUEUED
+        assert claim_one(storage, now=T0, queues=["elsewhere"]).id == job_id
 
 
 def _wait_claim(storage: Storage) -> SupportsWaitClaim:
