@@ -96,8 +96,10 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=False)
 def quick(session: nox.Session) -> None:
     """The inner loop: the unit tests and the contract suite on memory and SQLite, no
-    server to start (about a minute). ``pytest tests/unit`` alone needs only the base
-    install (``pip install -e . pytest pytest-timeout hypothesis``)."""
+    server to start (about 40 s on two cores). Four pytest-xdist processes, each handed
+    the next test when it is free (``worksteal``): most of these tests wait for real
+    processes, timeouts and wake-ups, not for a core. ``pytest tests/unit`` alone needs
+    only the base install (``pip install -e . pytest pytest-timeout hypothesis``)."""
     _pytest(
         session,
         "tests/unit",
@@ -105,6 +107,10 @@ def quick(session: nox.Session) -> None:
         "tests/contract/test_sqlite.py",
         "-q",
         "-x",
+        "-n",
+        "4",
+        "--dist",
+        "worksteal",
     )
 
 

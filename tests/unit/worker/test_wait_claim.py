@@ -60,13 +60,13 @@ def test_an_idle_worker_claims_through_wait_and_claim() -> None:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        _until(lambda: storage.calls, "the worker waited idle")
+        _until(lambda: storage.timeouts, "the worker waits idle")
         ids = []
         for i in range(3):  # one at a time, each after the worker is idle again
-            waits = len(storage.calls)
+            waits = len(storage.timeouts)  # the wait in progress is counted
             ids.append(t.delay(i).id)
             _until(lambda n=i + 1: len(ran) == n, f"job {i} ran")
-            _until(lambda w=waits: len(storage.calls) > w + 1, "idle again")
+            _until(lambda w=waits: len(storage.timeouts) > w, "waiting again")
         for job_id in ids:
             _until(lambda j=job_id: _state(storage, j) is JobState.SUCCEEDED, "recorded")
         claimed = [i for call in storage.calls for i in call]
@@ -98,7 +98,7 @@ def test_a_busy_worker_waits_for_a_wake_up_instead_of_polling() -> None:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        _until(lambda: storage.calls, "the worker waited idle")
+        _until(lambda: storage.timeouts, "the worker waits idle")
         first = t.delay(0).id
         _until(lambda: ran == [0], "the first body runs")
         waits = len(storage.calls)
