@@ -2,20 +2,21 @@
 (the running attempts' and those of the jobs held ahead of free slots, :mod:`.prefetch`).
 
 Storage answers which leases were lost (the attempt was reaped, e.g. for heartbeat
-silence) and which jobs have a cancel request: a lost one ends the attempt (a thread
-body goes on, its slot stuck), a cancel stops the body. The waits run on the worker's
-clock.
+silence, or superseded) and which jobs have a cancel request: a lost one ends the
+attempt (a thread body goes on, its slot stuck) and is logged with how its record says
+it ended, a cancel stops the body. The waits run on the worker's clock.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import anyio
 from anyio import to_thread
 
 from queue_core.records.errors import StorageError
-from queue_core.records.jobs import LeaseRef, RenewResult
+from queue_core.records.jobs import LeaseRef, Reason, RenewResult
 from queue_core.rules import renew_interval
 from queue_core.storage.protocol import Storage
 from queue_core.worker.log import log
@@ -73,10 +74,11 @@ class LeaseRenewer:
         if self.on_held is not None and run.held.jobs:
             self.on_held(res)
         running = run.table.running
+        lost: list[LeaseRef] = []
         for ref in res.lost:
             att = running.get(ref)
             if att is not None and not att.ended:
-                log.warning("lease of job %s attempt %d lost", ref.job_id, ref.attempt)
+                lost.append(ref)
                 att.lease_lost = True
                 att.ended = True
                 att.stop()
@@ -88,3 +90,23 @@ class LeaseRenewer:
             if att is not None and not att.ended:
                 att.cancel_requested = True
                 att.stop()
+        for ref in lost:
+            await self._say_lost(ref)
+
+    async def _say_lost(self, ref: LeaseRef) -> None:
+        """Log the lost lease of ``ref`` with how its attempt's record says it ended (one
+        read; rare): INFO when a newer job superseded it (the task asked for that), else
+        WARNING."""
+        why, superseded = "", False
+        read = self.storage.list_attempts
+        try:
+            records = await to_thread.run_sync(read, ref.job_id, limiter=self.limiter)
+        except StorageError:
+            records = []
+        rec = next((a for a in records if a.number == ref.attempt), None)
+        if rec is not None and rec.outcome is not None:
+            why = f": the attempt ended {rec.outcome.value}"
+            why += f", reason {rec.reason}" if rec.reason else ""
+            superseded = rec.reason == Reason.SUPERSEDED
+        level = logging.INFO if superseded else logging.WARNING
+        log.log(level, "lease of job %s attempt %d lost%s", ref.job_id, ref.attempt, why)

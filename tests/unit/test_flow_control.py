@@ -8,6 +8,7 @@ storage without the ability.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -79,7 +80,10 @@ def test_without_round_robin_the_backlog_runs_first() -> None:
     assert ran.index("b") == 20
 
 
-def test_cancel_in_progress_cancels_the_running_job_and_runs_the_new_one() -> None:
+def test_cancel_in_progress_cancels_the_running_job_and_runs_the_new_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="queue_core.worker")
     queue = Queue("memory://", lease=1.5)
     started = threading.Event()
 
@@ -101,6 +105,12 @@ def test_cancel_in_progress_cancels_the_running_job_and_runs_the_new_one() -> No
     (attempt,) = old.attempts()
     assert (attempt.outcome, attempt.reason) == (Outcome.CANCELLED, "superseded")
     worker.join(20)
+    # the old worker learns it at its renewal, and says why: asked for, so not a warning
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "lease of job" in r.getMessage()]
+    assert said == [
+        (logging.INFO, f"lease of job {old.id} attempt 1 lost: the attempt ended cancelled, "
+         "reason superseded")
+    ]  # fmt: skip
 
 
 def test_latest_keeps_the_newest_queued_call_and_skips_the_one_it_replaced() -> None:
