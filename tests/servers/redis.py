@@ -48,10 +48,24 @@ def start_redis_server(
     ``extra_args`` are appended to the command line and override the defaults (e.g.
     ``["--appendonly", "yes"]`` for a server whose data survives a restart).
 
+    Without ``port``, a free one; a port taken meanwhile (parallel test processes pick
+    theirs at the same time) is retried on another, up to 5 times.
+
     Raises:
         RuntimeError: the server did not come up within 10 s (its log is in the message).
     """
-    port = port or free_port()
+    if port is not None:
+        return _start_redis_server(port, workdir, extra_args)
+    for attempt in range(5):
+        try:
+            return _start_redis_server(free_port(), workdir, extra_args)
+        except RuntimeError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_redis_server(port: int, workdir: str | None, extra_args: Sequence[str]) -> RedisServer:
     workdir = workdir or tempfile.mkdtemp(prefix="qc-redis-")
     proc = subprocess.Popen(
         [
@@ -75,8 +89,8 @@ def start_redis_server(
             raise RuntimeError(f"redis-server exited with {proc.returncode}: {err}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
+                s.sendall(b"INFO server\r\n")
+                if f"process_id:{proc.pid}\r".encode() in _reply(s):  # ours, not a neighbour's
                     return RedisServer("127.0.0.1", port, proc, workdir)
         except OSError:
             pass
@@ -84,6 +98,19 @@ def start_redis_server(
     proc.kill()
     proc.wait()
     raise RuntimeError(f"redis-server did not answer on port {port} within 10 s")
+
+
+def _reply(s: socket.socket) -> bytes:
+    """One bulk-string reply (``$<n>`` then the bytes), read whole."""
+    data = s.recv(65536)
+    head, _, body = data.partition(b"\r\n")
+    size = int(head[1:]) if head.startswith(b"$") else 0
+    while len(body) < size:
+        more = s.recv(65536)
+        if not more:
+            break
+        body += more
+    return body
 
 
 def stop_redis_server(server: RedisServer) -> None:
