@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -94,23 +95,9 @@ class OptionalAbilitiesContract(ContractBase):
         """
         if not isinstance(storage, SupportsWakeup):
             pytest.skip(lacks(SupportsWakeup))
-        waker: SupportsWakeup = storage
-        outcome: list[bool] = []
-        done = threading.Event()
-
-        def wait() -> None:
-            try:
-                outcome.append(waker.wait_for_jobs(["wake"], 20.0))
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=wait, daemon=True)
-        thread.start()
-        for _ in range(100):
-            storage.enqueue([new_job(queue="wake")], now=None)
-            if done.wait(0.2):
-                break
-        thread.join(5.0)
+        outcome = _wait_prodded(
+            storage, "wake", lambda: storage.enqueue([new_job(queue="wake")], now=None), 0.2
+        )
         assert outcome == [True]
 
     def test_wait_for_jobs_ends_when_a_delayed_job_falls_due(self, storage: Storage) -> None:
@@ -128,34 +115,42 @@ class OptionalAbilitiesContract(ContractBase):
     def test_interrupt_waits_ends_a_wait_in_progress(self, storage: Storage) -> None:
         """A waiter blocked with a long timeout and nothing to wake it returns once
         ``interrupt_waits`` is called. The call is repeated until the waiter returns (an
-        interrupt that comes before the wait began need not end it); jobs already stored
-        elsewhere and an interrupt of a finished wait change nothing."""
+        interrupt that comes before the wait began need not end it); a job stored in
+        another queue is left as it was."""
         if not isinstance(storage, SupportsWaitInterrupt):
             pytest.skip(lacks(SupportsWaitInterrupt))
         assert isinstance(storage, SupportsWakeup), "SupportsWaitInterrupt needs SupportsWakeup"
         job_id = enqueue_one(storage, queue="elsewhere")
         storage.wait_for_jobs(["idle"], 0.0)  # a first wait may only start listening
-        outcome: list[bool] = []
-        done = threading.Event()
-
-        def wait() -> None:
-            try:
-                outcome.append(storage.wait_for_jobs(["idle"], 20.0))
-            finally:
-                done.set()
-
         begun = time.monotonic()
-        thread = threading.Thread(target=wait, daemon=True)
-        thread.start()
-        for _ in range(200):
-            storage.interrupt_waits()
-            if done.wait(0.05):
-                break
-        thread.join(20.0)
-        assert outcome == [True]
+        assert _wait_prodded(storage, "idle", storage.interrupt_waits, 0.05) == [True]
         assert time.monotonic() - begun < 10.0, "the wait lasted until its timeout"
         assert job_of(storage, job_id).state is JobState.QUEUED
         assert claim_one(storage, now=T0, queues=["elsewhere"]).id == job_id
+
+
+def _wait_prodded(
+    storage: SupportsWakeup, queue: str, prod: Callable[[], object], every: float
+) -> list[bool]:
+    """What ``wait_for_jobs([queue], 20.0)``, run in a thread, returned while this thread
+    calls ``prod()`` every ``every`` seconds until it returns (10 s at most)."""
+    outcome: list[bool] = []
+    done = threading.Event()
+
+    def wait() -> None:
+        try:
+            outcome.append(storage.wait_for_jobs([queue], 20.0))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    for _ in range(int(10.0 / every)):
+        prod()
+        if done.wait(every):
+            break
+    thread.join(20.0)
+    return outcome
 
 
 def _wait_claim(storage: Storage) -> SupportsWaitClaim:
