@@ -22,8 +22,10 @@ client) it is ``wait_for_jobs`` followed by ``claim``.
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import select
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,6 +42,8 @@ from backends.redis.store import RedisStore
 from queue_core.records.jobs import AttemptEnd, ClaimedJob
 
 __all__ = ["MIN_BLOCK_S", "RedisClaiming"]
+
+log = logging.getLogger("backends.redis")
 
 MIN_BLOCK_S = 0.001
 """The shortest ``BLPOP`` sent: Redis counts a timeout in milliseconds and 0 means
@@ -65,6 +69,7 @@ class RedisClaiming:
         self._corrupt: Any = None  # corrupt.lua, registered when first needed
         self._next_ready = store.script("next_ready")
         self._peek: Script | None = None  # peek.lua, registered on first use (cluster only)
+        self._interrupts = 0  # calls of interrupt_waits: a wait ends when it changes
 
     def claim(
         self,
@@ -249,9 +254,10 @@ class RedisClaiming:
         earliest delayed job becomes due, or the timeout. Spurious wake-ups are possible."""
         if self.store.closed or not queues:
             return False
+        interrupts = self._interrupts
         groups = self.store.homes.groups(queues)
         dues = [self._due_ms(names, home) for home, names in groups.items()]
-        if 0 in dues:
+        if 0 in dues or self._interrupts != interrupts:
             return True
         due_ms = min((d for d in dues if d > 0), default=-1)
         wait = min(timeout, connect.WAKE_MAX_S, timeout if due_ms < 0 else due_ms / 1000.0)
@@ -264,7 +270,22 @@ class RedisClaiming:
                 got = self.store.wake_client().blpop(next(iter(lists.values())), timeout=wait)
             else:
                 got = _blpop_any(self.store.wake_client(), list(lists.values()), wait)
-        return got is not None or (due_ms >= 0 and wait < timeout)
+        interrupted = self._interrupts != interrupts
+        return got is not None or interrupted or (due_ms >= 0 and wait < timeout)
+
+    def interrupt_waits(self) -> None:
+        """End the waits in progress (``SupportsWaitInterrupt``): ``CLIENT UNBLOCK`` of
+        the wake-up connections (:meth:`RedisStore.unblock_waits`), sent from a thread of
+        its own so that the caller never waits for the server; a ``wait_and_claim`` so
+        ended claims what is ready, as after a timeout."""
+        self._interrupts += 1
+        threading.Thread(target=self._unblock, name="queue-core unblock", daemon=True).start()
+
+    def _unblock(self) -> None:
+        try:
+            self.store.unblock_waits()
+        except Exception as exc:  # noqa: BLE001 - the waits then end at their timeout
+            log.debug("interrupt_waits: %s", exc)
 
     def wait_and_claim(
         self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, timeout: float

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ __all__ = [
     "LazyCluster",
     "check_cluster_prefix",
     "clients_from_url",
+    "wake_name",
 ]
 
 WAKE_MAX_S = 10.0
@@ -41,6 +44,12 @@ SCHEMES = {
     "redis+cluster": ("redis", True),
     "rediss+cluster": ("rediss", True),
 }
+
+
+def wake_name() -> str:
+    """A name of its own for one storage's wake-up connections (``CLIENT SETNAME``), so
+    that ``interrupt_waits`` finds them in ``CLIENT LIST`` to unblock them."""
+    return f"qc-wake-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 @dataclass(frozen=True)
@@ -145,9 +154,11 @@ def clients_from_url(url: str) -> Clients:
         )
     try:
         client = redis.Redis.from_url(clean, socket_connect_timeout=10, socket_timeout=30)
+        named = None if any(n == "client_name" for n, _ in rest) else wake_name()  # else the URL's
         wake = redis.Redis.from_url(
-            clean, socket_connect_timeout=10, socket_timeout=WAKE_MAX_S + 5, socket_keepalive=True
-        )
+            clean, socket_connect_timeout=10, socket_timeout=WAKE_MAX_S + 5, socket_keepalive=True,
+            client_name=named,
+        )  # fmt: skip
     except (ValueError, TypeError) as exc:
         raise _refused(url, exc) from exc
     return Clients(client, wake, prefix, retention)

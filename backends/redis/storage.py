@@ -65,6 +65,7 @@ from queue_core.storage.abilities import (
     SupportsThroughput,
     SupportsUniqueJobs,
     SupportsWaitClaim,
+    SupportsWaitInterrupt,
     SupportsWakeup,
     SupportsWorkerRegistry,
     SupportsWorkflows,
@@ -113,6 +114,7 @@ class RedisStorage(
     Storage,
     SupportsWakeup,
     SupportsWaitClaim,
+    SupportsWaitInterrupt,
     SupportsTemplateEnqueue,
     SupportsJobScan,
     SupportsUniqueJobs,
@@ -153,7 +155,8 @@ class RedisStorage(
     Supports :class:`~queue_core.storage.abilities.SupportsWakeup` (enqueues and requeues
     push a token to a bounded per-queue list that idle workers ``BLPOP``),
     ``SupportsWaitClaim`` (the ``BLPOP`` and the claim in one round trip,
-    ``redis/claiming.py``), ``SupportsTemplateEnqueue``, ``SupportsJobScan``,
+    ``redis/claiming.py``), ``SupportsWaitInterrupt`` (``CLIENT UNBLOCK`` of the
+    wake-up connections, found by their name), ``SupportsTemplateEnqueue``, ``SupportsJobScan``,
     ``SupportsUniqueJobs``, ``SupportsRateLimits``, ``SupportsFlows`` (``redis/flows.py``),
     ``SupportsWorkflows`` (``redis/workflows.py``),
     ``SupportsSchedules``, ``SupportsThroughput``, ``SupportsWorkerRegistry``,
@@ -314,6 +317,10 @@ class RedisStorage(
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """See :meth:`queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`."""
         return self.claiming.wait_for_jobs(queues, timeout)
+
+    def interrupt_waits(self) -> None:
+        """See :meth:`queue_core.storage.claims.SupportsWaitInterrupt.interrupt_waits`."""
+        self.claiming.interrupt_waits()
 
     def wait_and_claim(
         self, worker_id: str, queues: Sequence[str], limit: int, lease_ms: int, timeout: float

@@ -193,15 +193,42 @@ class RedisStore:
                 nodes = [ClusterNode(n.host, n.port) for n in self.client.get_nodes()]
                 kw = dict(self.client.nodes_manager.connection_kwargs)
                 kw["socket_timeout"] = connect.WAKE_MAX_S + 5
+                kw.setdefault("client_name", connect.wake_name())
                 self._wake = RedisCluster(startup_nodes=nodes, **kw)
             elif self._wake is None:
                 kw = dict(self.client.connection_pool.connection_kwargs)
                 kw["socket_timeout"] = connect.WAKE_MAX_S + 5
+                kw.setdefault("client_name", connect.wake_name())
                 pool = redis.ConnectionPool(
                     connection_class=self.client.connection_pool.connection_class, **kw
                 )
                 self._wake = redis.Redis(connection_pool=pool)
             return self._wake
+
+    def unblock_waits(self) -> None:
+        """``CLIENT UNBLOCK`` every connection of the wake-up client (found by its
+        ``CLIENT SETNAME`` in ``CLIENT LIST``, on every master of a cluster): a blocked
+        ``BLPOP`` returns as if timed out. Nothing when no wake-up client was built yet or
+        it has no name (one the caller gave)."""
+        with self._wake_lock:
+            wake = self._wake
+        if wake is None or self.closed:
+            return
+        if self.cluster:
+            cluster = self.client.ready if isinstance(self.client, LazyCluster) else self.client
+            if cluster is None:
+                return
+            name = wake.nodes_manager.connection_kwargs.get("client_name")
+            nodes = [cluster.get_redis_connection(n) for n in cluster.get_primaries()]
+        else:
+            name = wake.connection_pool.connection_kwargs.get("client_name")
+            nodes = [self.client]
+        if not name:
+            return
+        for node in nodes:
+            for entry in node.client_list():
+                if entry.get("name") == name:
+                    node.client_unblock(int(entry["id"]))
 
     def where(self) -> str:
         """The server, for ``repr``."""

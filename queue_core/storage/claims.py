@@ -140,9 +140,10 @@ class SupportsWaitInterrupt(Protocol):
     def interrupt_waits(self) -> None:
         """End every :meth:`~queue_core.storage.abilities.SupportsWakeup.wait_for_jobs`
         call in progress on this storage object now: each returns ``True`` (a spurious
-        wake-up; the worker then sees its stop). Thread-safe, quick and without storage
-        I/O: it may be called from any thread, and a wait blocked on this object never
-        delays it. A wait that begins after the call need not end.
+        wake-up; the worker then sees its stop). Thread-safe and quick: it may be called
+        from any thread, so it neither waits for a server (a request goes from a thread
+        of its own) nor for a lock a blocked wait holds. A wait that begins after the
+        call need not end.
 
         Contract:
             OptionalAbilitiesContract.test_interrupt_waits_ends_a_wait_in_progress

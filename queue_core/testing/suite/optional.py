@@ -114,8 +114,9 @@ class OptionalAbilitiesContract(ContractBase):
 
     def test_interrupt_waits_ends_a_wait_in_progress(self, storage: Storage) -> None:
         """A waiter blocked with a long timeout and nothing to wake it returns once
-        ``interrupt_waits`` is called. The call is repeated until the waiter returns (an
-        interrupt that comes before the wait began need not end it); a job stored in
+        ``interrupt_waits`` is called. The first call comes 0.5 s into the wait, so that
+        the waiter is blocked by then, and the call is repeated until the waiter returns
+        (an interrupt that comes before the wait began need not end it); a job stored in
         another queue is left as it was."""
         if not isinstance(storage, SupportsWaitInterrupt):
             pytest.skip(lacks(SupportsWaitInterrupt))
@@ -123,8 +124,13 @@ class OptionalAbilitiesContract(ContractBase):
         job_id = enqueue_one(storage, queue="elsewhere")
         storage.wait_for_jobs(["idle"], 0.0)  # a first wait may only start listening
         begun = time.monotonic()
-        assert _wait_prodded(storage, "idle", storage.interrupt_waits, 0.05) == [True]
-        assert time.monotonic() - begun < 10.0, "the wait lasted until its timeout"
+
+        def interrupt() -> None:
+            if time.monotonic() - begun >= 0.5:
+                storage.interrupt_waits()
+
+        assert _wait_prodded(storage, "idle", interrupt, 0.05) == [True]
+        assert time.monotonic() - begun < 5.0, "the wait lasted until its timeout"
         assert job_of(storage, job_id).state is JobState.QUEUED
         assert claim_one(storage, now=T0, queues=["elsewhere"]).id == job_id
 
