@@ -293,6 +293,7 @@ class RedisClaiming:
         """``SupportsWaitClaim.wait_and_claim`` (see the module doc)."""
         if limit <= 0 or not queues or self.store.closed:
             return []
+        interrupts = self._interrupts
         client = self.store.wake_client()
         pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
         if timeout < MIN_BLOCK_S:
@@ -305,7 +306,7 @@ class RedisClaiming:
         wait = min(timeout, connect.WAKE_MAX_S)
         if due_ms >= 0:
             wait = min(wait, due_ms / 1000.0)
-        if wait < MIN_BLOCK_S:
+        if wait < MIN_BLOCK_S or self._interrupts != interrupts:  # interrupted: no wait
             return self.claim(worker_id, queues, limit, lease_ms, None)
         args = self._claim_args(worker_id, names, limit, lease_ms, None)
         blpop = ("BLPOP", *[self.store.keys.wake(q) for q in names], f"{wait:.3f}")

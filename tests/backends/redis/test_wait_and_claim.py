@@ -91,3 +91,24 @@ def test_a_wait_whose_connection_is_killed_fails_and_the_next_one_claims(
     assert len(errors) == 1  # the connection (a reply unread) was dropped, not pooled
     storage.enqueue([_job("a")])
     assert [c.id for c in storage.wait_and_claim("w", ["q"], 1, LEASE, 5.0)] == ["a"]
+
+
+def test_an_interrupt_while_reading_the_due_time_claims_without_blocking(
+    storage: RedisStorage,
+) -> None:
+    """``interrupt_waits`` during the ``next_ready`` read that precedes the ``BLPOP``
+    (a stop that comes just as the worker begins to wait): the call claims at once
+    instead of blocking (the unblock, sent from its own thread, may reach the server
+    before the ``BLPOP`` does)."""
+    storage.enqueue([NewJob(id="a", task_name="t", queue="other", payload=b"{}")])
+    claiming = storage.claiming
+    read_due = claiming._due_ms
+
+    def due_ms(*args: object, **kw: object) -> int:
+        claiming.interrupt_waits()
+        return read_due(*args, **kw)  # type: ignore[arg-type]
+
+    claiming._due_ms = due_ms  # type: ignore[method-assign]
+    begun = time.monotonic()
+    assert storage.wait_and_claim("w", ["q"], 4, LEASE, 5.0) == []  # "a" is elsewhere
+    assert time.monotonic() - begun < 2.5, "the call blocked"
